@@ -1,0 +1,84 @@
+"""Worker start-up: make the embedded prelude importable and set up sys for blocks.
+
+Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}) and WORKSPACE.
+"""
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+
+class EmbeddedPrelude(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
+    """Imports the `vis` package from sources compiled into the binary."""
+
+    def __init__(self, files):
+        self.files = files
+        self.modules = {}
+        for path, source in files.items():
+            if not path.endswith(".py"):
+                continue
+            parts = path[:-3].split("/")
+            is_package = parts[-1] == "__init__"
+            if is_package:
+                parts.pop()
+            self.modules[".".join(parts)] = (path, source, is_package)
+
+    def find_spec(self, fullname, path=None, target=None):
+        entry = self.modules.get(fullname)
+        if entry is None:
+            return None
+        return importlib.util.spec_from_loader(
+            fullname, self, origin="<vis>/" + entry[0], is_package=entry[2]
+        )
+
+    def get_source(self, fullname):
+        return self.modules[fullname][1]
+
+    def get_code(self, fullname):
+        path, source, _ = self.modules[fullname]
+        return compile(source, "<vis>/" + path, "exec", dont_inherit=True)
+
+    def is_package(self, fullname):
+        return self.modules[fullname][2]
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(self.get_code(module.__name__), module.__dict__)
+
+
+def _find_venv(workspace):
+    candidates = []
+    if os.environ.get("VIRTUAL_ENV"):
+        candidates.append(os.environ["VIRTUAL_ENV"])
+    if workspace:
+        candidates.append(os.path.join(workspace, ".venv"))
+    for venv in candidates:
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+            return venv
+    return None
+
+
+def _setup(files, workspace):
+    sys.meta_path.insert(0, EmbeddedPrelude(files))
+    sys.argv = [""]
+    ver = "python%d.%d" % sys.version_info[:2]
+    venv = _find_venv(workspace)
+    if venv:
+        import site
+
+        site.addsitedir(os.path.join(venv, "lib", ver, "site-packages"))
+        sys.executable = os.path.join(venv, "bin", "python")
+    else:
+        # Embedded, sys.executable would be the vis binary; blocks expect a Python.
+        for name in (ver, "python3"):
+            exe = os.path.join(sys.base_exec_prefix, "bin", name)
+            if os.path.exists(exe):
+                sys.executable = exe
+                break
+    if workspace:
+        sys.path.insert(0, workspace)
+
+
+_setup(SOURCES, WORKSPACE)  # noqa: F821 (globals given by the worker)

@@ -1,0 +1,15 @@
+"""Vis: the Python surface of a coding gateway whose model has one tool, `python_execution`.
+
+Inside a worker, the names in `__all__` are pre-imported into every block's namespace.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from vis._state import session
+from vis.defs import DefRegistry, defs
+from vis.shell import ShellResult, sh
+
+_registry: DefRegistry | None = None
+
+__all__ = ["Path", "defs", "session", "sh"]

@@ -1,0 +1,234 @@
+"""Runs the model's blocks with REPL semantics and records their top-level definitions.
+
+The worker calls `Runner.run` once per block and `Runner.restore` after a start. Output goes
+to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are one shared line-buffered
+stream so their order is kept.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import faulthandler
+import inspect
+import io
+import json
+import linecache
+import os
+import signal
+import sys
+import types
+from typing import Any
+
+from vis import _state
+from vis.defs import DefRegistry, describe
+
+#: Frames from files named like this belong to Vis itself and are left out of tracebacks.
+_PRELUDE_PREFIX = "<vis>/"
+#: How many library frames (not the model's code) a traceback keeps.
+_LIBRARY_FRAMES_KEPT = 2
+
+
+class _Interrupts:
+    armed = False
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    # Only a running block is interrupted; a late signal must not break the runner itself.
+    if _Interrupts.armed:
+        raise KeyboardInterrupt
+
+
+class Runner:
+    def __init__(self, capture_path: str) -> None:
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main
+        self.ns: dict[str, Any] = main.__dict__
+        self.registry = DefRegistry()
+        stream = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False),
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+        )
+        sys.stdout = sys.stderr = stream
+        self.stream = stream
+        faulthandler.enable(file=stream, all_threads=True)
+        signal.signal(signal.SIGINT, _on_interrupt)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        import vis
+
+        vis._registry = self.registry
+        for name in vis.__all__:
+            self.ns[name] = getattr(vis, name)
+        self.ns["session"] = _state.session
+
+    # -- blocks -------------------------------------------------------------------------
+
+    def run(
+        self,
+        code: str,
+        filename: str,
+        session_json: str,
+        artifact_dir: str,
+        output_limit: int,
+        roots: list[str],
+    ) -> tuple[str, str]:
+        """Runs one block; returns (status, JSON of definition changes)."""
+        session = json.loads(session_json)
+        _state.session.clear()
+        _state.session.update(session)
+        self.ns["session"] = _state.session
+        _state.artifact_dir = artifact_dir
+        _state.output_limit = output_limit
+        _state.artifact_seq = 0
+        if roots and roots != _state.workspace_roots:
+            _state.workspace_roots = list(roots)
+            try:
+                os.chdir(roots[0])
+            except OSError as e:
+                print("[vis] cannot enter the workspace %s: %s" % (roots[0], e))
+        try:
+            status, changes = self._run(code, filename)
+        finally:
+            self.stream.flush()
+        return status, json.dumps(changes)
+
+    def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:
+        no_changes: dict[str, Any] = {"set": [], "deleted": []}
+        try:
+            tree = ast.parse(code, filename, "exec")
+        except SyntaxError as e:
+            print(_format_syntax_error(e), end="")
+            return "error", no_changes
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        try:
+            body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+            tail = None
+            if last is not None:
+                tail = compile(ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
+        except SyntaxError as e:  # e.g. 'return' outside function
+            print(_format_syntax_error(e), end="")
+            return "error", no_changes
+        status = "ok"
+        failed_line: int | None = None
+        try:
+            _Interrupts.armed = True
+            try:
+                self._eval(body)
+                if tail is not None:
+                    value = self._eval(tail)
+                    if value is not None:
+                        self.ns["_"] = value
+                        print(repr(value))
+            finally:
+                _Interrupts.armed = False
+        except KeyboardInterrupt as e:
+            status = "interrupted"
+            failed_line = _failing_line(e, body)
+            print(_format_exception(e), end="")
+        except SystemExit as e:
+            status = "error"
+            failed_line = _failing_line(e, body)
+            print(
+                "SystemExit: %r — sys.exit() ends only the block; the worker and its variables are kept."
+                % (e.code,)
+            )
+        except BaseException as e:  # noqa: BLE001 (the model sees every failure)
+            status = "error"
+            failed_line = _failing_line(e, body)
+            print(_format_exception(e), end="")
+            if isinstance(e, MemoryError):
+                print("[vis] the worker's memory limit was reached; free memory (del big objects) or work in chunks.")
+        changes = self.registry.record_block(tree, code, self.ns, failed_line)
+        return status, changes
+
+    def _eval(self, code: types.CodeType) -> Any:
+        result = eval(code, self.ns)
+        if code.co_flags & inspect.CO_COROUTINE:
+            if self.loop is None or self.loop.is_closed():
+                self.loop = asyncio.new_event_loop()
+            result = self.loop.run_until_complete(result)
+        return result
+
+    # -- restore ------------------------------------------------------------------------
+
+    def restore(self, defs_json: str) -> str:
+        """Re-creates persisted definitions; returns a JSON report {ok, failed}."""
+        pending = json.loads(defs_json)
+        errors: dict[str, str] = {}
+        ok: list[str] = []
+        # Two passes: a definition may need one defined after it (a decorator, a base class).
+        for _ in range(2):
+            retry = []
+            for d in pending:
+                filename = "<def %s>" % d["name"]
+                linecache.cache[filename] = (len(d["source"]), None, d["source"].splitlines(True), filename)
+                try:
+                    exec(compile(d["source"], filename, "exec", dont_inherit=True), self.ns)
+                except BaseException as e:  # noqa: BLE001
+                    errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
+                    retry.append(d)
+                else:
+                    errors.pop(d["name"], None)
+                    ok.append(d["name"])
+                self.registry.add(d, restored=d["name"] not in errors)
+            pending = retry
+            if not pending:
+                break
+        self.stream.flush()
+        order = {d["name"]: i for i, d in enumerate(json.loads(defs_json))}
+        ok.sort(key=lambda n: order.get(n, 0))
+        failed = [[n, errors[n]] for n in sorted(errors, key=lambda n: order.get(n, 0))]
+        return json.dumps({"ok": ok, "failed": failed})
+
+
+def _failing_line(exc: BaseException, body: types.CodeType) -> int | None:
+    """The top-level line of the block where `exc` was raised (None: the body completed)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is body:
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return None
+
+
+def _format_syntax_error(e: SyntaxError) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception_only(type(e), e))
+
+
+def _format_exception(exc: BaseException) -> str:
+    """A compact traceback: the model's own frames, the last library frames, the error."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PRELUDE_PREFIX)]
+    own = [f.filename.startswith("<t") or f.filename.startswith("<def ") for f in frames]
+    last_own = max((i for i, o in enumerate(own) if o), default=-1)
+    lines = ["Traceback (most recent call last):\n"]
+    skipped = 0
+    for i, frame in enumerate(frames):
+        keep = own[i] or i > len(frames) - 1 - _LIBRARY_FRAMES_KEPT or i == last_own + 1
+        if not keep:
+            skipped += 1
+            continue
+        if skipped:
+            lines.append("  … %d frame%s in library code\n" % (skipped, "" if skipped == 1 else "s"))
+            skipped = 0
+        lines.append('  File "%s", line %s, in %s\n' % (frame.filename, frame.lineno, frame.name))
+        if frame.line:
+            lines.append("    %s\n" % frame.line.strip())
+    if len(lines) == 1:
+        lines = []
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None:
+        lines.append("  (%s: %s)\n" % (type(cause).__name__, cause))
+    return "".join(lines)
+
+
+__all__ = ["Runner", "describe"]

@@ -1,0 +1,23 @@
+"""Per-block state the runner sets and the prelude functions read."""
+from __future__ import annotations
+
+from typing import Any
+
+#: The `session` dict of the running block.
+session: dict[str, Any] = {}
+#: Where artifacts of the running block go (full outputs that were cut).
+artifact_dir: str = ""
+#: Output cap in characters.
+output_limit: int = 20_000
+#: Workspace roots of the session; the first one is the working directory.
+workspace_roots: list[str] = []
+#: Counter for artifact names within one block.
+artifact_seq: int = 0
+
+
+def next_artifact(prefix: str) -> str:
+    """A fresh artifact path inside the block's artifact directory."""
+    global artifact_seq
+    artifact_seq += 1
+    tag = "t%s-i%s" % (session.get("turn", 0), session.get("iteration", 0))
+    return "%s/%s-%s%d.txt" % (artifact_dir, tag, prefix, artifact_seq)

@@ -1,0 +1,94 @@
+"""`sh`: shell commands from a block, capped like block output."""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import time
+
+from vis import _state
+
+
+class ShellResult:
+    """The result of `sh`: `.code` (exit code, None if killed by the timeout), `.output`
+    (stdout and stderr interleaved, capped), `.ok`, `.timed_out`. Prints as a status line
+    followed by the output."""
+
+    def __init__(self, cmd: str, code: int | None, output: str, seconds: float, timed_out: bool) -> None:
+        self.cmd = cmd
+        self.code = code
+        self.output = output
+        self.seconds = seconds
+        self.timed_out = timed_out
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def __repr__(self) -> str:
+        if self.timed_out:
+            head = "[killed: timeout after %.0f s]" % self.seconds
+        else:
+            head = "[exit %s]" % self.code
+        return head + ("\n" + self.output.rstrip("\n") if self.output else "")
+
+    __str__ = __repr__
+
+
+def sh(cmd: str, timeout: float = 120) -> ShellResult:
+    """Run a shell command in the workspace; returns its exit code and output.
+
+    stdout and stderr are captured together (in order) and capped like block output; a cut
+    output is saved in full as an artifact whose path the marker names. After `timeout`
+    seconds the command's whole process group is killed. Example: `sh("cargo test -q")`.
+    """
+    if not isinstance(cmd, str) or not cmd.strip():
+        raise ValueError("sh() needs a non-empty command string, e.g. sh('ls -la')")
+    if timeout is None or timeout <= 0:
+        raise ValueError("sh() timeout must be a positive number of seconds, got %r" % (timeout,))
+    cwd = _state.workspace_roots[0] if _state.workspace_roots else None
+    artifact = _state.next_artifact("sh")
+    os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
+    started = time.monotonic()
+    timed_out = False
+    with open(artifact, "wb") as out:
+        # The worker's memory cap is a soft limit; commands get the machine's limit back.
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                shell=True,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        try:
+            code: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code, timed_out = None, True
+        except BaseException:
+            _kill_group(proc)
+            raise
+    with open(artifact, "rb") as f:
+        raw = f.read()
+    from vis import _native
+
+    text, _total, cut = _native.cap_text(raw, _state.output_limit, artifact)
+    if not cut:
+        os.unlink(artifact)
+    return ShellResult(cmd, code, text, time.monotonic() - started, timed_out)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,197 @@
+//! `vis exec`: one block, one new turn, no model.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::CliError;
+use crate::runtime::{
+    BlockRequest, Interrupter, NoHostCalls, Runtime, RuntimeError, Status, WorkerOptions, DEFAULT_OUTPUT_LIMIT,
+};
+use crate::session::{new_session_id, session_dict, validate_session_id};
+use crate::store::{now_millis, IterationRecord, Store};
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Session to run in (created if it does not exist; default: a new session).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Workspace directory (default: the session's, or the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Block timeout in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub timeout: f64,
+    /// Cap on the worker's memory, in MiB (default 4096; env VIS_WORKER_MEMORY_MB).
+    #[arg(long, value_name = "MIB")]
+    pub memory_limit: Option<u64>,
+    /// Output cap in characters.
+    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_OUTPUT_LIMIT)]
+    pub output_limit: usize,
+    /// The block's code, or `-` to read it from standard input.
+    #[arg(value_name = "CODE")]
+    pub code: Option<String>,
+}
+
+static INTERRUPTER: OnceLock<Interrupter> = OnceLock::new();
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    // Only async-signal-safe work here: an atomic store and kill(2).
+    if let Some(i) = INTERRUPTER.get() {
+        i.interrupt();
+    }
+}
+
+fn install_ctrl_c(interrupter: Interrupter) {
+    let _ = INTERRUPTER.set(interrupter);
+    // SAFETY: installing a handler that only performs async-signal-safe operations.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+}
+
+fn read_code(arg: Option<String>) -> Result<String, CliError> {
+    match arg.as_deref() {
+        None => Err(CliError::usage(
+            "no code given: pass the block as an argument (vis exec 'print(1)') or '-' to read it from stdin",
+        )),
+        Some("-") => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| CliError::usage(format!("cannot read the block from stdin: {e}")))?;
+            String::from_utf8(bytes).map_err(|e| {
+                CliError::usage(format!(
+                    "the block on stdin is not UTF-8 (byte {}); save it as UTF-8",
+                    e.utf8_error().valid_up_to()
+                ))
+            })
+        }
+        Some(code) => Ok(code.to_string()),
+    }
+}
+
+fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
+    let Some(dir) = flag else { return Ok(None) };
+    let canonical = dir.canonicalize().map_err(|e| {
+        CliError::usage(format!("workspace {} is not usable: {e}; pass an existing directory", dir.display()))
+    })?;
+    if !canonical.is_dir() {
+        return Err(CliError::usage(format!("workspace {} is not a directory", dir.display())));
+    }
+    Ok(Some(canonical))
+}
+
+fn memory_limit(flag: Option<u64>) -> Result<u64, CliError> {
+    if let Some(mb) = flag {
+        return Ok(mb);
+    }
+    match std::env::var("VIS_WORKER_MEMORY_MB") {
+        Ok(v) => v.trim().parse().map_err(|_| {
+            CliError::usage(format!("VIS_WORKER_MEMORY_MB must be a whole number of MiB, got '{v}'"))
+        }),
+        Err(_) => Ok(crate::runtime::DEFAULT_MEMORY_LIMIT_MB),
+    }
+}
+
+pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
+    let code = read_code(args.code.clone())?;
+    crate::runtime::host::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(CliError::usage(format!("--timeout must be a positive number of seconds, got {}", args.timeout)));
+    }
+    if args.output_limit < 100 {
+        return Err(CliError::usage("--output-limit must be at least 100 characters"));
+    }
+    let memory_limit_mb = memory_limit(args.memory_limit)?;
+    let workspace = resolve_workspace(args.workspace.as_deref())?;
+    let (session_id, created) = match &args.session {
+        Some(id) => {
+            validate_session_id(id).map_err(CliError::usage)?;
+            (id.clone(), false)
+        }
+        None => (new_session_id(), true),
+    };
+
+    let mut store = Store::open(db)?;
+    let default_root = match &workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    let root_strings = vec![default_root.to_string_lossy().into_owned()];
+    let row = store.ensure_session(&session_id, &root_strings)?;
+    let roots = if workspace.is_some() && row.workspace_roots != root_strings {
+        store.set_workspace_roots(&session_id, &root_strings)?;
+        root_strings
+    } else {
+        row.workspace_roots
+    };
+    if created {
+        eprintln!("vis: new session {session_id} (continue it with --session {session_id})");
+    }
+
+    let turn = store.begin_turn(&session_id, "exec", None)?;
+    let iteration = store.next_iteration(&session_id, turn)?;
+    let counts = store.counts(&session_id)?;
+    let defs = store.load_defs(&session_id)?;
+    let program = std::env::current_exe()
+        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))?;
+    let mut opts = WorkerOptions::new(program);
+    opts.memory_limit_mb = memory_limit_mb;
+    opts.workspace = roots.first().map(PathBuf::from);
+    let mut runtime = Runtime::new(opts, defs);
+    install_ctrl_c(runtime.interrupter());
+
+    let artifact_dir = crate::config::artifact_dir(db, &session_id);
+    let request = BlockRequest {
+        code: code.clone(),
+        filename: format!("<t{turn}/i{iteration}>"),
+        session: session_dict(&session_id, turn, iteration, counts, &roots),
+        output_limit: args.output_limit,
+        artifact_path: artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
+        artifact_dir,
+        workspace_roots: roots.iter().map(PathBuf::from).collect(),
+        timeout: Duration::from_secs_f64(args.timeout),
+    };
+    let started_at = now_millis();
+    let outcome = match runtime.exec(request, &mut NoHostCalls) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = store.finish_turn(&session_id, turn);
+            let code = if matches!(e, RuntimeError::InvalidBlock(_)) { 2 } else { 1 };
+            return Err(CliError { code, message: format!("vis exec: {e}") });
+        }
+    };
+    let worker_exit = outcome.worker_lost.map(|e| e.to_string());
+    store.record_iteration(&IterationRecord {
+        session_id: &session_id,
+        turn,
+        iteration,
+        code: &code,
+        output: &outcome.output,
+        status: outcome.status.as_str(),
+        started_at,
+        duration_ms: outcome.wall.as_millis() as i64,
+        exec_us: outcome.exec_micros as i64,
+        artifact: outcome.artifact.as_deref(),
+        worker_exit: worker_exit.as_deref(),
+        defs_set: &outcome.defs_set,
+        defs_deleted: &outcome.defs_deleted,
+    })?;
+    if let Some(exit) = &worker_exit {
+        store.record_worker_event(&session_id, outcome.status.as_str(), exit)?;
+    }
+    store.finish_turn(&session_id, turn)?;
+    runtime.shutdown();
+
+    let mut out = outcome.output;
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    print!("{out}");
+    Ok(if outcome.status == Status::Ok { 0 } else { 1 })
+}

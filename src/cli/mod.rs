@@ -1,0 +1,121 @@
+//! The `vis` command line. Each subcommand lives in its own file; errors carry the exit code
+//! (2 for usage and configuration problems) and one line naming the cause and the fix.
+
+mod exec;
+mod sessions;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use exec::ExecArgs;
+
+#[derive(Debug, Parser)]
+#[command(name = "vis", version, about = "A coding gateway whose model has one tool: python_execution")]
+pub struct Cli {
+    /// The session database (default: $VIS_HOME/vis.db).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one block in a session without a model and print what the model would get back.
+    Exec(ExecArgs),
+    /// Inspect stored sessions.
+    Sessions(SessionsArgs),
+    /// The runtime worker (started by vis itself).
+    #[command(hide = true)]
+    Worker(WorkerCliArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub action: Option<SessionsAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsAction {
+    /// List sessions, most recently used first.
+    List,
+    /// Show a session's turns, iterations and definitions.
+    Show { id: String },
+    /// Print a session as JSON.
+    Export { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerCliArgs {
+    #[arg(long)]
+    pub capture: PathBuf,
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_MEMORY_LIMIT_MB)]
+    pub memory_limit_mb: u64,
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+}
+
+/// A failure of a command: its exit code and the message for stderr.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError { code: 2, message: message.into() }
+    }
+}
+
+impl From<crate::store::StoreError> for CliError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CliError::usage(e.to_string())
+    }
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32, CliError> {
+    let db = crate::config::db_path(cli.db.as_deref());
+    match cli.command {
+        Command::Exec(args) => exec::run(args, &db),
+        Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
+        Command::Worker(args) => Ok(crate::runtime::worker::run_worker(crate::runtime::worker::WorkerArgs {
+            capture: args.capture,
+            memory_limit_mb: args.memory_limit_mb,
+            workspace: args.workspace,
+        })),
+    }
+}
+
+/// `2026-12-02 10:22:36Z` from unix milliseconds (UTC; no time-zone database needed).
+pub fn format_time(millis: i64) -> String {
+    let secs = millis.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_in_utc() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00Z");
+        assert_eq!(format_time(1_795_000_000_000), "2026-11-18 08:26:40Z");
+        assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00:00Z");
+    }
+}

@@ -1,0 +1,107 @@
+//! `vis sessions list | show ID | export ID`.
+
+use std::path::Path;
+
+use super::{format_time, CliError, SessionsAction};
+use crate::store::Store;
+
+pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
+    if !db.exists() {
+        return match action {
+            SessionsAction::List => {
+                println!("no sessions yet ({} does not exist)", db.display());
+                Ok(0)
+            }
+            SessionsAction::Show { id } | SessionsAction::Export { id } => Err(CliError::usage(format!(
+                "no session '{id}': the database {} does not exist yet",
+                db.display()
+            ))),
+        };
+    }
+    let store = Store::open(db)?;
+    match action {
+        SessionsAction::List => list(&store),
+        SessionsAction::Show { id } => show(&store, &id),
+        SessionsAction::Export { id } => export(&store, &id),
+    }
+}
+
+fn list(store: &Store) -> Result<i32, CliError> {
+    let sessions = store.list_sessions()?;
+    if sessions.is_empty() {
+        println!("no sessions yet");
+        return Ok(0);
+    }
+    println!("{:<20} {:<21} {:>5} {:>6} {:>5}  workspace", "id", "last used", "turns", "iters", "defs");
+    for s in sessions {
+        println!(
+            "{:<20} {:<21} {:>5} {:>6} {:>5}  {}",
+            s.id,
+            format_time(s.updated_at),
+            s.turns,
+            s.iterations,
+            s.defs,
+            s.workspace_roots.join(", ")
+        );
+    }
+    Ok(0)
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+}
+
+fn show(store: &Store, id: &str) -> Result<i32, CliError> {
+    let session = store.require_session(id)?;
+    let counts = store.counts(id)?;
+    let defs = store.load_defs(id)?;
+    println!("session {}", session.id);
+    println!("  created   {}", format_time(session.created_at));
+    println!("  last used {}", format_time(session.updated_at));
+    println!("  workspace {}", session.workspace_roots.join(", "));
+    println!("  {} turns, {} iterations, {} definitions", counts.turns, counts.iterations, defs.len());
+    let iterations = store.iterations(id)?;
+    for turn in store.turns(id)? {
+        let state = if turn.status == "done" { String::new() } else { format!(" [{}]", turn.status) };
+        println!("\nturn {} ({}){state}", turn.turn, turn.kind);
+        if let Some(text) = &turn.user_text {
+            print!("{}", indent(text, "  user: "));
+        }
+        for it in iterations.iter().filter(|i| i.turn == turn.turn) {
+            let exec_ms = it.exec_us as f64 / 1000.0;
+            println!(
+                "  t{}/i{}  {}  {} ms wall, {exec_ms:.1} ms in the worker",
+                it.turn, it.iteration, it.status, it.duration_ms
+            );
+            print!("{}", indent(&it.code, "    > "));
+            print!("{}", indent(&it.output, "    | "));
+            if let Some(a) = &it.artifact {
+                println!("    full output: {a}");
+            }
+            if let Some(exit) = &it.worker_exit {
+                println!("    worker {exit}");
+            }
+        }
+    }
+    if !defs.is_empty() {
+        println!("\ndefinitions:");
+        for d in defs {
+            let doc = if d.doc.is_empty() { String::new() } else { format!("  — {}", d.doc) };
+            println!("  {}{doc}", d.signature.trim());
+        }
+    }
+    Ok(0)
+}
+
+fn export(store: &Store, id: &str) -> Result<i32, CliError> {
+    let session = store.require_session(id)?;
+    let value = serde_json::json!({
+        "session": session,
+        "turns": store.turns(id)?,
+        "iterations": store.iterations(id)?,
+        "defs": store.load_defs(id)?,
+    });
+    let text = serde_json::to_string_pretty(&value).map_err(|e| CliError::usage(e.to_string()))?;
+    println!("{text}");
+    Ok(0)
+}

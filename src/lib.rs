@@ -1,0 +1,13 @@
+//! Vis: a coding gateway whose model has one tool, `python_execution`.
+//!
+//! - `runtime`: the embedded CPython worker and the host API that supervises it;
+//! - `store`: the SQLite session store;
+//! - `session`: the per-block `session` dict and session ids;
+//! - `config`: where data lives;
+//! - `cli`: the `vis` command line.
+
+pub mod cli;
+pub mod config;
+pub mod runtime;
+pub mod session;
+pub mod store;

@@ -1,0 +1,180 @@
+//! Length-prefixed frames over a pipe.
+//!
+//! A frame is a 4-byte little-endian length followed by that many bytes of JSON. The reader
+//! keeps its own buffer (rather than a `BufReader`) so that `poll(2)` on the raw descriptor
+//! tells the truth about whether a frame can make progress: that is what lets the host wait
+//! for a result with a deadline without a helper thread.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Frames larger than this are a protocol violation, not data (block output is capped long
+/// before it gets here).
+pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
+
+/// Writes one frame and flushes it.
+pub fn write_frame(out: &mut impl Write, payload: &[u8]) -> io::Result<()> {
+    if payload.len() > MAX_FRAME_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit", payload.len()),
+        ));
+    }
+    let len = (payload.len() as u32).to_le_bytes();
+    // One write for header and body keeps small frames to a single syscall.
+    let mut buf = Vec::with_capacity(4 + payload.len());
+    buf.extend_from_slice(&len);
+    buf.extend_from_slice(payload);
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+/// What a read with a deadline produced.
+#[derive(Debug)]
+pub enum ReadOutcome {
+    Frame(Vec<u8>),
+    /// The deadline passed before a whole frame arrived (partial data stays buffered).
+    TimedOut,
+    /// The other side closed the pipe.
+    Closed,
+}
+
+/// Reads frames from a file descriptor, optionally with a deadline.
+pub struct FrameReader<R: Read + AsRawFd> {
+    inner: R,
+    buf: Vec<u8>,
+}
+
+impl<R: Read + AsRawFd> FrameReader<R> {
+    pub fn new(inner: R) -> Self {
+        FrameReader { inner, buf: Vec::with_capacity(64 * 1024) }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
+
+    fn take_buffered_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_FRAME_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("incoming frame claims {len} bytes, over the {MAX_FRAME_BYTES}-byte limit"),
+            ));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame = self.buf[4..4 + len].to_vec();
+        self.buf.drain(..4 + len);
+        Ok(Some(frame))
+    }
+
+    /// Blocks until a frame arrives or the pipe closes.
+    pub fn read_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
+        match self.read_frame_until(None)? {
+            ReadOutcome::Frame(f) => Ok(Some(f)),
+            ReadOutcome::Closed => Ok(None),
+            ReadOutcome::TimedOut => Ok(None),
+        }
+    }
+
+    /// Reads one frame, giving up at `deadline` (None waits forever).
+    pub fn read_frame_until(&mut self, deadline: Option<Instant>) -> io::Result<ReadOutcome> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if let Some(frame) = self.take_buffered_frame()? {
+                return Ok(ReadOutcome::Frame(frame));
+            }
+            if let Some(deadline) = deadline {
+                // A passed deadline still gets a zero-wait look: data may be waiting.
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if !wait_readable(self.inner.as_raw_fd(), remaining)? {
+                    return Ok(ReadOutcome::TimedOut);
+                }
+            }
+            match self.inner.read(&mut chunk) {
+                Ok(0) => return Ok(ReadOutcome::Closed),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Waits until `fd` is readable (or hung up). Returns false on timeout.
+fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // Round up so a sub-millisecond wait does not become a busy loop.
+    let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: `pfd` is a valid, initialized pollfd and we pass a count of exactly one.
+        let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        return Ok(rc > 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn frames_round_trip_and_split_reads_reassemble() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let mut reader = FrameReader::new(b);
+        write_frame(&mut a, b"hello").unwrap();
+        write_frame(&mut a, b"").unwrap();
+        // A frame written in two pieces is reassembled.
+        let big = vec![7u8; 100_000];
+        let mut raw = (big.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(&big);
+        a.write_all(&raw[..10]).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            a.write_all(&raw[10..]).unwrap();
+            a
+        });
+        assert_eq!(reader.read_frame().unwrap().unwrap(), b"hello");
+        assert_eq!(reader.read_frame().unwrap().unwrap(), b"");
+        assert_eq!(reader.read_frame().unwrap().unwrap(), big);
+        drop(writer.join().unwrap());
+        assert!(reader.read_frame().unwrap().is_none());
+    }
+
+    #[test]
+    fn deadline_times_out_without_losing_partial_data() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let mut reader = FrameReader::new(b);
+        a.write_all(&3u32.to_le_bytes()).unwrap();
+        a.write_all(b"ab").unwrap();
+        let deadline = Instant::now() + Duration::from_millis(30);
+        assert!(matches!(reader.read_frame_until(Some(deadline)).unwrap(), ReadOutcome::TimedOut));
+        a.write_all(b"c").unwrap();
+        match reader.read_frame_until(Some(Instant::now() + Duration::from_secs(5))).unwrap() {
+            ReadOutcome::Frame(f) => assert_eq!(f, b"abc"),
+            other => panic!("expected frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_frame_header_is_rejected() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let mut reader = FrameReader::new(b);
+        a.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        let err = reader.read_frame().unwrap_err();
+        assert!(err.to_string().contains("limit"), "{err}");
+    }
+}

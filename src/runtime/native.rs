@@ -1,0 +1,36 @@
+//! `vis._native`: the Rust functions the prelude calls. Registered into the worker's
+//! interpreter before the prelude is imported (see `python/vis/_native.pyi` for the stubs).
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use super::output::cap_output;
+
+/// Caps `raw` like block output; returns `(text, total_chars, cut_chars)`. When something was
+/// cut, the marker names `artifact` (the caller saves the full text there).
+#[pyfunction]
+#[pyo3(signature = (raw, limit, artifact=None))]
+fn cap_text(raw: &[u8], limit: usize, artifact: Option<String>) -> (String, usize, usize) {
+    let capped = cap_output(raw, limit, artifact.as_deref().map(std::path::Path::new));
+    (capped.text, capped.total_chars, capped.cut_chars)
+}
+
+/// Calls the host (the gateway that owns the session) and waits for its JSON answer.
+#[pyfunction]
+fn host_call(py: Python<'_>, method: &str, params_json: &str) -> PyResult<String> {
+    let params: serde_json::Value = serde_json::from_str(params_json)
+        .map_err(|e| PyRuntimeError::new_err(format!("host_call params are not JSON: {e}")))?;
+    let method = method.to_string();
+    let answer = py.detach(move || super::worker::host_call(&method, params));
+    match answer {
+        Ok(value) => Ok(value.to_string()),
+        Err(e) => Err(PyRuntimeError::new_err(e)),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cap_text, m)?)?;
+    m.add_function(wrap_pyfunction!(host_call, m)?)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! The messages exchanged between the host and a `vis worker` process.
+//!
+//! Every message is one JSON object in one frame (see `frame`), tagged by `type`. The channel
+//! is bidirectional: while a block runs, the worker may send `request`s that the host answers
+//! with `response`s before the block's `result` arrives.
+
+use serde::{Deserialize, Serialize};
+
+/// A top-level definition persisted with the session and re-created on worker start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedDef {
+    pub name: String,
+    /// `function`, `class` or `import`.
+    pub kind: String,
+    pub source: String,
+    #[serde(default)]
+    pub signature: String,
+    #[serde(default)]
+    pub doc: String,
+}
+
+/// What the host asks of a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HostMessage {
+    /// Re-create persisted definitions in a fresh namespace.
+    Restore { defs: Vec<PersistedDef> },
+    /// Run one block.
+    Exec(ExecRequest),
+    /// The answer to a worker `request`.
+    Response {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecRequest {
+    pub id: u64,
+    pub code: String,
+    /// Filename the block's code object gets, e.g. `<t3/i1>`; tracebacks show it.
+    pub filename: String,
+    /// The `session` dict, rebuilt by the host before every block.
+    pub session: serde_json::Value,
+    /// Output cap in characters.
+    pub output_limit: usize,
+    /// Where the full output goes when it is cut.
+    pub artifact_path: String,
+    /// Directory for other artifacts of this block (e.g. `sh` output).
+    pub artifact_dir: String,
+    pub workspace_roots: Vec<String>,
+}
+
+/// What a worker tells its host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerMessage {
+    Ready { pid: u32, python_version: String },
+    Restored(RestoreReport),
+    Result(ExecResult),
+    /// A call from the block back to the host (answered with `HostMessage::Response`).
+    Request { id: u64, method: String, params: serde_json::Value },
+    /// The worker could not do what was asked and is about to exit.
+    Fatal { message: String },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreReport {
+    pub ok: Vec<String>,
+    /// `(name, error)` for each definition that failed to come back.
+    pub failed: Vec<(String, String)>,
+}
+
+/// How a block ended. `Timeout` and `Crashed` are decided by the host; the worker itself
+/// only ever reports `Ok`, `Error` or `Interrupted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Error,
+    Timeout,
+    Interrupted,
+    Crashed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+            Status::Interrupted => "interrupted",
+            Status::Crashed => "crashed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "ok" => Status::Ok,
+            "error" => Status::Error,
+            "timeout" => Status::Timeout,
+            "interrupted" => Status::Interrupted,
+            "crashed" => Status::Crashed,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub id: u64,
+    pub status: Status,
+    /// Output as the model sees it (already capped).
+    pub output: String,
+    /// Characters cut by the cap (0 when nothing was cut).
+    #[serde(default)]
+    pub cut_chars: usize,
+    #[serde(default)]
+    pub total_chars: usize,
+    /// Set when the output was cut and saved in full.
+    #[serde(default)]
+    pub artifact: Option<String>,
+    #[serde(default)]
+    pub defs_set: Vec<PersistedDef>,
+    #[serde(default)]
+    pub defs_deleted: Vec<String>,
+    /// Time spent running the block inside the worker.
+    #[serde(default)]
+    pub exec_micros: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_tagged_json() {
+        let msg = HostMessage::Restore { defs: vec![] };
+        let json = serde_json::to_string(&msg).unwrap();
+        assert_eq!(json, r#"{"type":"restore","defs":[]}"#);
+        let back: WorkerMessage =
+            serde_json::from_str(r#"{"type":"ready","pid":7,"python_version":"3.11"}"#).unwrap();
+        assert!(matches!(back, WorkerMessage::Ready { pid: 7, .. }));
+        for s in ["ok", "error", "timeout", "interrupted", "crashed"] {
+            assert_eq!(Status::parse(s).unwrap().as_str(), s);
+        }
+        assert!(Status::parse("nope").is_none());
+    }
+}

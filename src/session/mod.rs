@@ -1,0 +1,94 @@
+//! Sessions as the runtime sees them: ids, the `session` dict rebuilt before every block, and
+//! the utilization figures that go in it.
+
+use serde_json::{json, Value};
+
+use crate::store::Counts;
+
+/// The input-token level above which folding is required (SPEC §7), for models whose input
+/// window is not known to be smaller.
+pub const AUTO_COMPRESS_ABOVE: u64 = 200_000;
+
+/// Checks a user-chosen session id: 1–64 characters of `[A-Za-z0-9_.-]`, starting with a
+/// letter or digit (ids appear in paths and commands, so nothing else is allowed).
+pub fn validate_session_id(id: &str) -> Result<(), String> {
+    let ok_start = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let ok_chars = id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if id.is_empty() || id.len() > 64 || !ok_start || !ok_chars {
+        return Err(format!(
+            "invalid session id '{id}': use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A fresh session id, e.g. `s-k3v9x2qa`.
+pub fn new_session_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyz23456789";
+    let mut seed = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .is_ok();
+    if !random {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let hash = blake3::hash(format!("{nanos}-{}", std::process::id()).as_bytes());
+        seed.copy_from_slice(&hash.as_bytes()[..8]);
+    }
+    let mut n = u64::from_le_bytes(seed);
+    let mut id = String::from("s-");
+    for _ in 0..8 {
+        id.push(ALPHABET[(n % 32) as usize] as char);
+        n /= 32;
+    }
+    id
+}
+
+/// Utilization before any model request has been made (SPEC §7).
+pub fn utilization_without_requests() -> Value {
+    json!({
+        "last_request_tokens": null,
+        "estimated": false,
+        "auto_compress_above": AUTO_COMPRESS_ABOVE,
+        "input_limit": null,
+        "saturation": null,
+        "headroom_tokens": null,
+        "level": null,
+        "fold_measurement": null,
+    })
+}
+
+/// The `session` dict for one block (SPEC §5). `restored` is filled in by the runtime.
+pub fn session_dict(id: &str, turn: i64, iteration: i64, counts: Counts, roots: &[String]) -> Value {
+    json!({
+        "id": id,
+        "turn": turn,
+        "iteration": iteration,
+        "counts": {"turns": counts.turns, "iterations": counts.iterations, "folds": counts.folds},
+        "workspace_roots": roots,
+        "utilization": utilization_without_requests(),
+        "extensions": {},
+        "restored": null,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids() {
+        for ok in ["a", "s-123", "Project_1.x"] {
+            assert!(validate_session_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a/b", "a b", &"x".repeat(65), "é"] {
+            let e = validate_session_id(bad).unwrap_err();
+            assert!(e.contains("invalid session id"), "{e}");
+        }
+        let id = new_session_id();
+        assert!(validate_session_id(&id).is_ok());
+        assert_ne!(id, new_session_id());
+    }
+}

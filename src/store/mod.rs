@@ -1,0 +1,483 @@
+//! The session store: SQLite (WAL) holding sessions, turns, iterations, definitions and
+//! worker events. The gateway process owns it; workers never touch it.
+//!
+//! Opening never overwrites a file it does not recognize: a corrupt file, a foreign SQLite
+//! database or one written by a newer Vis is refused with an error that says what to do.
+
+mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+
+use crate::runtime::PersistedDef;
+pub use migrations::latest_version;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path} is not readable as SQLite ({detail}); it was left untouched — move it aside or pass --db with another path")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("database {path} is an SQLite file but not a Vis database; it was left untouched — pass --db with another path")]
+    NotVis { path: PathBuf },
+    #[error("database {path} has schema version {found}, newer than this vis understands ({supported}); upgrade vis")]
+    TooNew { path: PathBuf, found: u32, supported: u32 },
+    #[error("cannot write the database {path}: {detail}; choose a writable location with --db PATH or VIS_HOME")]
+    Unwritable { path: PathBuf, detail: String },
+    #[error("no session '{0}' in this database; `vis sessions list` shows the sessions there are")]
+    UnknownSession(String),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+pub fn now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRow {
+    pub id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub workspace_roots: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub workspace_roots: Vec<String>,
+    pub turns: i64,
+    pub iterations: i64,
+    pub defs: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRow {
+    pub turn: i64,
+    pub kind: String,
+    pub user_text: Option<String>,
+    pub status: String,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationRow {
+    pub turn: i64,
+    pub iteration: i64,
+    pub code: String,
+    pub output: String,
+    pub status: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub exec_us: i64,
+    pub artifact: Option<String>,
+    pub worker_exit: Option<String>,
+}
+
+/// Everything recorded for one completed iteration.
+#[derive(Debug, Clone)]
+pub struct IterationRecord<'a> {
+    pub session_id: &'a str,
+    pub turn: i64,
+    pub iteration: i64,
+    pub code: &'a str,
+    pub output: &'a str,
+    pub status: &'a str,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub exec_us: i64,
+    pub artifact: Option<&'a str>,
+    pub worker_exit: Option<&'a str>,
+    pub defs_set: &'a [PersistedDef],
+    pub defs_deleted: &'a [String],
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Counts {
+    pub turns: i64,
+    pub iterations: i64,
+    pub folds: i64,
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
+        }
+        Some(ErrorCode::ReadOnly) | Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied)
+        | Some(ErrorCode::DiskFull) | Some(ErrorCode::SystemIoFailure) => {
+            StoreError::Unwritable { path: path.to_path_buf(), detail: e.to_string() }
+        }
+        _ => StoreError::Sqlite(e),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        if path.is_dir() {
+            return Err(StoreError::Unwritable { path: path.to_path_buf(), detail: "it is a directory".into() });
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::Unwritable {
+                path: path.to_path_buf(),
+                detail: format!("cannot create {}: {e}", parent.display()),
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| classify_open_error(path, e))?;
+        Self::init(conn, path)
+    }
+
+    /// A private in-memory store (tests, benchmarks).
+    pub fn open_in_memory() -> Result<Store> {
+        let conn = Connection::open_in_memory()?;
+        Self::init(conn, Path::new(":memory:"))
+    }
+
+    fn init(conn: Connection, path: &Path) -> Result<Store> {
+        let classify = |e| classify_open_error(path, e);
+        conn.busy_timeout(Duration::from_secs(30)).map_err(classify)?;
+        // Reading the schema is the first thing that touches the file: a non-database fails
+        // here, before anything could be written.
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+            .map_err(classify)?;
+        let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(classify)?;
+        if version == 0 && tables > 0 {
+            return Err(StoreError::NotVis { path: path.to_path_buf() });
+        }
+        if version > 0 {
+            let app: Option<String> = conn
+                .query_row("SELECT value FROM vis_meta WHERE key = 'application'", [], |r| r.get(0))
+                .optional()
+                .unwrap_or(None);
+            if app.as_deref() != Some("vis") {
+                return Err(StoreError::NotVis { path: path.to_path_buf() });
+            }
+        }
+        if version > latest_version() {
+            return Err(StoreError::TooNew { path: path.to_path_buf(), found: version, supported: latest_version() });
+        }
+        if path != Path::new(":memory:") {
+            let mode: String =
+                conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(classify)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Unwritable {
+                    path: path.to_path_buf(),
+                    detail: format!("cannot switch to WAL journaling (got '{mode}')"),
+                });
+            }
+        }
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(classify)?;
+        let mut store = Store { conn, path: path.to_path_buf() };
+        store.migrate(version)?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self, from: u32) -> Result<()> {
+        let path = self.path.clone();
+        for (version, sql) in migrations::MIGRATIONS.iter().filter(|(v, _)| *v > from) {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| classify_open_error(&path, e))?;
+            // Another process may have migrated while we waited for the lock.
+            let current: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if current >= *version {
+                continue;
+            }
+            tx.execute_batch(sql).map_err(|e| classify_open_error(&path, e))?;
+            tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+            tx.commit().map_err(|e| classify_open_error(&path, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn schema_version(&self) -> Result<u32> {
+        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    pub fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, created_at, updated_at, workspace_roots FROM sessions WHERE id = ?1",
+                [id],
+                |r| {
+                    let roots: String = r.get(3)?;
+                    Ok(SessionRow {
+                        id: r.get(0)?,
+                        created_at: r.get(1)?,
+                        updated_at: r.get(2)?,
+                        workspace_roots: serde_json::from_str(&roots).unwrap_or_default(),
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    pub fn require_session(&self, id: &str) -> Result<SessionRow> {
+        self.session(id)?.ok_or_else(|| StoreError::UnknownSession(id.to_string()))
+    }
+
+    /// Creates the session if it does not exist (concurrent callers are fine); returns it.
+    pub fn ensure_session(&self, id: &str, roots: &[String]) -> Result<SessionRow> {
+        let now = now_millis();
+        let roots_json = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
+        self.conn.execute(
+            "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, workspace_roots) VALUES (?1, ?2, ?2, ?3)",
+            params![id, now, roots_json],
+        )?;
+        self.require_session(id)
+    }
+
+    pub fn set_workspace_roots(&self, id: &str, roots: &[String]) -> Result<()> {
+        let roots_json = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
+        self.conn.execute(
+            "UPDATE sessions SET workspace_roots = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id, roots_json, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// Allocates the next turn number (no gaps or duplicates across concurrent processes).
+    pub fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let turn: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at) VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
+            params![session_id, turn, kind, user_text, now_millis()],
+        )?;
+        tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![session_id, now_millis()])?;
+        tx.commit()?;
+        Ok(turn)
+    }
+
+    pub fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE turns SET status = 'done', finished_at = ?3 WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// The number the next iteration of `turn` gets.
+    pub fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(MAX(iteration), 0) + 1 FROM iterations WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Commits one completed iteration together with the definition changes it made.
+    pub fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status,
+                rec.started_at, rec.duration_ms, rec.exec_us, rec.artifact, rec.worker_exit
+            ],
+        )?;
+        for name in rec.defs_deleted {
+            tx.execute("DELETE FROM defs WHERE session_id = ?1 AND name = ?2", params![rec.session_id, name])?;
+        }
+        for def in rec.defs_set {
+            let seq: i64 = tx.query_row(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM defs WHERE session_id = ?1",
+                [rec.session_id],
+                |r| r.get(0),
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
+            )?;
+        }
+        tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![rec.session_id, now_millis()])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO worker_events (session_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)",
+            params![session_id, now_millis(), event, detail],
+        )?;
+        Ok(())
+    }
+
+    /// Persisted definitions in definition order.
+    pub fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, kind, source, signature, doc FROM defs WHERE session_id = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(PersistedDef {
+                name: r.get(0)?,
+                kind: r.get(1)?,
+                source: r.get(2)?,
+                signature: r.get(3)?,
+                doc: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn counts(&self, session_id: &str) -> Result<Counts> {
+        let turns = self.conn.query_row("SELECT count(*) FROM turns WHERE session_id = ?1", [session_id], |r| r.get(0))?;
+        let iterations =
+            self.conn.query_row("SELECT count(*) FROM iterations WHERE session_id = ?1", [session_id], |r| r.get(0))?;
+        Ok(Counts { turns, iterations, folds: 0 })
+    }
+
+    pub fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.created_at, s.updated_at, s.workspace_roots,
+                    (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
+                    (SELECT count(*) FROM iterations i WHERE i.session_id = s.id),
+                    (SELECT count(*) FROM defs d WHERE d.session_id = s.id)
+             FROM sessions s ORDER BY s.updated_at DESC, s.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let roots: String = r.get(3)?;
+            Ok(SessionSummary {
+                id: r.get(0)?,
+                created_at: r.get(1)?,
+                updated_at: r.get(2)?,
+                workspace_roots: serde_json::from_str(&roots).unwrap_or_default(),
+                turns: r.get(4)?,
+                iterations: r.get(5)?,
+                defs: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, kind, user_text, status, started_at, finished_at FROM turns WHERE session_id = ?1 ORDER BY turn",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(TurnRow {
+                turn: r.get(0)?,
+                kind: r.get(1)?,
+                user_text: r.get(2)?,
+                status: r.get(3)?,
+                started_at: r.get(4)?,
+                finished_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    pub fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
+             FROM iterations WHERE session_id = ?1 ORDER BY turn, iteration",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(IterationRow {
+                turn: r.get(0)?,
+                iteration: r.get(1)?,
+                code: r.get(2)?,
+                output: r.get(3)?,
+                status: r.get(4)?,
+                started_at: r.get(5)?,
+                duration_ms: r.get(6)?,
+                exec_us: r.get(7)?,
+                artifact: r.get(8)?,
+                worker_exit: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str) -> PersistedDef {
+        PersistedDef {
+            name: name.into(),
+            kind: "function".into(),
+            source: format!("def {name}(): pass\n"),
+            signature: format!("def {name}()"),
+            doc: String::new(),
+        }
+    }
+
+    #[test]
+    fn turns_iterations_and_defs_round_trip() {
+        let mut store = Store::open_in_memory().unwrap();
+        store.ensure_session("s1", &["/w".into()]).unwrap();
+        let t = store.begin_turn("s1", "exec", None).unwrap();
+        assert_eq!(t, 1);
+        assert_eq!(store.next_iteration("s1", t).unwrap(), 1);
+        let set = [def("a"), def("b")];
+        store
+            .record_iteration(&IterationRecord {
+                session_id: "s1",
+                turn: t,
+                iteration: 1,
+                code: "def a(): pass",
+                output: "",
+                status: "ok",
+                started_at: 0,
+                duration_ms: 1,
+                exec_us: 1,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &set,
+                defs_deleted: &[],
+            })
+            .unwrap();
+        store.finish_turn("s1", t).unwrap();
+        let t2 = store.begin_turn("s1", "exec", None).unwrap();
+        store
+            .record_iteration(&IterationRecord {
+                session_id: "s1",
+                turn: t2,
+                iteration: 1,
+                code: "del a; def a(): 1",
+                output: "",
+                status: "ok",
+                started_at: 0,
+                duration_ms: 1,
+                exec_us: 1,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &[def("a")],
+                defs_deleted: &["b".to_string()],
+            })
+            .unwrap();
+        let names: Vec<_> = store.load_defs("s1").unwrap().into_iter().map(|d| d.name).collect();
+        // Redefinition moves `a` after everything defined before it.
+        assert_eq!(names, ["a"]);
+        let counts = store.counts("s1").unwrap();
+        assert_eq!((counts.turns, counts.iterations), (2, 2));
+        assert!(matches!(store.require_session("nope"), Err(StoreError::UnknownSession(_))));
+    }
+}
