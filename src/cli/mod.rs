@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn times_format_in_utc() {
         assert_eq!(format_time(0), "1970-01-01 00:00:00Z");
-        assert_eq!(format_time(1_795_000_000_000), "2026-11-18 08:26:40Z");
+        assert_eq!(format_time(1_795_000_000_000), "2026-11-18 11:06:40Z");
         assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00:00Z");
     }
 }

@@ -1,0 +1,10 @@
+//! The integration test binary: one binary, one module per area.
+
+mod support;
+
+mod blocks;
+mod cli;
+mod defs;
+mod faults;
+mod shell;
+mod store;

@@ -1,0 +1,130 @@
+//! Shared helpers: a temp directory per test with its own database and workspace, the `vis`
+//! binary, and a `Runtime` wired to it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use vis::runtime::{BlockOutcome, BlockRequest, NoHostCalls, PersistedDef, Runtime, WorkerOptions};
+
+pub fn vis_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vis"))
+}
+
+/// One test's world: a temp dir holding `vis.db`, a `workspace/` and `home/` (VIS_HOME).
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Self {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
+        TestEnv { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("vis.db")
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace").canonicalize().unwrap()
+    }
+
+    /// A `vis` command with `--db` and `VIS_HOME` pointing into this env.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(vis_bin());
+        cmd.arg("--db").arg(self.db()).args(args);
+        cmd.env("VIS_HOME", self.dir.path().join("home"));
+        cmd.current_dir(self.workspace());
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// `vis ARGS` with `VIS_HOME` in this env but no `--db` (for tests that choose it).
+    pub fn vis_raw(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(vis_bin());
+        cmd.args(args).env("VIS_HOME", self.dir.path().join("home")).current_dir(self.workspace());
+        cmd.stdin(Stdio::null()).output().unwrap().into()
+    }
+
+    pub fn vis(&self, args: &[&str]) -> Run {
+        self.command(args).output().unwrap().into()
+    }
+
+    /// `vis exec --session S --workspace W CODE`.
+    pub fn exec(&self, session: &str, code: &str) -> Run {
+        let ws = self.workspace();
+        self.vis(&["exec", "--session", session, "--workspace", ws.to_str().unwrap(), code])
+    }
+
+    pub fn runtime(&self) -> Runtime {
+        self.runtime_with(|_| {}, vec![])
+    }
+
+    pub fn runtime_with(&self, tweak: impl FnOnce(&mut WorkerOptions), defs: Vec<PersistedDef>) -> Runtime {
+        let mut opts = WorkerOptions::new(vis_bin());
+        opts.workspace = Some(self.workspace());
+        opts.interrupt_grace = Duration::from_millis(1500);
+        tweak(&mut opts);
+        Runtime::new(opts, defs)
+    }
+
+    pub fn block(&self, code: &str) -> BlockRequest {
+        self.block_with_timeout(code, Duration::from_secs(60))
+    }
+
+    pub fn block_with_timeout(&self, code: &str, timeout: Duration) -> BlockRequest {
+        let art = self.dir.path().join("artifacts");
+        BlockRequest {
+            code: code.to_string(),
+            filename: "<t1/i1>".into(),
+            session: json!({"turn": 1, "iteration": 1, "workspace_roots": [self.workspace()]}),
+            output_limit: 20_000,
+            artifact_path: art.join("t1-i1.txt"),
+            artifact_dir: art,
+            workspace_roots: vec![self.workspace()],
+            timeout,
+        }
+    }
+}
+
+/// Runs `code` in `rt` and returns the outcome (panics if the block could not run at all).
+pub fn run(env: &TestEnv, rt: &mut Runtime, code: &str) -> BlockOutcome {
+    rt.exec(env.block(code), &mut NoHostCalls).unwrap()
+}
+
+/// Defines a test that gets a fresh `TestEnv` (in the spirit of ripgrep's `rgtest!`).
+#[macro_export]
+macro_rules! vistest {
+    ($name:ident, |$env:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            let $env = $crate::support::TestEnv::new();
+            $body
+        }
+    };
+}
