@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, PathBuf)>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
@@ -17,7 +19,11 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, PathBuf)>) {
             }
             collect(&path, root, out);
         } else if matches!(path.extension().and_then(|e| e.to_str()), Some("py" | "md")) {
-            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
             out.push((rel, path));
         }
     }
@@ -31,10 +37,15 @@ fn main() {
     collect(&python.join("vis"), &python, &mut files);
     let mut src = String::from("/// The prelude package, embedded: (path under python/, source).\npub static PRELUDE_SOURCES: &[(&str, &str)] = &[\n");
     for (rel, path) in &files {
-        let _ = writeln!(src, "    ({rel:?}, include_str!({:?})),", path.display().to_string());
+        let _ = writeln!(
+            src,
+            "    ({rel:?}, include_str!({:?})),",
+            path.display().to_string()
+        );
     }
     src.push_str("];\n");
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("prelude_sources.rs");
+    let out =
+        PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("prelude_sources.rs");
     if let Err(e) = std::fs::write(&out, src) {
         panic!("cannot write {}: {e}", out.display());
     }

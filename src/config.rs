@@ -17,11 +17,15 @@ pub fn vis_home() -> PathBuf {
 
 /// The database path: `--db` if given, else `$VIS_HOME/vis.db`.
 pub fn db_path(flag: Option<&Path>) -> PathBuf {
-    flag.map(Path::to_path_buf).unwrap_or_else(|| vis_home().join("vis.db"))
+    flag.map(Path::to_path_buf)
+        .unwrap_or_else(|| vis_home().join("vis.db"))
 }
 
 /// Artifacts of a session: `<dir of the database>/artifacts/<session id>/`.
 pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
-    let base = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let base = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     base.join("artifacts").join(session_id)
 }

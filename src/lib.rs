@@ -1,11 +1,13 @@
 //! Vis: a coding gateway whose model has one tool, `python_execution`.
 //!
+//! - `catalog`: the manifest, `apropos`/`doc`, and the token-budgeted catalog;
 //! - `runtime`: the embedded CPython worker and the host API that supervises it;
 //! - `store`: the SQLite session store;
 //! - `session`: the per-block `session` dict and session ids;
 //! - `config`: where data lives;
 //! - `cli`: the `vis` command line.
 
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod runtime;

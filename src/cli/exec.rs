@@ -9,7 +9,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::runtime::{
-    BlockRequest, Interrupter, NoHostCalls, Runtime, RuntimeError, Status, WorkerOptions, DEFAULT_OUTPUT_LIMIT,
+    BlockRequest, Interrupter, NoHostCalls, Runtime, RuntimeError, Status, WorkerOptions,
+    DEFAULT_OUTPUT_LIMIT,
 };
 use crate::session::{new_session_id, session_dict, validate_session_id};
 use crate::store::{now_millis, IterationRecord, Store};
@@ -77,10 +78,16 @@ fn read_code(arg: Option<String>) -> Result<String, CliError> {
 fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
     let Some(dir) = flag else { return Ok(None) };
     let canonical = dir.canonicalize().map_err(|e| {
-        CliError::usage(format!("workspace {} is not usable: {e}; pass an existing directory", dir.display()))
+        CliError::usage(format!(
+            "workspace {} is not usable: {e}; pass an existing directory",
+            dir.display()
+        ))
     })?;
     if !canonical.is_dir() {
-        return Err(CliError::usage(format!("workspace {} is not a directory", dir.display())));
+        return Err(CliError::usage(format!(
+            "workspace {} is not a directory",
+            dir.display()
+        )));
     }
     Ok(Some(canonical))
 }
@@ -91,7 +98,9 @@ fn memory_limit(flag: Option<u64>) -> Result<u64, CliError> {
     }
     match std::env::var("VIS_WORKER_MEMORY_MB") {
         Ok(v) => v.trim().parse().map_err(|_| {
-            CliError::usage(format!("VIS_WORKER_MEMORY_MB must be a whole number of MiB, got '{v}'"))
+            CliError::usage(format!(
+                "VIS_WORKER_MEMORY_MB must be a whole number of MiB, got '{v}'"
+            ))
         }),
         Err(_) => Ok(crate::runtime::DEFAULT_MEMORY_LIMIT_MB),
     }
@@ -101,10 +110,15 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::host::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(CliError::usage(format!("--timeout must be a positive number of seconds, got {}", args.timeout)));
+        return Err(CliError::usage(format!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        )));
     }
     if args.output_limit < 100 {
-        return Err(CliError::usage("--output-limit must be at least 100 characters"));
+        return Err(CliError::usage(
+            "--output-limit must be at least 100 characters",
+        ));
     }
     let memory_limit_mb = memory_limit(args.memory_limit)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
@@ -162,8 +176,15 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         Ok(o) => o,
         Err(e) => {
             let _ = store.finish_turn(&session_id, turn);
-            let code = if matches!(e, RuntimeError::InvalidBlock(_)) { 2 } else { 1 };
-            return Err(CliError { code, message: format!("vis exec: {e}") });
+            let code = if matches!(e, RuntimeError::InvalidBlock(_)) {
+                2
+            } else {
+                1
+            };
+            return Err(CliError {
+                code,
+                message: format!("vis exec: {e}"),
+            });
         }
     };
     let worker_exit = outcome.worker_lost.map(|e| e.to_string());

@@ -11,7 +11,11 @@ use clap::{Args, Parser, Subcommand};
 pub use exec::ExecArgs;
 
 #[derive(Debug, Parser)]
-#[command(name = "vis", version, about = "A coding gateway whose model has one tool: python_execution")]
+#[command(
+    name = "vis",
+    version,
+    about = "A coding gateway whose model has one tool: python_execution"
+)]
 pub struct Cli {
     /// The session database (default: $VIS_HOME/vis.db).
     #[arg(long, global = true, value_name = "PATH")]
@@ -67,7 +71,10 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(message: impl Into<String>) -> Self {
-        CliError { code: 2, message: message.into() }
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
     }
 }
 
@@ -83,11 +90,13 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Exec(args) => exec::run(args, &db),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
-        Command::Worker(args) => Ok(crate::runtime::worker::run_worker(crate::runtime::worker::WorkerArgs {
-            capture: args.capture,
-            memory_limit_mb: args.memory_limit_mb,
-            workspace: args.workspace,
-        })),
+        Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
+            crate::runtime::worker::WorkerArgs {
+                capture: args.capture,
+                memory_limit_mb: args.memory_limit_mb,
+                workspace: args.workspace,
+            },
+        )),
     }
 }
 
@@ -105,7 +114,12 @@ pub fn format_time(millis: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

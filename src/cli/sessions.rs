@@ -12,10 +12,12 @@ pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
                 println!("no sessions yet ({} does not exist)", db.display());
                 Ok(0)
             }
-            SessionsAction::Show { id } | SessionsAction::Export { id } => Err(CliError::usage(format!(
-                "no session '{id}': the database {} does not exist yet",
-                db.display()
-            ))),
+            SessionsAction::Show { id } | SessionsAction::Export { id } => {
+                Err(CliError::usage(format!(
+                    "no session '{id}': the database {} does not exist yet",
+                    db.display()
+                )))
+            }
         };
     }
     let store = Store::open(db)?;
@@ -32,7 +34,10 @@ fn list(store: &Store) -> Result<i32, CliError> {
         println!("no sessions yet");
         return Ok(0);
     }
-    println!("{:<20} {:<21} {:>5} {:>6} {:>5}  workspace", "id", "last used", "turns", "iters", "defs");
+    println!(
+        "{:<20} {:<21} {:>5} {:>6} {:>5}  workspace",
+        "id", "last used", "turns", "iters", "defs"
+    );
     for s in sessions {
         println!(
             "{:<20} {:<21} {:>5} {:>6} {:>5}  {}",
@@ -59,10 +64,19 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     println!("  created   {}", format_time(session.created_at));
     println!("  last used {}", format_time(session.updated_at));
     println!("  workspace {}", session.workspace_roots.join(", "));
-    println!("  {} turns, {} iterations, {} definitions", counts.turns, counts.iterations, defs.len());
+    println!(
+        "  {} turns, {} iterations, {} definitions",
+        counts.turns,
+        counts.iterations,
+        defs.len()
+    );
     let iterations = store.iterations(id)?;
     for turn in store.turns(id)? {
-        let state = if turn.status == "done" { String::new() } else { format!(" [{}]", turn.status) };
+        let state = if turn.status == "done" {
+            String::new()
+        } else {
+            format!(" [{}]", turn.status)
+        };
         println!("\nturn {} ({}){state}", turn.turn, turn.kind);
         if let Some(text) = &turn.user_text {
             print!("{}", indent(text, "  user: "));
@@ -86,7 +100,11 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     if !defs.is_empty() {
         println!("\ndefinitions:");
         for d in defs {
-            let doc = if d.doc.is_empty() { String::new() } else { format!("  — {}", d.doc) };
+            let doc = if d.doc.is_empty() {
+                String::new()
+            } else {
+                format!("  — {}", d.doc)
+            };
             println!("  {}{doc}", d.signature.trim());
         }
     }

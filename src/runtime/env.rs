@@ -5,8 +5,16 @@
 /// leaked key cannot be taken back.
 pub fn is_secret_env(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const MARKERS: [&str; 8] =
-        ["API_KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"];
+    const MARKERS: [&str; 8] = [
+        "API_KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "PRIVATE_KEY",
+    ];
     MARKERS.iter().any(|m| upper.contains(m))
         || upper.ends_with("_KEY")
         || upper == "AWS_ACCESS_KEY_ID"
@@ -14,7 +22,9 @@ pub fn is_secret_env(name: &str) -> bool {
 
 /// The environment a worker gets.
 pub fn worker_env() -> Vec<(String, String)> {
-    std::env::vars().filter(|(k, _)| !is_secret_env(k)).collect()
+    std::env::vars()
+        .filter(|(k, _)| !is_secret_env(k))
+        .collect()
 }
 
 #[cfg(test)]

@@ -18,7 +18,10 @@ pub fn write_frame(out: &mut impl Write, payload: &[u8]) -> io::Result<()> {
     if payload.len() > MAX_FRAME_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit", payload.len()),
+            format!(
+                "frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit",
+                payload.len()
+            ),
         ));
     }
     let len = (payload.len() as u32).to_le_bytes();
@@ -48,7 +51,10 @@ pub struct FrameReader<R: Read + AsRawFd> {
 
 impl<R: Read + AsRawFd> FrameReader<R> {
     pub fn new(inner: R) -> Self {
-        FrameReader { inner, buf: Vec::with_capacity(64 * 1024) }
+        FrameReader {
+            inner,
+            buf: Vec::with_capacity(64 * 1024),
+        }
     }
 
     pub fn raw_fd(&self) -> RawFd {
@@ -109,7 +115,11 @@ impl<R: Read + AsRawFd> FrameReader<R> {
 
 /// Waits until `fd` is readable (or hung up). Returns false on timeout.
 fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // Round up so a sub-millisecond wait does not become a busy loop.
     let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     loop {
@@ -161,9 +171,15 @@ mod tests {
         a.write_all(&3u32.to_le_bytes()).unwrap();
         a.write_all(b"ab").unwrap();
         let deadline = Instant::now() + Duration::from_millis(30);
-        assert!(matches!(reader.read_frame_until(Some(deadline)).unwrap(), ReadOutcome::TimedOut));
+        assert!(matches!(
+            reader.read_frame_until(Some(deadline)).unwrap(),
+            ReadOutcome::TimedOut
+        ));
         a.write_all(b"c").unwrap();
-        match reader.read_frame_until(Some(Instant::now() + Duration::from_secs(5))).unwrap() {
+        match reader
+            .read_frame_until(Some(Instant::now() + Duration::from_secs(5)))
+            .unwrap()
+        {
             ReadOutcome::Frame(f) => assert_eq!(f, b"abc"),
             other => panic!("expected frame, got {other:?}"),
         }

@@ -110,7 +110,10 @@ impl WorkerProcess {
             .suffix(".out")
             .tempfile()
             .map_err(RuntimeError::Io)?;
-        let stderr = OpenOptions::new().append(true).open(capture.path()).map_err(RuntimeError::Io)?;
+        let stderr = OpenOptions::new()
+            .append(true)
+            .open(capture.path())
+            .map_err(RuntimeError::Io)?;
         let mut cmd = Command::new(&opts.program);
         cmd.arg("worker")
             .arg("--capture")
@@ -130,9 +133,10 @@ impl WorkerProcess {
             // Its own process group: a terminal Ctrl-C reaches the host only, and a kill
             // takes the block's child processes along.
             .process_group(0);
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| RuntimeError::Spawn { program: opts.program.clone(), source })?;
+        let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+            program: opts.program.clone(),
+            source,
+        })?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(RuntimeError::Worker("worker pipes missing".into()));
         };
@@ -151,10 +155,12 @@ impl WorkerProcess {
                 worker.python_version = python_version;
                 Ok(worker)
             }
-            Received::Message(WorkerMessage::Fatal { message }) => Err(RuntimeError::WorkerStart(message)),
-            Received::Message(other) => {
-                Err(RuntimeError::Protocol(format!("expected ready from the worker, got {other:?}")))
+            Received::Message(WorkerMessage::Fatal { message }) => {
+                Err(RuntimeError::WorkerStart(message))
             }
+            Received::Message(other) => Err(RuntimeError::Protocol(format!(
+                "expected ready from the worker, got {other:?}"
+            ))),
             Received::TimedOut => {
                 worker.kill();
                 Err(RuntimeError::WorkerStart(format!(
@@ -165,7 +171,10 @@ impl WorkerProcess {
             }
             Received::Exited => {
                 let exit = worker.wait_exit();
-                Err(RuntimeError::WorkerStart(format!("the worker {exit}: {}", worker.capture_text().trim())))
+                Err(RuntimeError::WorkerStart(format!(
+                    "the worker {exit}: {}",
+                    worker.capture_text().trim()
+                )))
             }
         }
     }
@@ -181,7 +190,11 @@ impl WorkerProcess {
     }
 
     fn recv(&mut self, deadline: Option<Instant>) -> Result<Received, RuntimeError> {
-        match self.reader.read_frame_until(deadline).map_err(RuntimeError::Io)? {
+        match self
+            .reader
+            .read_frame_until(deadline)
+            .map_err(RuntimeError::Io)?
+        {
             ReadOutcome::Frame(bytes) => serde_json::from_slice(&bytes)
                 .map(Received::Message)
                 .map_err(|e| RuntimeError::Protocol(format!("bad message from the worker: {e}"))),
@@ -204,7 +217,9 @@ impl WorkerProcess {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return exit_info(status),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
                 _ => return self.kill(),
             }
         }
@@ -304,16 +319,28 @@ impl RestoreNotice {
         if total == 0 {
             line.push_str("no definitions to restore; variables from earlier blocks are gone");
         } else {
-            let noun = if self.report.ok.len() == 1 { "definition" } else { "definitions" };
+            let noun = if self.report.ok.len() == 1 {
+                "definition"
+            } else {
+                "definitions"
+            };
             line.push_str(&format!("restored {} {noun}", self.report.ok.len()));
             if !self.report.ok.is_empty() {
                 line.push_str(": ");
                 line.push_str(&short_list(&self.report.ok, 12));
             }
             if !self.report.failed.is_empty() {
-                let failed: Vec<String> =
-                    self.report.failed.iter().map(|(n, e)| format!("{n} ({e})")).collect();
-                line.push_str(&format!("; {} failed: {}", failed.len(), short_list(&failed, 5)));
+                let failed: Vec<String> = self
+                    .report
+                    .failed
+                    .iter()
+                    .map(|(n, e)| format!("{n} ({e})"))
+                    .collect();
+                line.push_str(&format!(
+                    "; {} failed: {}",
+                    failed.len(),
+                    short_list(&failed, 5)
+                ));
             }
         }
         Some(line)
@@ -321,7 +348,12 @@ impl RestoreNotice {
 }
 
 fn short_list(items: &[String], max: usize) -> String {
-    let mut out = items.iter().take(max).cloned().collect::<Vec<_>>().join(", ");
+    let mut out = items
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > max {
         out.push_str(&format!(", +{} more", items.len() - max));
     }
@@ -405,7 +437,10 @@ impl Runtime {
     }
 
     pub fn interrupter(&self) -> Interrupter {
-        Interrupter { pid: self.pid.clone(), requested: self.interrupt_requested.clone() }
+        Interrupter {
+            pid: self.pid.clone(),
+            requested: self.interrupt_requested.clone(),
+        }
     }
 
     /// Starts the worker (if none is running) and restores the persisted definitions.
@@ -418,12 +453,16 @@ impl Runtime {
         let report = if self.defs.is_empty() {
             RestoreReport::default()
         } else {
-            worker.send(&HostMessage::Restore { defs: self.defs.clone() })?;
+            worker.send(&HostMessage::Restore {
+                defs: self.defs.clone(),
+            })?;
             let deadline = Instant::now() + self.opts.restore_timeout;
             match worker.recv(Some(deadline))? {
                 Received::Message(WorkerMessage::Restored(report)) => report,
                 Received::Message(other) => {
-                    return Err(RuntimeError::Protocol(format!("expected restored, got {other:?}")))
+                    return Err(RuntimeError::Protocol(format!(
+                        "expected restored, got {other:?}"
+                    )))
                 }
                 Received::TimedOut | Received::Exited => {
                     // A definition that hangs or crashes at definition time must not make the
@@ -432,15 +471,23 @@ impl Runtime {
                     let mut fresh = WorkerProcess::spawn(&self.opts)?;
                     self.pid.store(fresh.pid, Ordering::SeqCst);
                     std::mem::swap(&mut worker, &mut fresh);
-                    let why = format!("restoring definitions stopped the worker ({exit}); none restored");
+                    let why =
+                        format!("restoring definitions stopped the worker ({exit}); none restored");
                     RestoreReport {
                         ok: vec![],
-                        failed: self.defs.iter().map(|d| (d.name.clone(), why.clone())).collect(),
+                        failed: self
+                            .defs
+                            .iter()
+                            .map(|d| (d.name.clone(), why.clone()))
+                            .collect(),
                     }
                 }
             }
         };
-        self.pending_notice = Some(RestoreNotice { restart_reason: self.restart_reason.take(), report });
+        self.pending_notice = Some(RestoreNotice {
+            restart_reason: self.restart_reason.take(),
+            report,
+        });
         self.worker = Some(worker);
         Ok(())
     }
@@ -457,14 +504,21 @@ impl Runtime {
 
     /// Runs one block. `Err` means the block could not be run at all (bad input, a worker
     /// that cannot start); everything that happens to a running block is an `Ok` outcome.
-    pub fn exec(&mut self, req: BlockRequest, host: &mut dyn HostHandler) -> Result<BlockOutcome, RuntimeError> {
+    pub fn exec(
+        &mut self,
+        req: BlockRequest,
+        host: &mut dyn HostHandler,
+    ) -> Result<BlockOutcome, RuntimeError> {
         validate_code(&req.code)?;
         let started = Instant::now();
         self.start()?;
         let notice = self.pending_notice.take();
         let mut session = req.session.clone();
         if let Value::Object(map) = &mut session {
-            map.insert("restored".into(), notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null));
+            map.insert(
+                "restored".into(),
+                notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null),
+            );
         }
         let id = self.next_exec_id;
         self.next_exec_id += 1;
@@ -476,7 +530,11 @@ impl Runtime {
             output_limit: req.output_limit,
             artifact_path: req.artifact_path.to_string_lossy().into_owned(),
             artifact_dir: req.artifact_dir.to_string_lossy().into_owned(),
-            workspace_roots: req.workspace_roots.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+            workspace_roots: req
+                .workspace_roots
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
         };
         self.interrupt_requested.store(false, Ordering::SeqCst);
         let ctx = WaitContext {
@@ -485,9 +543,17 @@ impl Runtime {
             interrupter: self.interrupter(),
             interrupt_requested: &self.interrupt_requested,
         };
-        let worker = self.worker.as_mut().ok_or_else(|| RuntimeError::Worker("no worker".into()))?;
+        let worker = self
+            .worker
+            .as_mut()
+            .ok_or_else(|| RuntimeError::Worker("no worker".into()))?;
         let waited = wait_for_result(worker, &exec, &req, host, ctx);
-        let WaitEnd { status, mut result, lost, trailer } = match waited {
+        let WaitEnd {
+            status,
+            mut result,
+            lost,
+            trailer,
+        } = match waited {
             Ok(w) => w,
             Err(e) => {
                 // The worker's state is unknown after a protocol failure: replace it.
@@ -609,12 +675,25 @@ fn wait_for_result(
                     ),
                     (s, _) => (s, None),
                 };
-                return Ok(WaitEnd { status, result, lost: None, trailer });
+                return Ok(WaitEnd {
+                    status,
+                    result,
+                    lost: None,
+                    trailer,
+                });
             }
             Received::Message(WorkerMessage::Request { id, method, params }) => {
                 let reply = match host.call(&method, params) {
-                    Ok(v) => HostMessage::Response { id, result: Some(v), error: None },
-                    Err(e) => HostMessage::Response { id, result: None, error: Some(e) },
+                    Ok(v) => HostMessage::Response {
+                        id,
+                        result: Some(v),
+                        error: None,
+                    },
+                    Err(e) => HostMessage::Response {
+                        id,
+                        result: None,
+                        error: Some(e),
+                    },
                 };
                 worker.send(&reply)?;
             }
@@ -628,9 +707,16 @@ fn wait_for_result(
                     if now >= k {
                         let exit = worker.kill();
                         let why = if timed_out { "timeout" } else { "interrupt" };
-                        let status = if timed_out { Status::Timeout } else { Status::Interrupted };
+                        let status = if timed_out {
+                            Status::Timeout
+                        } else {
+                            Status::Interrupted
+                        };
                         let what = if timed_out {
-                            format!("timeout: the block ran longer than {} and", seconds(req.timeout))
+                            format!(
+                                "timeout: the block ran longer than {} and",
+                                seconds(req.timeout)
+                            )
                         } else {
                             "interrupted: the block".into()
                         };
@@ -640,7 +726,12 @@ fn wait_for_result(
                         );
                         let result = lost_result(exec, &worker.capture_bytes(), req);
                         let reason = format!("after a {why}: the previous one was killed");
-                        return Ok(WaitEnd { status, result, lost: Some((exit, reason)), trailer: Some(trailer) });
+                        return Ok(WaitEnd {
+                            status,
+                            result,
+                            lost: Some((exit, reason)),
+                            trailer: Some(trailer),
+                        });
                     }
                 } else if now >= timeout_at {
                     timed_out = true;
@@ -663,7 +754,12 @@ fn wait_for_result(
                     ));
                 }
                 let reason = format!("after a crash: the previous one {exit}");
-                return Ok(WaitEnd { status: Status::Crashed, result, lost: Some((exit, reason)), trailer: Some(trailer) });
+                return Ok(WaitEnd {
+                    status: Status::Crashed,
+                    result,
+                    lost: Some((exit, reason)),
+                    trailer: Some(trailer),
+                });
             }
         }
     }
@@ -729,18 +825,30 @@ mod tests {
 
     #[test]
     fn restore_notice_lines() {
-        let quiet = RestoreNotice { restart_reason: None, report: RestoreReport::default() };
+        let quiet = RestoreNotice {
+            restart_reason: None,
+            report: RestoreReport::default(),
+        };
         assert_eq!(quiet.line(), None);
         let n = RestoreNotice {
             restart_reason: Some("after a crash".into()),
-            report: RestoreReport { ok: vec!["a".into(), "b".into()], failed: vec![("c".into(), "NameError: x".into())] },
+            report: RestoreReport {
+                ok: vec!["a".into(), "b".into()],
+                failed: vec![("c".into(), "NameError: x".into())],
+            },
         };
         assert_eq!(
             n.line().unwrap(),
             "[vis] new worker (after a crash): restored 2 definitions: a, b; 1 failed: c (NameError: x)"
         );
         let many: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
-        let n = RestoreNotice { restart_reason: None, report: RestoreReport { ok: many, failed: vec![] } };
+        let n = RestoreNotice {
+            restart_reason: None,
+            report: RestoreReport {
+                ok: many,
+                failed: vec![],
+            },
+        };
         assert!(n.line().unwrap().ends_with("f11, +8 more"));
     }
 }

@@ -15,8 +15,8 @@ pub mod protocol;
 pub mod worker;
 
 pub use host::{
-    BlockOutcome, BlockRequest, ExitInfo, HostHandler, Interrupter, NoHostCalls, RestoreNotice, Runtime,
-    WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+    BlockOutcome, BlockRequest, ExitInfo, HostHandler, Interrupter, NoHostCalls, RestoreNotice,
+    Runtime, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };
 pub use output::DEFAULT_OUTPUT_LIMIT;
 pub use protocol::{PersistedDef, RestoreReport, Status};
@@ -28,7 +28,10 @@ pub enum RuntimeError {
     #[error("{0}")]
     InvalidBlock(String),
     #[error("cannot start the worker {program}: {source}; check that the vis binary is intact")]
-    Spawn { program: std::path::PathBuf, source: std::io::Error },
+    Spawn {
+        program: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("the Python worker failed to start: {0}")]
     WorkerStart(String),
     #[error("worker: {0}")]

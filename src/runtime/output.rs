@@ -26,7 +26,12 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
     let text: &str = &decoded;
     let total_chars = text.chars().count();
     if total_chars <= limit {
-        return Capped { text: text.to_string(), total_chars, cut_chars: 0, lossy };
+        return Capped {
+            text: text.to_string(),
+            total_chars,
+            cut_chars: 0,
+            lossy,
+        };
     }
     let head_chars = limit / 2;
     let tail_chars = limit - head_chars;
@@ -51,12 +56,20 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
         whereto
     ));
     out.push_str(tail);
-    Capped { text: out, total_chars, cut_chars, lossy }
+    Capped {
+        text: out,
+        total_chars,
+        cut_chars,
+        lossy,
+    }
 }
 
 /// Byte offset of the `n`th character (or the end).
 fn byte_index_of_char(text: &str, n: usize) -> usize {
-    text.char_indices().nth(n).map(|(i, _)| i).unwrap_or(text.len())
+    text.char_indices()
+        .nth(n)
+        .map(|(i, _)| i)
+        .unwrap_or(text.len())
 }
 
 /// How far a cut may move to land on a line boundary.
@@ -64,7 +77,10 @@ const LINE_SNAP_BYTES: usize = 400;
 
 fn snap_back_to_line(text: &str, end: usize) -> usize {
     let window_start = end.saturating_sub(LINE_SNAP_BYTES);
-    match text.as_bytes()[window_start..end].iter().rposition(|&b| b == b'\n') {
+    match text.as_bytes()[window_start..end]
+        .iter()
+        .rposition(|&b| b == b'\n')
+    {
         Some(pos) => window_start + pos + 1,
         None => end,
     }
@@ -72,7 +88,10 @@ fn snap_back_to_line(text: &str, end: usize) -> usize {
 
 fn snap_forward_to_line(text: &str, start: usize) -> usize {
     let window_end = (start + LINE_SNAP_BYTES).min(text.len());
-    match text.as_bytes()[start..window_end].iter().position(|&b| b == b'\n') {
+    match text.as_bytes()[start..window_end]
+        .iter()
+        .position(|&b| b == b'\n')
+    {
         Some(pos) => start + pos + 1,
         None => start,
     }
@@ -108,11 +127,18 @@ mod tests {
         let c = cap_output(text.as_bytes(), 1000, Some(Path::new("/tmp/a.txt")));
         assert!(c.text.starts_with("line 0\n"));
         assert!(c.text.ends_with("line 9999\n"));
-        assert!(c.text.contains("characters cut; full output: /tmp/a.txt"), "{}", c.text);
+        assert!(
+            c.text.contains("characters cut; full output: /tmp/a.txt"),
+            "{}",
+            c.text
+        );
         assert!(c.cut_chars > 0 && c.cut_chars < c.total_chars);
         // Cuts land on line boundaries.
         for line in c.text.lines() {
-            assert!(line.starts_with("line ") || line.starts_with("[… vis:"), "{line:?}");
+            assert!(
+                line.starts_with("line ") || line.starts_with("[… vis:"),
+                "{line:?}"
+            );
         }
     }
 

@@ -24,7 +24,9 @@ pub struct PersistedDef {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostMessage {
     /// Re-create persisted definitions in a fresh namespace.
-    Restore { defs: Vec<PersistedDef> },
+    Restore {
+        defs: Vec<PersistedDef>,
+    },
     /// Run one block.
     Exec(ExecRequest),
     /// The answer to a worker `request`.
@@ -59,13 +61,22 @@ pub struct ExecRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerMessage {
-    Ready { pid: u32, python_version: String },
+    Ready {
+        pid: u32,
+        python_version: String,
+    },
     Restored(RestoreReport),
     Result(ExecResult),
     /// A call from the block back to the host (answered with `HostMessage::Response`).
-    Request { id: u64, method: String, params: serde_json::Value },
+    Request {
+        id: u64,
+        method: String,
+        params: serde_json::Value,
+    },
     /// The worker could not do what was asked and is about to exit.
-    Fatal { message: String },
+    Fatal {
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -70,7 +70,9 @@ pub fn run_worker(args: WorkerArgs) -> i32 {
     match handle {
         Ok(h) => h.join().unwrap_or(71),
         Err(e) => {
-            eprintln_raw(&format!("vis worker: cannot start the interpreter thread: {e}"));
+            eprintln_raw(&format!(
+                "vis worker: cannot start the interpreter thread: {e}"
+            ));
             71
         }
     }
@@ -92,7 +94,10 @@ fn last_os_error(what: &str) -> RuntimeError {
 fn prepare_process(args: &WorkerArgs) -> Result<(), RuntimeError> {
     if args.memory_limit_mb > 0 {
         let bytes = args.memory_limit_mb.saturating_mul(1024 * 1024);
-        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
         unsafe {
             if libc::getrlimit(libc::RLIMIT_AS, &mut lim) != 0 {
@@ -124,9 +129,14 @@ fn prepare_process(args: &WorkerArgs) -> Result<(), RuntimeError> {
     }
     // SAFETY: the descriptors were just created by dup and are owned by nothing else.
     let (reader, writer) = unsafe { (File::from_raw_fd(proto_in), File::from_raw_fd(proto_out)) };
-    let channel = Channel { reader: FrameReader::new(reader), writer, next_request_id: 1 };
-    *CHANNEL.lock().map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))? =
-        Some(channel);
+    let channel = Channel {
+        reader: FrameReader::new(reader),
+        writer,
+        next_request_id: 1,
+    };
+    *CHANNEL
+        .lock()
+        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))? = Some(channel);
 
     block_signals(&[libc::SIGINT, libc::SIGUSR2])?;
     std::thread::Builder::new()
@@ -162,7 +172,9 @@ fn block_signals(signals: &[libc::c_int]) -> Result<(), RuntimeError> {
     // SAFETY: valid set pointer; old mask not needed.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if rc != 0 {
-        return Err(RuntimeError::Worker(format!("pthread_sigmask failed: {rc}")));
+        return Err(RuntimeError::Worker(format!(
+            "pthread_sigmask failed: {rc}"
+        )));
     }
     Ok(())
 }
@@ -197,14 +209,22 @@ fn forward_interrupts() {
 
 fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
     let payload = serde_json::to_vec(msg).map_err(|e| RuntimeError::Protocol(e.to_string()))?;
-    let mut guard = CHANNEL.lock().map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
-    let channel = guard.as_mut().ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
+    let mut guard = CHANNEL
+        .lock()
+        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
+    let channel = guard
+        .as_mut()
+        .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
     write_frame(&mut channel.writer, &payload).map_err(RuntimeError::Io)
 }
 
 fn receive() -> Result<Option<HostMessage>, RuntimeError> {
-    let mut guard = CHANNEL.lock().map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
-    let channel = guard.as_mut().ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
+    let mut guard = CHANNEL
+        .lock()
+        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
+    let channel = guard
+        .as_mut()
+        .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
     match channel.reader.read_frame().map_err(RuntimeError::Io)? {
         None => Ok(None),
         Some(bytes) => serde_json::from_slice(&bytes)
@@ -214,12 +234,23 @@ fn receive() -> Result<Option<HostMessage>, RuntimeError> {
 }
 
 /// A block calling the host (e.g. `fold_session`): send a request, wait for its response.
-pub(crate) fn host_call(method: &str, params: serde_json::Value) -> Result<serde_json::Value, String> {
-    let mut guard = CHANNEL.lock().map_err(|_| "channel lock poisoned".to_string())?;
-    let channel = guard.as_mut().ok_or_else(|| "not running inside a vis worker".to_string())?;
+pub(crate) fn host_call(
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let mut guard = CHANNEL
+        .lock()
+        .map_err(|_| "channel lock poisoned".to_string())?;
+    let channel = guard
+        .as_mut()
+        .ok_or_else(|| "not running inside a vis worker".to_string())?;
     let id = channel.next_request_id;
     channel.next_request_id += 1;
-    let msg = WorkerMessage::Request { id, method: method.to_string(), params };
+    let msg = WorkerMessage::Request {
+        id,
+        method: method.to_string(),
+        params,
+    };
     let payload = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
     write_frame(&mut channel.writer, &payload).map_err(|e| format!("host pipe: {e}"))?;
     loop {
@@ -229,13 +260,21 @@ pub(crate) fn host_call(method: &str, params: serde_json::Value) -> Result<serde
             .map_err(|e| format!("host pipe: {e}"))?
             .ok_or_else(|| "the host closed the connection".to_string())?;
         match serde_json::from_slice::<HostMessage>(&bytes) {
-            Ok(HostMessage::Response { id: rid, result, error }) if rid == id => {
+            Ok(HostMessage::Response {
+                id: rid,
+                result,
+                error,
+            }) if rid == id => {
                 return match error {
                     Some(e) => Err(e),
                     None => Ok(result.unwrap_or(serde_json::Value::Null)),
                 };
             }
-            Ok(other) => return Err(format!("unexpected message while waiting for a response: {other:?}")),
+            Ok(other) => {
+                return Err(format!(
+                    "unexpected message while waiting for a response: {other:?}"
+                ))
+            }
             Err(e) => return Err(format!("bad message from host: {e}")),
         }
     }
@@ -248,7 +287,9 @@ fn interpreter_thread(args: WorkerArgs) -> i32 {
     match serve(&args) {
         Ok(()) => 0,
         Err(e) => {
-            let _ = send(&WorkerMessage::Fatal { message: e.to_string() });
+            let _ = send(&WorkerMessage::Fatal {
+                message: e.to_string(),
+            });
             eprintln_raw(&format!("vis worker: {e}"));
             72
         }
@@ -268,7 +309,10 @@ fn py_err(e: PyErr) -> RuntimeError {
 fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
     Python::initialize();
     let (runner, version) = Python::attach(|py| start_prelude(py, args)).map_err(py_err)?;
-    send(&WorkerMessage::Ready { pid: std::process::id(), python_version: version })?;
+    send(&WorkerMessage::Ready {
+        pid: std::process::id(),
+        python_version: version,
+    })?;
     let mut capture = File::open(&args.capture).map_err(RuntimeError::Io)?;
     while let Some(msg) = receive()? {
         match msg {
@@ -288,7 +332,9 @@ fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
                 send(&WorkerMessage::Result(result))?;
             }
             HostMessage::Response { .. } => {
-                return Err(RuntimeError::Protocol("response with no request pending".into()))
+                return Err(RuntimeError::Protocol(
+                    "response with no request pending".into(),
+                ))
             }
         }
     }
@@ -306,9 +352,13 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     }
     let globals = PyDict::new(py);
     globals.set_item("SOURCES", sources)?;
-    let workspace = args.workspace.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let workspace = args
+        .workspace
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     globals.set_item("WORKSPACE", workspace)?;
-    let code = CString::new(BOOTSTRAP).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let code = CString::new(BOOTSTRAP)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     py.run(&code, Some(&globals), None)?;
     let runner_cls = py.import("vis._runner")?.getattr("Runner")?;
     let runner = runner_cls.call1((args.capture.to_string_lossy().into_owned(),))?;
@@ -334,7 +384,14 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
         let roots = PyList::new(py, &req.workspace_roots)?;
         let out = runner.bind(py).call_method1(
             "run",
-            (&req.code, &req.filename, session, &req.artifact_dir, req.output_limit, roots),
+            (
+                &req.code,
+                &req.filename,
+                session,
+                &req.artifact_dir,
+                req.output_limit,
+                roots,
+            ),
         )?;
         out.extract()
     });
@@ -346,7 +403,11 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
             let message = e.to_string();
             let interrupted = message.starts_with("KeyboardInterrupt");
             eprintln_raw(&format!("[vis] the block's runner failed: {message}"));
-            let status = if interrupted { Status::Interrupted } else { Status::Error };
+            let status = if interrupted {
+                Status::Interrupted
+            } else {
+                Status::Error
+            };
             (status, "{}".to_string())
         }
     };
@@ -362,7 +423,8 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
         }
     }
     if capped.lossy {
-        output.push_str("[vis] the output held bytes that are not UTF-8; they are shown as U+FFFD\n");
+        output
+            .push_str("[vis] the output held bytes that are not UTF-8; they are shown as U+FFFD\n");
     }
     let changes: DefChanges = serde_json::from_str(&changes).unwrap_or_default();
     ExecResult {

@@ -13,7 +13,9 @@ pub const AUTO_COMPRESS_ABOVE: u64 = 200_000;
 /// letter or digit (ids appear in paths and commands, so nothing else is allowed).
 pub fn validate_session_id(id: &str) -> Result<(), String> {
     let ok_start = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-    let ok_chars = id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    let ok_chars = id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if id.is_empty() || id.len() > 64 || !ok_start || !ok_chars {
         return Err(format!(
             "invalid session id '{id}': use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
@@ -61,7 +63,13 @@ pub fn utilization_without_requests() -> Value {
 }
 
 /// The `session` dict for one block (SPEC §5). `restored` is filled in by the runtime.
-pub fn session_dict(id: &str, turn: i64, iteration: i64, counts: Counts, roots: &[String]) -> Value {
+pub fn session_dict(
+    id: &str,
+    turn: i64,
+    iteration: i64,
+    counts: Counts,
+    roots: &[String],
+) -> Value {
     json!({
         "id": id,
         "turn": turn,

@@ -2,9 +2,10 @@
 //! each runs in the same transaction as the version bump, so a failure leaves the old schema.
 
 /// (version, SQL). Append only: never edit a migration that has shipped.
-pub const MIGRATIONS: &[(u32, &str)] = &[(
-    1,
-    r#"
+pub const MIGRATIONS: &[(u32, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE vis_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -65,7 +66,10 @@ CREATE TABLE worker_events (
     detail     TEXT NOT NULL
 );
 "#,
-)];
+    ),
+    // Rendered catalogs, content-addressed (see `catalog::store`).
+    (2, crate::catalog::CATALOG_SNAPSHOTS_SQL),
+];
 
 pub fn latest_version() -> u32 {
     MIGRATIONS.last().map(|(v, _)| *v).unwrap_or(0)

@@ -22,7 +22,11 @@ pub enum StoreError {
     #[error("database {path} is an SQLite file but not a Vis database; it was left untouched — pass --db with another path")]
     NotVis { path: PathBuf },
     #[error("database {path} has schema version {found}, newer than this vis understands ({supported}); upgrade vis")]
-    TooNew { path: PathBuf, found: u32, supported: u32 },
+    TooNew {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     #[error("cannot write the database {path}: {detail}; choose a writable location with --db PATH or VIS_HOME")]
     Unwritable { path: PathBuf, detail: String },
     #[error("no session '{0}' in this database; `vis sessions list` shows the sessions there are")]
@@ -34,7 +38,10 @@ pub enum StoreError {
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 pub fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,13 +119,18 @@ pub struct Store {
 
 fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
-            StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
-        }
-        Some(ErrorCode::ReadOnly) | Some(ErrorCode::CannotOpen) | Some(ErrorCode::PermissionDenied)
-        | Some(ErrorCode::DiskFull) | Some(ErrorCode::SystemIoFailure) => {
-            StoreError::Unwritable { path: path.to_path_buf(), detail: e.to_string() }
-        }
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied)
+        | Some(ErrorCode::DiskFull)
+        | Some(ErrorCode::SystemIoFailure) => StoreError::Unwritable {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
         _ => StoreError::Sqlite(e),
     }
 }
@@ -127,7 +139,10 @@ impl Store {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     pub fn open(path: &Path) -> Result<Store> {
         if path.is_dir() {
-            return Err(StoreError::Unwritable { path: path.to_path_buf(), detail: "it is a directory".into() });
+            return Err(StoreError::Unwritable {
+                path: path.to_path_buf(),
+                detail: "it is a directory".into(),
+            });
         }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::Unwritable {
@@ -147,31 +162,51 @@ impl Store {
 
     fn init(conn: Connection, path: &Path) -> Result<Store> {
         let classify = |e| classify_open_error(path, e);
-        conn.busy_timeout(Duration::from_secs(30)).map_err(classify)?;
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(classify)?;
         // Reading the schema is the first thing that touches the file: a non-database fails
         // here, before anything could be written.
         let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
             .map_err(classify)?;
-        let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(classify)?;
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(classify)?;
         if version == 0 && tables > 0 {
-            return Err(StoreError::NotVis { path: path.to_path_buf() });
+            return Err(StoreError::NotVis {
+                path: path.to_path_buf(),
+            });
         }
         if version > 0 {
             let app: Option<String> = conn
-                .query_row("SELECT value FROM vis_meta WHERE key = 'application'", [], |r| r.get(0))
+                .query_row(
+                    "SELECT value FROM vis_meta WHERE key = 'application'",
+                    [],
+                    |r| r.get(0),
+                )
                 .optional()
                 .unwrap_or(None);
             if app.as_deref() != Some("vis") {
-                return Err(StoreError::NotVis { path: path.to_path_buf() });
+                return Err(StoreError::NotVis {
+                    path: path.to_path_buf(),
+                });
             }
         }
         if version > latest_version() {
-            return Err(StoreError::TooNew { path: path.to_path_buf(), found: version, supported: latest_version() });
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: latest_version(),
+            });
         }
         if path != Path::new(":memory:") {
-            let mode: String =
-                conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(classify)?;
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(classify)?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(StoreError::Unwritable {
                     path: path.to_path_buf(),
@@ -179,8 +214,12 @@ impl Store {
                 });
             }
         }
-        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;").map_err(classify)?;
-        let mut store = Store { conn, path: path.to_path_buf() };
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+            .map_err(classify)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
         store.migrate(version)?;
         Ok(store)
     }
@@ -197,11 +236,18 @@ impl Store {
             if current >= *version {
                 continue;
             }
-            tx.execute_batch(sql).map_err(|e| classify_open_error(&path, e))?;
+            tx.execute_batch(sql)
+                .map_err(|e| classify_open_error(&path, e))?;
             tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
             tx.commit().map_err(|e| classify_open_error(&path, e))?;
         }
         Ok(())
+    }
+
+    /// The underlying connection, for modules that own tables of their own (e.g. catalog
+    /// snapshots).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
     }
 
     pub fn path(&self) -> &Path {
@@ -209,7 +255,9 @@ impl Store {
     }
 
     pub fn schema_version(&self) -> Result<u32> {
-        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
 
     pub fn session(&self, id: &str) -> Result<Option<SessionRow>> {
@@ -232,7 +280,8 @@ impl Store {
     }
 
     pub fn require_session(&self, id: &str) -> Result<SessionRow> {
-        self.session(id)?.ok_or_else(|| StoreError::UnknownSession(id.to_string()))
+        self.session(id)?
+            .ok_or_else(|| StoreError::UnknownSession(id.to_string()))
     }
 
     /// Creates the session if it does not exist (concurrent callers are fine); returns it.
@@ -256,8 +305,15 @@ impl Store {
     }
 
     /// Allocates the next turn number (no gaps or duplicates across concurrent processes).
-    pub fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    pub fn begin_turn(
+        &mut self,
+        session_id: &str,
+        kind: &str,
+        user_text: Option<&str>,
+    ) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let turn: i64 = tx.query_row(
             "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
             [session_id],
@@ -267,7 +323,10 @@ impl Store {
             "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at) VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
             params![session_id, turn, kind, user_text, now_millis()],
         )?;
-        tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![session_id, now_millis()])?;
+        tx.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![session_id, now_millis()],
+        )?;
         tx.commit()?;
         Ok(turn)
     }
@@ -291,7 +350,9 @@ impl Store {
 
     /// Commits one completed iteration together with the definition changes it made.
     pub fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute(
             "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -301,7 +362,10 @@ impl Store {
             ],
         )?;
         for name in rec.defs_deleted {
-            tx.execute("DELETE FROM defs WHERE session_id = ?1 AND name = ?2", params![rec.session_id, name])?;
+            tx.execute(
+                "DELETE FROM defs WHERE session_id = ?1 AND name = ?2",
+                params![rec.session_id, name],
+            )?;
         }
         for def in rec.defs_set {
             let seq: i64 = tx.query_row(
@@ -315,7 +379,10 @@ impl Store {
                 params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
             )?;
         }
-        tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![rec.session_id, now_millis()])?;
+        tx.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![rec.session_id, now_millis()],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -346,10 +413,21 @@ impl Store {
     }
 
     pub fn counts(&self, session_id: &str) -> Result<Counts> {
-        let turns = self.conn.query_row("SELECT count(*) FROM turns WHERE session_id = ?1", [session_id], |r| r.get(0))?;
-        let iterations =
-            self.conn.query_row("SELECT count(*) FROM iterations WHERE session_id = ?1", [session_id], |r| r.get(0))?;
-        Ok(Counts { turns, iterations, folds: 0 })
+        let turns = self.conn.query_row(
+            "SELECT count(*) FROM turns WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        let iterations = self.conn.query_row(
+            "SELECT count(*) FROM iterations WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        Ok(Counts {
+            turns,
+            iterations,
+            folds: 0,
+        })
     }
 
     pub fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
@@ -473,11 +551,19 @@ mod tests {
                 defs_deleted: &["b".to_string()],
             })
             .unwrap();
-        let names: Vec<_> = store.load_defs("s1").unwrap().into_iter().map(|d| d.name).collect();
+        let names: Vec<_> = store
+            .load_defs("s1")
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
         // Redefinition moves `a` after everything defined before it.
         assert_eq!(names, ["a"]);
         let counts = store.counts("s1").unwrap();
         assert_eq!((counts.turns, counts.iterations), (2, 2));
-        assert!(matches!(store.require_session("nope"), Err(StoreError::UnknownSession(_))));
+        assert!(matches!(
+            store.require_session("nope"),
+            Err(StoreError::UnknownSession(_))
+        ));
     }
 }

@@ -8,7 +8,11 @@ use crate::vistest;
 
 vistest!(reports_the_libpython_it_was_built_against, |env| {
     let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "import sys; print(sys.version); print(sys.executable)");
+    let out = run(
+        &env,
+        &mut rt,
+        "import sys; print(sys.version); print(sys.executable)",
+    );
     assert_eq!(out.status, Status::Ok);
     let expected = std::process::Command::new("python3")
         .args(["-c", "import sys; print(sys.version)"])
@@ -34,20 +38,54 @@ vistest!(final_expression_repr_like_a_repl, |env| {
     let mut rt = env.runtime();
     assert_eq!(run(&env, &mut rt, "'a' + 'b'").output, "'ab'\n");
     assert_eq!(run(&env, &mut rt, "None").output, "");
-    assert_eq!(run(&env, &mut rt, "print('p')\n[1, 2]").output, "p\n[1, 2]\n");
+    assert_eq!(
+        run(&env, &mut rt, "print('p')\n[1, 2]").output,
+        "p\n[1, 2]\n"
+    );
     assert_eq!(run(&env, &mut rt, "y = 3").output, "");
     // Top-level await works.
-    assert_eq!(run(&env, &mut rt, "import asyncio\nawait asyncio.sleep(0, result=7)").output, "7\n");
+    assert_eq!(
+        run(
+            &env,
+            &mut rt,
+            "import asyncio\nawait asyncio.sleep(0, result=7)"
+        )
+        .output,
+        "7\n"
+    );
 });
 
 vistest!(exceptions_keep_output_and_point_at_the_block_line, |env| {
     let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "print('before')\ndef f():\n    return 1/0\nf()");
+    let out = run(
+        &env,
+        &mut rt,
+        "print('before')\ndef f():\n    return 1/0\nf()",
+    );
     assert_eq!(out.status, Status::Error);
-    assert!(out.output.starts_with("before\nTraceback (most recent call last):\n"), "{}", out.output);
-    assert!(out.output.contains("File \"<t1/i1>\", line 4, in <module>\n    f()\n"), "{}", out.output);
-    assert!(out.output.contains("line 3, in f\n    return 1/0\n"), "{}", out.output);
-    assert!(out.output.ends_with("ZeroDivisionError: division by zero\n"), "{}", out.output);
+    assert!(
+        out.output
+            .starts_with("before\nTraceback (most recent call last):\n"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output
+            .contains("File \"<t1/i1>\", line 4, in <module>\n    f()\n"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output.contains("line 3, in f\n    return 1/0\n"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output
+            .ends_with("ZeroDivisionError: division by zero\n"),
+        "{}",
+        out.output
+    );
     // Vis's own frames are not shown.
     assert!(!out.output.contains("<vis>"), "{}", out.output);
 });
@@ -57,7 +95,11 @@ vistest!(library_frames_are_collapsed, |env| {
     let out = run(&env, &mut rt, "import json\njson.loads('{bad')");
     assert_eq!(out.status, Status::Error);
     assert!(out.output.contains("line 2, in <module>"), "{}", out.output);
-    assert!(out.output.contains("json.decoder.JSONDecodeError"), "{}", out.output);
+    assert!(
+        out.output.contains("json.decoder.JSONDecodeError"),
+        "{}",
+        out.output
+    );
     assert!(out.output.lines().count() < 12, "{}", out.output);
 });
 
@@ -65,7 +107,12 @@ vistest!(syntax_error_shows_the_caret, |env| {
     let mut rt = env.runtime();
     let out = run(&env, &mut rt, "x = 1\ndef f(:\n    pass");
     assert_eq!(out.status, Status::Error);
-    assert!(out.output.contains("File \"<t1/i1>\", line 2\n    def f(:\n          ^\n"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("File \"<t1/i1>\", line 2\n    def f(:\n          ^\n"),
+        "{}",
+        out.output
+    );
     assert!(out.output.contains("SyntaxError"), "{}", out.output);
     // Nothing of a block that does not parse runs.
     assert_eq!(run(&env, &mut rt, "'x' in globals()").output, "False\n");
@@ -77,18 +124,25 @@ vistest!(stdout_stderr_and_c_level_writes_keep_their_order, |env| {
     assert_eq!(run(&env, &mut rt, code).output, "a\nb\nc\nd\ne\nf\n");
 });
 
-vistest!(frame_like_bytes_on_stdout_do_not_corrupt_the_channel, |env| {
-    let mut rt = env.runtime();
-    let code = r#"import os, json
+vistest!(
+    frame_like_bytes_on_stdout_do_not_corrupt_the_channel,
+    |env| {
+        let mut rt = env.runtime();
+        let code = r#"import os, json
 msg = json.dumps({"type": "result", "id": 1, "status": "ok", "output": "forged"}).encode()
 os.write(1, len(msg).to_bytes(4, "little") + msg)
 os.write(2, b"\x00\x00\x00\x00")
 print("real")"#;
-    let out = run(&env, &mut rt, code);
-    assert_eq!(out.status, Status::Ok);
-    assert!(out.output.contains("forged") && out.output.ends_with("real\n"), "{}", out.output);
-    assert_eq!(run(&env, &mut rt, "1 + 1").output, "2\n");
-});
+        let out = run(&env, &mut rt, code);
+        assert_eq!(out.status, Status::Ok);
+        assert!(
+            out.output.contains("forged") && out.output.ends_with("real\n"),
+            "{}",
+            out.output
+        );
+        assert_eq!(run(&env, &mut rt, "1 + 1").output, "2\n");
+    }
+);
 
 vistest!(input_sees_end_of_file, |env| {
     let mut rt = env.runtime();
@@ -105,7 +159,11 @@ vistest!(long_output_is_capped_with_head_tail_and_artifact, |env| {
     assert!(out.output.ends_with("line 49999\n"));
     assert!(out.output.chars().count() < 20_400, "{}", out.output.len());
     let artifact = out.artifact.clone().expect("artifact saved");
-    assert!(out.output.contains(&format!("characters cut; full output: {artifact}")), "marker missing");
+    assert!(
+        out.output
+            .contains(&format!("characters cut; full output: {artifact}")),
+        "marker missing"
+    );
     let full = std::fs::read_to_string(&artifact).unwrap();
     assert_eq!(full.lines().count(), 50000);
     assert!(full.contains("line 25000\n"));
@@ -116,16 +174,28 @@ vistest!(huge_single_line_is_cut_by_characters, |env| {
     let out = run(&env, &mut rt, "print('é' * 5_000_000)");
     assert_eq!(out.status, Status::Ok);
     assert!(out.output.chars().count() < 20_400);
-    assert!(out.output.contains("of 5,000,001 characters cut"), "{}", &out.output[..200]);
+    assert!(
+        out.output.contains("of 5,000,001 characters cut"),
+        "{}",
+        &out.output[..200]
+    );
     let saved = std::fs::read(out.artifact.unwrap()).unwrap();
     assert_eq!(saved.len(), 10_000_001);
 });
 
 vistest!(non_utf8_output_is_replaced_and_said, |env| {
     let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')\nsys.stdout.flush()");
+    let out = run(
+        &env,
+        &mut rt,
+        "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')\nsys.stdout.flush()",
+    );
     assert_eq!(out.status, Status::Ok);
-    assert!(out.output.starts_with("ok \u{fffd}\u{fffd} end\n"), "{:?}", out.output);
+    assert!(
+        out.output.starts_with("ok \u{fffd}\u{fffd} end\n"),
+        "{:?}",
+        out.output
+    );
     assert!(out.output.contains("not UTF-8"), "{}", out.output);
     // Lone surrogates in a str are escaped rather than failing the print.
     let out = run(&env, &mut rt, "print('a\\udcff b')");
@@ -148,7 +218,10 @@ vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     req.session = json!({"turn": 9});
     // A block's own edits do not leak into the next block's dict; `restored` is only set
     // on the first block after a start.
-    assert_eq!(rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap().output, "(9, None)\n");
+    assert_eq!(
+        rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap().output,
+        "(9, None)\n"
+    );
 });
 
 struct Echo(Vec<String>);
@@ -175,7 +248,10 @@ vistest!(blocks_can_call_the_host_while_running, |env| {
 vistest!(secrets_do_not_reach_the_worker, |env| {
     // Environment set on the host process is inherited only after filtering.
     let run = env
-        .command(&["exec", "import os; print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k))"])
+        .command(&[
+            "exec",
+            "import os; print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k))",
+        ])
         .env("OPENAI_API_KEY", "sk-test")
         .env("ANTHROPIC_API_KEY", "sk-ant")
         .env("GITHUB_TOKEN", "ghp")
@@ -183,14 +259,22 @@ vistest!(secrets_do_not_reach_the_worker, |env| {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout), "[]\n");
-    let run = env.command(&["exec", "import os; print(os.environ['VIS_HARMLESS'])"]).env("VIS_HARMLESS", "1").output().unwrap();
+    let run = env
+        .command(&["exec", "import os; print(os.environ['VIS_HARMLESS'])"])
+        .env("VIS_HARMLESS", "1")
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&run.stdout), "1\n");
 });
 
 vistest!(workspace_venv_packages_are_importable, |env| {
     let site = env.workspace().join(".venv/lib/python3.11/site-packages");
     std::fs::create_dir_all(&site).unwrap();
-    std::fs::write(env.workspace().join(".venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    std::fs::write(
+        env.workspace().join(".venv/pyvenv.cfg"),
+        "home = /usr/bin\n",
+    )
+    .unwrap();
     std::fs::write(site.join("vis_test_pkg.py"), "VALUE = 'from the venv'\n").unwrap();
     let mut rt = env.runtime();
     let out = run(&env, &mut rt, "import vis_test_pkg, sys\nprint(vis_test_pkg.VALUE)\nprint(sys.executable.endswith('.venv/bin/python'))");
@@ -200,15 +284,22 @@ vistest!(workspace_venv_packages_are_importable, |env| {
 vistest!(the_workspace_is_the_working_directory, |env| {
     std::fs::write(env.workspace().join("data.txt"), "hello").unwrap();
     let mut rt = env.runtime();
-    assert_eq!(run(&env, &mut rt, "Path('data.txt').read_text()").output, "'hello'\n");
+    assert_eq!(
+        run(&env, &mut rt, "Path('data.txt').read_text()").output,
+        "'hello'\n"
+    );
 });
 
 vistest!(empty_and_nul_blocks_are_refused_before_running, |env| {
     let mut rt = env.runtime();
-    let err = rt.exec(env.block("   \n"), &mut vis::runtime::NoHostCalls).unwrap_err();
+    let err = rt
+        .exec(env.block("   \n"), &mut vis::runtime::NoHostCalls)
+        .unwrap_err();
     assert!(matches!(err, vis::runtime::RuntimeError::InvalidBlock(_)));
     assert!(err.to_string().contains("empty"), "{err}");
-    let err = rt.exec(env.block("print('a\0')"), &mut vis::runtime::NoHostCalls).unwrap_err();
+    let err = rt
+        .exec(env.block("print('a\0')"), &mut vis::runtime::NoHostCalls)
+        .unwrap_err();
     assert!(err.to_string().contains("NUL byte"), "{err}");
     // The worker was never started for them.
     assert_eq!(rt.worker_pid(), None);

@@ -11,14 +11,35 @@ vistest!(exec_exit_codes_follow_the_block, |env| {
     let raised = env.exec("s", "raise KeyError('k')");
     assert_eq!(raised.code, 1);
     assert!(raised.stdout.contains("KeyError: 'k'"), "{}", raised.stdout);
-    let timeout = env.vis(&["exec", "--session", "s", "--timeout", "0.3", "import time; time.sleep(5)"]);
+    let timeout = env.vis(&[
+        "exec",
+        "--session",
+        "s",
+        "--timeout",
+        "0.3",
+        "import time; time.sleep(5)",
+    ]);
     assert_eq!(timeout.code, 1);
-    assert!(timeout.stdout.contains("[vis] timeout"), "{}", timeout.stdout);
+    assert!(
+        timeout.stdout.contains("[vis] timeout"),
+        "{}",
+        timeout.stdout
+    );
 });
 
 vistest!(exec_reads_the_block_from_stdin, |env| {
-    let mut child = env.command(&["exec", "--session", "s", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"for i in range(3):\n    print(i)\n").unwrap();
+    let mut child = env
+        .command(&["exec", "--session", "s", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"for i in range(3):\n    print(i)\n")
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n1\n2\n");
 });
@@ -26,7 +47,11 @@ vistest!(exec_reads_the_block_from_stdin, |env| {
 vistest!(exec_announces_a_new_session_on_stderr, |env| {
     let run = env.vis(&["exec", "1 + 1"]);
     assert_eq!(run.stdout, "2\n");
-    assert!(run.stderr.starts_with("vis: new session s-"), "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with("vis: new session s-"),
+        "{}",
+        run.stderr
+    );
     let id = run.stderr.split_whitespace().nth(3).unwrap().to_string();
     let list = env.vis(&["sessions", "list"]);
     assert!(list.stdout.contains(&id), "{}", list.stdout);
@@ -37,10 +62,29 @@ vistest!(bad_exec_input_is_a_usage_error_and_records_nothing, |env| {
         (&["exec", "--session", "s", ""], "the block is empty"),
         (&["exec", "--session", "s", "  \n "], "the block is empty"),
         (&["exec", "--session", "s"], "no code given"),
-        (&["exec", "--session", "bad/id", "1"], "invalid session id 'bad/id'"),
-        (&["exec", "--session", "s", "--timeout", "0", "1"], "--timeout must be a positive number"),
-        (&["exec", "--session", "s", "--timeout", "nan", "1"], "--timeout must be a positive number"),
-        (&["exec", "--session", "s", "--workspace", "/nonexistent/ws", "1"], "workspace /nonexistent/ws is not usable"),
+        (
+            &["exec", "--session", "bad/id", "1"],
+            "invalid session id 'bad/id'",
+        ),
+        (
+            &["exec", "--session", "s", "--timeout", "0", "1"],
+            "--timeout must be a positive number",
+        ),
+        (
+            &["exec", "--session", "s", "--timeout", "nan", "1"],
+            "--timeout must be a positive number",
+        ),
+        (
+            &[
+                "exec",
+                "--session",
+                "s",
+                "--workspace",
+                "/nonexistent/ws",
+                "1",
+            ],
+            "workspace /nonexistent/ws is not usable",
+        ),
     ];
     for (args, message) in cases {
         let run = env.vis(args);
@@ -49,8 +93,18 @@ vistest!(bad_exec_input_is_a_usage_error_and_records_nothing, |env| {
         assert_eq!(run.stdout, "");
     }
     // NUL cannot travel in argv; it arrives on stdin.
-    let mut child = env.command(&["exec", "--session", "s", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"x = 1\nprint('\0')\n").unwrap();
+    let mut child = env
+        .command(&["exec", "--session", "s", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"x = 1\nprint('\0')\n")
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("NUL byte (line 2"));
@@ -59,18 +113,33 @@ vistest!(bad_exec_input_is_a_usage_error_and_records_nothing, |env| {
 });
 
 vistest!(sessions_show_lists_turns_iterations_and_defs, |env| {
-    env.exec("proj", "def greet(name):\n    \"\"\"Say hello.\"\"\"\n    return 'hi ' + name\nprint(greet('a'))");
+    env.exec(
+        "proj",
+        "def greet(name):\n    \"\"\"Say hello.\"\"\"\n    return 'hi ' + name\nprint(greet('a'))",
+    );
     env.exec("proj", "1/0");
     let show = env.vis(&["sessions", "show", "proj"]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     let text = show.stdout;
     assert!(text.starts_with("session proj\n"), "{text}");
-    assert!(text.contains("2 turns, 2 iterations, 1 definitions"), "{text}");
+    assert!(
+        text.contains("2 turns, 2 iterations, 1 definitions"),
+        "{text}"
+    );
     assert!(text.contains("t1/i1  ok  "), "{text}");
-    assert!(text.contains("    > print(greet('a'))\n    | hi a\n"), "{text}");
+    assert!(
+        text.contains("    > print(greet('a'))\n    | hi a\n"),
+        "{text}"
+    );
     assert!(text.contains("t2/i1  error  "), "{text}");
-    assert!(text.contains("    | ZeroDivisionError: division by zero\n"), "{text}");
-    assert!(text.contains("definitions:\n  def greet(name)  — Say hello.\n"), "{text}");
+    assert!(
+        text.contains("    | ZeroDivisionError: division by zero\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("definitions:\n  def greet(name)  — Say hello.\n"),
+        "{text}"
+    );
     let export = env.vis(&["sessions", "export", "proj"]);
     let v: serde_json::Value = serde_json::from_str(&export.stdout).unwrap();
     assert_eq!(v["iterations"].as_array().unwrap().len(), 2);
@@ -80,7 +149,11 @@ vistest!(sessions_show_lists_turns_iterations_and_defs, |env| {
 vistest!(unknown_session_is_a_clear_error, |env| {
     let missing_db = env.vis(&["sessions", "show", "nope"]);
     assert_eq!(missing_db.code, 2);
-    assert!(missing_db.stderr.contains("no session 'nope'"), "{}", missing_db.stderr);
+    assert!(
+        missing_db.stderr.contains("no session 'nope'"),
+        "{}",
+        missing_db.stderr
+    );
     env.exec("real", "1");
     let run = env.vis(&["sessions", "show", "nope"]);
     assert_eq!(run.code, 2);

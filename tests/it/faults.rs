@@ -21,11 +21,16 @@ fn assert_recovers(env: &TestEnv, rt: &mut vis::runtime::Runtime, reason: &str) 
     let next = run(env, rt, "helper(21)");
     assert_eq!(next.status, Status::Ok, "{}", next.output);
     assert!(
-        next.output.starts_with(&format!("[vis] new worker ({reason}")),
+        next.output
+            .starts_with(&format!("[vis] new worker ({reason}")),
         "restart notice missing: {}",
         next.output
     );
-    assert!(next.output.contains("restored 1 definition: helper"), "{}", next.output);
+    assert!(
+        next.output.contains("restored 1 definition: helper"),
+        "{}",
+        next.output
+    );
     assert!(next.output.ends_with("42\n"), "{}", next.output);
     let restored = next.restored.expect("restore notice");
     assert_eq!(restored.report.ok, ["helper"]);
@@ -37,13 +42,28 @@ vistest!(timeout_interrupts_sleep_and_keeps_the_worker, |env| {
     let pid = rt.worker_pid();
     let started = Instant::now();
     let out = rt
-        .exec(env.block_with_timeout("print('start')\nimport time\ntime.sleep(60)", Duration::from_millis(500)), &mut NoHostCalls)
+        .exec(
+            env.block_with_timeout(
+                "print('start')\nimport time\ntime.sleep(60)",
+                Duration::from_millis(500),
+            ),
+            &mut NoHostCalls,
+        )
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status, Status::Timeout);
     assert!(out.output.starts_with("start\n"), "{}", out.output);
     assert!(out.output.contains("KeyboardInterrupt"), "{}", out.output);
-    assert!(out.output.contains("[vis] timeout: the block ran longer than 0.5 s and was interrupted"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("[vis] timeout: the block ran longer than 0.5 s and was interrupted"),
+        "{}",
+        out.output
+    );
     assert!(out.worker_lost.is_none());
     assert_eq!(rt.worker_pid(), pid);
     assert_eq!(run(&env, &mut rt, "kept").output, "5\n");
@@ -51,25 +71,46 @@ vistest!(timeout_interrupts_sleep_and_keeps_the_worker, |env| {
 
 vistest!(timeout_interrupts_a_busy_loop, |env| {
     let mut rt = env.runtime();
-    let out = rt.exec(env.block_with_timeout("while True: pass", Duration::from_millis(300)), &mut NoHostCalls).unwrap();
+    let out = rt
+        .exec(
+            env.block_with_timeout("while True: pass", Duration::from_millis(300)),
+            &mut NoHostCalls,
+        )
+        .unwrap();
     assert_eq!(out.status, Status::Timeout);
     assert!(out.worker_lost.is_none(), "{}", out.output);
     assert_eq!(run(&env, &mut rt, "1").output, "1\n");
 });
 
-vistest!(a_block_that_ignores_the_interrupt_is_killed_and_the_worker_restarted, |env| {
-    let mut rt = env.runtime_with(|o| o.interrupt_grace = Duration::from_millis(500), vec![helper_def()]);
-    run(&env, &mut rt, "x = 1");
-    let code = "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        print('ignored')";
-    let started = Instant::now();
-    let out = rt.exec(env.block_with_timeout(code, Duration::from_millis(300)), &mut NoHostCalls).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(out.status, Status::Timeout);
-    assert!(out.output.starts_with("ignored\n"), "{}", out.output);
-    assert!(out.output.contains("did not stop within 0.5 s of the interrupt, so the worker was killed"), "{}", out.output);
-    assert_eq!(out.worker_lost, Some(ExitInfo::Signal(libc::SIGKILL)));
-    assert_recovers(&env, &mut rt, "after a timeout");
-});
+vistest!(
+    a_block_that_ignores_the_interrupt_is_killed_and_the_worker_restarted,
+    |env| {
+        let mut rt = env.runtime_with(
+            |o| o.interrupt_grace = Duration::from_millis(500),
+            vec![helper_def()],
+        );
+        run(&env, &mut rt, "x = 1");
+        let code = "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except KeyboardInterrupt:\n        print('ignored')";
+        let started = Instant::now();
+        let out = rt
+            .exec(
+                env.block_with_timeout(code, Duration::from_millis(300)),
+                &mut NoHostCalls,
+            )
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, Status::Timeout);
+        assert!(out.output.starts_with("ignored\n"), "{}", out.output);
+        assert!(
+            out.output
+                .contains("did not stop within 0.5 s of the interrupt, so the worker was killed"),
+            "{}",
+            out.output
+        );
+        assert_eq!(out.worker_lost, Some(ExitInfo::Signal(libc::SIGKILL)));
+        assert_recovers(&env, &mut rt, "after a timeout");
+    }
+);
 
 vistest!(user_interrupt_from_another_thread, |env| {
     let mut rt = env.runtime();
@@ -82,7 +123,12 @@ vistest!(user_interrupt_from_another_thread, |env| {
     let out = run(&env, &mut rt, "import time\ntime.sleep(30)");
     t.join().unwrap();
     assert_eq!(out.status, Status::Interrupted);
-    assert!(out.output.contains("[vis] interrupted: the block was stopped on request"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("[vis] interrupted: the block was stopped on request"),
+        "{}",
+        out.output
+    );
     assert_eq!(run(&env, &mut rt, "kept").output, "1\n");
 });
 
@@ -93,7 +139,12 @@ vistest!(os_exit_is_a_crash_the_host_survives, |env| {
     assert_eq!(out.status, Status::Crashed);
     assert_eq!(out.worker_lost, Some(ExitInfo::Code(3)));
     assert!(out.output.starts_with("last words\n"), "{}", out.output);
-    assert!(out.output.contains("[vis] crashed: the worker exited with code 3"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("[vis] crashed: the worker exited with code 3"),
+        "{}",
+        out.output
+    );
     assert_recovers(&env, &mut rt, "after a crash");
 });
 
@@ -103,8 +154,16 @@ vistest!(segfault_is_a_crash_with_the_fault_traceback, |env| {
     assert_eq!(out.status, Status::Crashed);
     assert_eq!(out.worker_lost, Some(ExitInfo::Signal(libc::SIGSEGV)));
     assert!(out.output.contains("Segmentation fault"), "{}", out.output);
-    assert!(out.output.contains("File \"<t1/i1>\", line 2"), "{}", out.output);
-    assert!(out.output.contains("killed by signal 11 (SIGSEGV)"), "{}", out.output);
+    assert!(
+        out.output.contains("File \"<t1/i1>\", line 2"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output.contains("killed by signal 11 (SIGSEGV)"),
+        "{}",
+        out.output
+    );
     assert_recovers(&env, &mut rt, "after a crash");
 });
 
@@ -120,7 +179,11 @@ vistest!(sys_exit_ends_only_the_block, |env| {
 
 vistest!(memory_limit_stops_a_runaway_allocation, |env| {
     let mut rt = env.runtime_with(|o| o.memory_limit_mb = 512, vec![helper_def()]);
-    let out = run(&env, &mut rt, "hog = []\nwhile True:\n    hog.append(bytearray(50 * 1024 * 1024))");
+    let out = run(
+        &env,
+        &mut rt,
+        "hog = []\nwhile True:\n    hog.append(bytearray(50 * 1024 * 1024))",
+    );
     // Depending on where the allocation fails, Python raises MemoryError or the process
     // dies; either way the host reports it and carries on.
     match out.status {
@@ -139,23 +202,35 @@ vistest!(memory_limit_stops_a_runaway_allocation, |env| {
     assert!(out.output.contains("MemoryError"), "{}", out.output);
 });
 
-vistest!(a_definition_that_crashes_on_restore_does_not_lock_the_session_out, |env| {
-    let bad = PersistedDef {
-        name: "boom".into(),
-        kind: "function".into(),
-        source: "import os\n@(lambda f: os._exit(9))\ndef boom(): pass\n".into(),
-        signature: "def boom()".into(),
-        doc: String::new(),
-    };
-    let mut rt = env.runtime_with(|_| {}, vec![helper_def(), bad]);
-    let out = run(&env, &mut rt, "print('alive')");
-    assert_eq!(out.status, Status::Ok);
-    assert!(out.output.contains("boom (restoring definitions stopped the worker"), "{}", out.output);
-    assert!(out.output.ends_with("alive\n"), "{}", out.output);
-});
+vistest!(
+    a_definition_that_crashes_on_restore_does_not_lock_the_session_out,
+    |env| {
+        let bad = PersistedDef {
+            name: "boom".into(),
+            kind: "function".into(),
+            source: "import os\n@(lambda f: os._exit(9))\ndef boom(): pass\n".into(),
+            signature: "def boom()".into(),
+            doc: String::new(),
+        };
+        let mut rt = env.runtime_with(|_| {}, vec![helper_def(), bad]);
+        let out = run(&env, &mut rt, "print('alive')");
+        assert_eq!(out.status, Status::Ok);
+        assert!(
+            out.output
+                .contains("boom (restoring definitions stopped the worker"),
+            "{}",
+            out.output
+        );
+        assert!(out.output.ends_with("alive\n"), "{}", out.output);
+    }
+);
 
 vistest!(worker_start_failure_is_a_clear_error, |env| {
     let mut rt = env.runtime_with(|o| o.program = "/nonexistent/vis".into(), vec![]);
     let err = rt.exec(env.block("1"), &mut NoHostCalls).unwrap_err();
-    assert!(err.to_string().contains("cannot start the worker /nonexistent/vis"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot start the worker /nonexistent/vis"),
+        "{err}"
+    );
 });

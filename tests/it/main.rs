@@ -3,6 +3,7 @@
 mod support;
 
 mod blocks;
+mod catalog;
 mod cli;
 mod defs;
 mod faults;

@@ -9,7 +9,11 @@ use crate::vistest;
 
 vistest!(sh_returns_exit_code_and_interleaved_output, |env| {
     let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "r = sh('echo out; echo err >&2; exit 3')\nprint(r.code, r.ok)\nr");
+    let out = run(
+        &env,
+        &mut rt,
+        "r = sh('echo out; echo err >&2; exit 3')\nprint(r.code, r.ok)\nr",
+    );
     assert_eq!(out.output, "3 False\n[exit 3]\nout\nerr\n");
     let out = run(&env, &mut rt, "sh('pwd').output.strip()");
     assert_eq!(out.output, format!("'{}'\n", env.workspace().display()));
@@ -25,14 +29,22 @@ vistest!(sh_timeout_kills_the_whole_process_group, |env| {
     let started = Instant::now();
     let out = run(&env, &mut rt, &code);
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(out.output.starts_with("True None\n[killed: timeout after"), "{}", out.output);
+    assert!(
+        out.output.starts_with("True None\n[killed: timeout after"),
+        "{}",
+        out.output
+    );
     std::thread::sleep(Duration::from_millis(2500));
     assert!(!marker.exists(), "a background child outlived the timeout");
 });
 
 vistest!(sh_output_is_capped_with_an_artifact, |env| {
     let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "r = sh('seq 1 100000')\nprint(len(r.output) < 21000)\nr.output[-30:]");
+    let out = run(
+        &env,
+        &mut rt,
+        "r = sh('seq 1 100000')\nprint(len(r.output) < 21000)\nr.output[-30:]",
+    );
     assert!(out.output.starts_with("True\n"), "{}", out.output);
     assert!(out.output.contains("99999\\n100000\\n"), "{}", out.output);
     let out = run(&env, &mut rt, "import re\npath = re.search(r'full output: (\\S+) ', r.output).group(1)\nlen(Path(path).read_text().splitlines())");
@@ -43,16 +55,28 @@ vistest!(sh_rejects_bad_arguments_clearly, |env| {
     let mut rt = env.runtime();
     let out = run(&env, &mut rt, "sh('')");
     assert_eq!(out.status, Status::Error);
-    assert!(out.output.contains("ValueError: sh() needs a non-empty command string"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("ValueError: sh() needs a non-empty command string"),
+        "{}",
+        out.output
+    );
     let out = run(&env, &mut rt, "sh('true', timeout=0)");
-    assert!(out.output.contains("timeout must be a positive number"), "{}", out.output);
+    assert!(
+        out.output.contains("timeout must be a positive number"),
+        "{}",
+        out.output
+    );
 });
 
 vistest!(sh_is_interrupted_with_the_block, |env| {
     let mut rt = env.runtime();
     let started = Instant::now();
     let out = rt
-        .exec(env.block_with_timeout("sh('sleep 30')", Duration::from_millis(400)), &mut vis::runtime::NoHostCalls)
+        .exec(
+            env.block_with_timeout("sh('sleep 30')", Duration::from_millis(400)),
+            &mut vis::runtime::NoHostCalls,
+        )
         .unwrap();
     assert_eq!(out.status, Status::Timeout);
     assert!(started.elapsed() < Duration::from_secs(5));

@@ -67,7 +67,9 @@ impl TestEnv {
     /// `vis ARGS` with `VIS_HOME` in this env but no `--db` (for tests that choose it).
     pub fn vis_raw(&self, args: &[&str]) -> Run {
         let mut cmd = Command::new(vis_bin());
-        cmd.args(args).env("VIS_HOME", self.dir.path().join("home")).current_dir(self.workspace());
+        cmd.args(args)
+            .env("VIS_HOME", self.dir.path().join("home"))
+            .current_dir(self.workspace());
         cmd.stdin(Stdio::null()).output().unwrap().into()
     }
 
@@ -78,14 +80,25 @@ impl TestEnv {
     /// `vis exec --session S --workspace W CODE`.
     pub fn exec(&self, session: &str, code: &str) -> Run {
         let ws = self.workspace();
-        self.vis(&["exec", "--session", session, "--workspace", ws.to_str().unwrap(), code])
+        self.vis(&[
+            "exec",
+            "--session",
+            session,
+            "--workspace",
+            ws.to_str().unwrap(),
+            code,
+        ])
     }
 
     pub fn runtime(&self) -> Runtime {
         self.runtime_with(|_| {}, vec![])
     }
 
-    pub fn runtime_with(&self, tweak: impl FnOnce(&mut WorkerOptions), defs: Vec<PersistedDef>) -> Runtime {
+    pub fn runtime_with(
+        &self,
+        tweak: impl FnOnce(&mut WorkerOptions),
+        defs: Vec<PersistedDef>,
+    ) -> Runtime {
         let mut opts = WorkerOptions::new(vis_bin());
         opts.workspace = Some(self.workspace());
         opts.interrupt_grace = Duration::from_millis(1500);

@@ -1,0 +1,429 @@
+//! The catalog in the prompt: a deterministic, content-addressed, token-budgeted rendering.
+//!
+//! # Modes
+//!
+//! - [`RenderMode::Full`] when every function line (and every page/skill line) plus the header
+//!   fits within the budget (o200k tokens, `≤ budget`): header, then all functions sorted by
+//!   name, then all pages and skills sorted by name.
+//! - [`RenderMode::Summary`] otherwise: a header with totals; one line per namespace that
+//!   directly holds functions (the top level first as `(top level)`, then sorted by name) with
+//!   its function count, marked `complete` (all its functions are listed under it) or
+//!   `partial: N shown`; under each, the functions shown. Shown are: pinned functions, all
+//!   functions of a pinned namespace, and whole namespaces that still fit in the budget left
+//!   after that (tried smallest first by bytes, ties by name, stopping at the first that does
+//!   not fit). Then pinned pages and skills, and a line counting the others. Summary mode is
+//!   the floor: it is not truncated even when it alone exceeds the budget.
+//! - [`RenderMode::Empty`] when no function is visible: the body is empty and the gateway omits
+//!   the catalog and its instructions.
+//!
+//! # Determinism
+//!
+//! The rendering depends only on the set of visible entries: everything is sorted by name (byte
+//! order), never by load or manifest order, and no line is blank or starts with whitespace. The
+//! same set loaded in any order gives the same bytes and so the same blake3 hash.
+//!
+//! # Cost
+//!
+//! Token counting is line-additive (see [`super::tokens`]), so the full-mode check stops as soon
+//! as the running sum passes the budget: for 5,000 entries and the default budget only the first
+//! ~2,000 tokens of lines are ever encoded.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{CatalogError, Result};
+use super::manifest::{with_summary, EntryKind, Manifest, ManifestEntry};
+use super::names;
+use super::tokens;
+
+/// Default catalog budget in o200k tokens.
+pub const DEFAULT_BUDGET_TOKENS: usize = 2_000;
+
+const FULL_HEADER: &str = "Functions available in python_execution (call them directly; doc(name) shows full documentation, apropos(pattern) searches names):\n";
+
+/// How a snapshot renders the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderMode {
+    Empty,
+    Full,
+    Summary,
+}
+
+impl RenderMode {
+    /// `"empty"`, `"full"` or `"summary"` (the value stored in the database).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderMode::Empty => "empty",
+            RenderMode::Full => "full",
+            RenderMode::Summary => "summary",
+        }
+    }
+
+    /// Inverse of [`RenderMode::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "empty" => Some(RenderMode::Empty),
+            "full" => Some(RenderMode::Full),
+            "summary" => Some(RenderMode::Summary),
+            _ => None,
+        }
+    }
+}
+
+/// One structured line of a snapshot: what a delta compares. In full mode: every function,
+/// page and skill. In summary mode: namespace lines (kind `namespace`, name `""` for the top
+/// level), the functions shown, and pinned pages and skills.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SnapshotItem {
+    pub name: String,
+    pub kind: EntryKind,
+    /// The rendered line, without its newline.
+    pub line: String,
+}
+
+impl SnapshotItem {
+    /// How a removed item is named in an update: `git.log  [function]`.
+    pub fn label(&self) -> String {
+        let name = if self.name.is_empty() {
+            "(top level)"
+        } else {
+            self.name.as_str()
+        };
+        format!("{name}  [{}]", self.kind.as_str())
+    }
+}
+
+/// A rendered catalog: mode, exact bytes, blake3 content address, and the structured items.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub mode: RenderMode,
+    /// The rendering (empty in [`RenderMode::Empty`]); ends with `\n` otherwise.
+    pub body: String,
+    /// `blake3(body)`, lowercase hex.
+    pub hash: String,
+    /// Sorted by (name, kind).
+    pub items: Vec<SnapshotItem>,
+    tokens: OnceLock<usize>,
+}
+
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.mode == other.mode
+            && self.hash == other.hash
+            && self.body == other.body
+            && self.items == other.items
+    }
+}
+
+impl Eq for Snapshot {}
+
+impl Snapshot {
+    /// Builds a snapshot from parts; the hash is computed here, items are sorted.
+    pub fn new(mode: RenderMode, body: String, mut items: Vec<SnapshotItem>) -> Self {
+        items.sort();
+        Snapshot {
+            mode,
+            hash: blake3::hash(body.as_bytes()).to_hex().to_string(),
+            body,
+            items,
+            tokens: OnceLock::new(),
+        }
+    }
+
+    fn with_tokens(
+        mode: RenderMode,
+        body: String,
+        items: Vec<SnapshotItem>,
+        tokens: usize,
+    ) -> Self {
+        let s = Self::new(mode, body, items);
+        let _ = s.tokens.set(tokens);
+        s
+    }
+
+    /// The snapshot of a catalog with no visible function.
+    pub fn empty() -> Self {
+        Self::with_tokens(RenderMode::Empty, String::new(), Vec::new(), 0)
+    }
+
+    /// True in [`RenderMode::Empty`]: the catalog and its instructions are omitted.
+    pub fn is_empty(&self) -> bool {
+        self.mode == RenderMode::Empty
+    }
+
+    /// o200k tokens of `body` (known after rendering; computed once after loading).
+    pub fn tokens(&self) -> Result<usize> {
+        if let Some(&t) = self.tokens.get() {
+            return Ok(t);
+        }
+        let t = tokens::count_tokens(&self.body)?;
+        Ok(*self.tokens.get_or_init(|| t))
+    }
+
+    /// What `vis catalog` prints: the rendering, then `mode: …` and `hash: …` lines.
+    pub fn text(&self) -> String {
+        let mut out = if self.is_empty() {
+            "(no functions are visible: the catalog and its instructions are omitted)\n".to_string()
+        } else {
+            self.body.clone()
+        };
+        match self.tokens.get() {
+            Some(t) => out.push_str(&format!("mode: {}, {t} o200k tokens\n", self.mode.as_str())),
+            None => out.push_str(&format!("mode: {}\n", self.mode.as_str())),
+        }
+        out.push_str(&format!("hash: {}\n", self.hash));
+        out
+    }
+}
+
+/// Renders `vis catalog` output for `manifest` under `budget_tokens`.
+pub fn render_catalog_text(manifest: &Manifest, budget_tokens: usize) -> Result<String> {
+    Ok(render_catalog(manifest, budget_tokens)?.text())
+}
+
+/// Renders the catalog of `manifest` under `budget_tokens` (see the module docs).
+pub fn render_catalog(manifest: &Manifest, budget_tokens: usize) -> Result<Snapshot> {
+    let functions: Vec<&ManifestEntry> = manifest
+        .canonical()
+        .filter(|e| e.kind == EntryKind::Function)
+        .collect();
+    if functions.is_empty() {
+        return Ok(Snapshot::empty());
+    }
+    let docs: Vec<&ManifestEntry> = manifest
+        .canonical()
+        .filter(|e| matches!(e.kind, EntryKind::Page | EntryKind::Skill))
+        .collect();
+
+    let bpe = tokens::encoder()?;
+    let mut used = bpe.encode_ordinary(FULL_HEADER).len();
+    let mut lines: Vec<String> = Vec::with_capacity(functions.len() + docs.len());
+    let mut fits = used <= budget_tokens;
+    if fits {
+        for e in functions.iter().chain(docs.iter()) {
+            let mut line = e.line();
+            line.push('\n');
+            used += bpe.encode_ordinary(&line).len();
+            lines.push(line);
+            if used > budget_tokens {
+                fits = false;
+                break;
+            }
+        }
+    }
+    if !fits {
+        return render_summary(manifest, &functions, &docs, budget_tokens);
+    }
+    let mut body =
+        String::with_capacity(FULL_HEADER.len() + lines.iter().map(String::len).sum::<usize>());
+    body.push_str(FULL_HEADER);
+    let mut items = Vec::with_capacity(lines.len());
+    for (e, line) in functions.iter().chain(docs.iter()).zip(lines.iter()) {
+        body.push_str(line);
+        items.push(SnapshotItem {
+            name: e.name.clone(),
+            kind: e.kind,
+            line: line.trim_end_matches('\n').to_string(),
+        });
+    }
+    Ok(Snapshot::with_tokens(RenderMode::Full, body, items, used))
+}
+
+struct Group<'a> {
+    name: &'a str,
+    summary: &'a str,
+    funcs: Vec<&'a ManifestEntry>,
+    shown: Vec<bool>,
+    complete: bool,
+}
+
+impl Group<'_> {
+    fn line(&self) -> String {
+        self.line_as(self.complete)
+    }
+
+    fn line_as(&self, complete: bool) -> String {
+        let n = self.funcs.len();
+        let plural = if n == 1 { "" } else { "s" };
+        let state = if complete {
+            "complete".to_string()
+        } else {
+            format!(
+                "partial: {} shown",
+                self.shown.iter().filter(|s| **s).count()
+            )
+        };
+        let head = if self.name.is_empty() {
+            format!("(top level)  [{n} function{plural}, {state}]")
+        } else {
+            format!("{}  [namespace, {n} function{plural}, {state}]", self.name)
+        };
+        with_summary(head, self.summary)
+    }
+
+    fn hidden_bytes(&self) -> usize {
+        self.funcs
+            .iter()
+            .zip(&self.shown)
+            .filter(|(_, s)| !**s)
+            .map(|(e, _)| e.name.len() + e.signature.len() + e.summary.len() + 6)
+            .sum()
+    }
+}
+
+fn count(line: &str) -> Result<usize> {
+    Ok(tokens::encoder()?.encode_ordinary(line).len())
+}
+
+fn nl(mut s: String) -> String {
+    s.push('\n');
+    s
+}
+
+fn render_summary(
+    manifest: &Manifest,
+    functions: &[&ManifestEntry],
+    docs: &[&ManifestEntry],
+    budget: usize,
+) -> Result<Snapshot> {
+    // Group functions by their direct namespace; "" (top level) sorts first.
+    let mut by_ns: BTreeMap<&str, Vec<&ManifestEntry>> = BTreeMap::new();
+    for e in functions {
+        by_ns.entry(names::parent(&e.name)).or_default().push(e);
+    }
+    let mut groups: Vec<Group<'_>> = by_ns
+        .into_iter()
+        .map(|(name, funcs)| {
+            let info = manifest.namespace(name);
+            let ns_pinned = info.is_some_and(|i| i.pinned);
+            let shown: Vec<bool> = funcs.iter().map(|e| ns_pinned || e.pinned).collect();
+            let complete = shown.iter().all(|s| *s);
+            Group {
+                name,
+                summary: info.map_or("", |i| i.summary.as_str()),
+                funcs,
+                shown,
+                complete,
+            }
+        })
+        .collect();
+
+    let namespaced = groups.iter().filter(|g| !g.name.is_empty()).count();
+    let top = if groups.first().is_some_and(|g| g.name.is_empty()) {
+        " plus the top level"
+    } else {
+        ""
+    };
+    let header = nl(format!(
+        "Function catalog summary: {} functions in {namespaced} namespace{}{top}, too many to list within the token budget. Each namespace line gives its function count and whether all of them are shown below it (complete) or only some (partial). apropos(pattern, namespace=None) finds the others; doc(name) documents any name.",
+        functions.len(),
+        if namespaced == 1 { "" } else { "s" },
+    ));
+    let pinned_docs: Vec<&&ManifestEntry> = docs.iter().filter(|e| e.pinned).collect();
+    let hidden_docs = docs.len() - pinned_docs.len();
+    let docs_line = (hidden_docs > 0).then(|| {
+        nl(format!(
+            "Pages and skills not shown: {hidden_docs}; apropos(pattern) lists them and doc(name) reads them."
+        ))
+    });
+
+    // Base cost: everything except the greedy fill.
+    let mut used = count(&header)?;
+    for g in &groups {
+        used += count(&nl(g.line()))?;
+        for (e, s) in g.funcs.iter().zip(&g.shown) {
+            if *s {
+                used += count(&nl(e.line()))?;
+            }
+        }
+    }
+    for e in &pinned_docs {
+        used += count(&nl(e.line()))?;
+    }
+    if let Some(l) = &docs_line {
+        used += count(l)?;
+    }
+
+    // Greedy fill: whole namespaces, smallest first, while they fit.
+    let mut order: Vec<usize> = (0..groups.len()).filter(|&i| !groups[i].complete).collect();
+    order.sort_by_cached_key(|&i| (groups[i].hidden_bytes(), groups[i].name));
+    for i in order {
+        let g = &groups[i];
+        let old_line = count(&nl(g.line()))?;
+        let new_line = count(&nl(g.line_as(true)))?;
+        // Tokens left for the hidden lines once the namespace line reads `complete`.
+        let Some(limit) = budget.saturating_add(old_line).checked_sub(used + new_line) else {
+            break;
+        };
+        let hidden: Vec<String> = g
+            .funcs
+            .iter()
+            .zip(&g.shown)
+            .filter(|(_, s)| !**s)
+            .map(|(e, _)| nl(e.line()))
+            .collect();
+        let (cost, exceeded) = tokens::count_lines_until(hidden.iter().map(String::as_str), limit)?;
+        if exceeded {
+            break;
+        }
+        used = used - old_line + new_line + cost;
+        let g = &mut groups[i];
+        g.shown.iter_mut().for_each(|s| *s = true);
+        g.complete = true;
+    }
+
+    let mut body = header;
+    let mut items = Vec::new();
+    for g in &groups {
+        let line = g.line();
+        body.push_str(&line);
+        body.push('\n');
+        items.push(SnapshotItem {
+            name: g.name.to_string(),
+            kind: EntryKind::Namespace,
+            line,
+        });
+        for (e, s) in g.funcs.iter().zip(&g.shown) {
+            if *s {
+                let line = e.line();
+                body.push_str(&line);
+                body.push('\n');
+                items.push(SnapshotItem {
+                    name: e.name.clone(),
+                    kind: e.kind,
+                    line,
+                });
+            }
+        }
+    }
+    for e in &pinned_docs {
+        let line = e.line();
+        body.push_str(&line);
+        body.push('\n');
+        items.push(SnapshotItem {
+            name: e.name.clone(),
+            kind: e.kind,
+            line,
+        });
+    }
+    if let Some(l) = &docs_line {
+        body.push_str(l);
+    }
+    Ok(Snapshot::with_tokens(
+        RenderMode::Summary,
+        body,
+        items,
+        used,
+    ))
+}
+
+/// Checks a stored mode string.
+pub(crate) fn parse_mode(hash: &str, mode: &str) -> Result<RenderMode> {
+    RenderMode::parse(mode).ok_or_else(|| CatalogError::CorruptSnapshot {
+        hash: hash.to_string(),
+        reason: format!("unknown mode `{mode}`"),
+    })
+}

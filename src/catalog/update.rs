@@ -1,0 +1,179 @@
+//! Catalog updates mid-session: what to append when the visible catalog changes.
+//!
+//! The prompt prefix is never rewritten (prompt caches must keep hitting), so a change is
+//! communicated by appending text. [`catalog_update`] compares two snapshots:
+//!
+//! - same hash → [`CatalogUpdate::Unchanged`] (append nothing);
+//! - rendering mode changed (including to or from an empty catalog) →
+//!   [`CatalogUpdate::Replace`] with [`ReplaceReason::ModeChanged`];
+//! - otherwise a delta of items (added, removed, changed line) unless the full replacement is
+//!   strictly smaller in o200k tokens, then [`CatalogUpdate::Replace`] with
+//!   [`ReplaceReason::Smaller`]. Ties go to the delta.
+//!
+//! A delta can be empty while the hash changed (e.g. only the count of unlisted pages changed in
+//! summary mode): its text is then empty, and the caller records the new hash without appending.
+
+use serde::Serialize;
+
+use super::error::Result;
+use super::render::{RenderMode, Snapshot, SnapshotItem};
+use super::tokens;
+
+const DELTA_HEADER: &str = "Catalog update (applies from now on, on top of the catalog above):\n";
+const REPLACE_HEADER: &str =
+    "Catalog replaced: disregard the catalog above; this one applies from now on.\n";
+const NOW_AVAILABLE_HEADER: &str = "Catalog update: functions are now available.\n";
+const NOW_EMPTY_TEXT: &str =
+    "Catalog update: no functions are available any more; disregard the catalog above.\n";
+
+/// Why a full replacement was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceReason {
+    ModeChanged,
+    Smaller,
+}
+
+/// What to append to the conversation when the catalog changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CatalogUpdate {
+    Unchanged,
+    Delta {
+        added: Vec<SnapshotItem>,
+        removed: Vec<SnapshotItem>,
+        /// The new version of each changed item.
+        changed: Vec<SnapshotItem>,
+        text: String,
+        tokens: usize,
+    },
+    Replace {
+        reason: ReplaceReason,
+        text: String,
+        tokens: usize,
+    },
+}
+
+impl CatalogUpdate {
+    /// The text to append (empty when there is nothing to say).
+    pub fn text(&self) -> &str {
+        match self {
+            CatalogUpdate::Unchanged => "",
+            CatalogUpdate::Delta { text, .. } | CatalogUpdate::Replace { text, .. } => text,
+        }
+    }
+
+    /// o200k tokens of [`CatalogUpdate::text`].
+    pub fn tokens(&self) -> usize {
+        match self {
+            CatalogUpdate::Unchanged => 0,
+            CatalogUpdate::Delta { tokens, .. } | CatalogUpdate::Replace { tokens, .. } => *tokens,
+        }
+    }
+
+    pub fn is_unchanged(&self) -> bool {
+        matches!(self, CatalogUpdate::Unchanged)
+    }
+}
+
+/// Compares `old` (what the conversation shows) with `new` (what it should show).
+pub fn catalog_update(old: &Snapshot, new: &Snapshot) -> Result<CatalogUpdate> {
+    if old.hash == new.hash && old.mode == new.mode {
+        return Ok(CatalogUpdate::Unchanged);
+    }
+    if old.mode != new.mode {
+        return replacement(old, new, ReplaceReason::ModeChanged);
+    }
+    let (added, removed, changed) = diff(&old.items, &new.items);
+    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+        return Ok(CatalogUpdate::Delta {
+            added,
+            removed,
+            changed,
+            text: String::new(),
+            tokens: 0,
+        });
+    }
+    let mut lines: Vec<String> = vec![DELTA_HEADER.to_string()];
+    if !added.is_empty() {
+        lines.push("Added:\n".into());
+        lines.extend(added.iter().map(|i| format!("{}\n", i.line)));
+    }
+    if !removed.is_empty() {
+        lines.push("Removed (no longer available):\n".into());
+        lines.extend(removed.iter().map(|i| format!("{}\n", i.label())));
+    }
+    if !changed.is_empty() {
+        lines.push("Changed (new version):\n".into());
+        lines.extend(changed.iter().map(|i| format!("{}\n", i.line)));
+    }
+    let replace_tokens = tokens::count_tokens(REPLACE_HEADER)? + new.tokens()?;
+    let (delta_tokens, exceeded) =
+        tokens::count_lines_until(lines.iter().map(String::as_str), replace_tokens)?;
+    if exceeded {
+        return replacement(old, new, ReplaceReason::Smaller);
+    }
+    Ok(CatalogUpdate::Delta {
+        added,
+        removed,
+        changed,
+        text: lines.concat(),
+        tokens: delta_tokens,
+    })
+}
+
+fn replacement(old: &Snapshot, new: &Snapshot, reason: ReplaceReason) -> Result<CatalogUpdate> {
+    let text = if new.mode == RenderMode::Empty {
+        NOW_EMPTY_TEXT.to_string()
+    } else if old.mode == RenderMode::Empty {
+        format!("{NOW_AVAILABLE_HEADER}{}", new.body)
+    } else {
+        format!("{REPLACE_HEADER}{}", new.body)
+    };
+    let header = match (old.mode, new.mode) {
+        (_, RenderMode::Empty) => NOW_EMPTY_TEXT,
+        (RenderMode::Empty, _) => NOW_AVAILABLE_HEADER,
+        _ => REPLACE_HEADER,
+    };
+    let tokens = tokens::count_tokens(header)? + new.tokens()?;
+    Ok(CatalogUpdate::Replace {
+        reason,
+        text,
+        tokens,
+    })
+}
+
+/// Items are sorted by (name, kind); a merge walk finds the differences.
+fn diff(
+    old: &[SnapshotItem],
+    new: &[SnapshotItem],
+) -> (Vec<SnapshotItem>, Vec<SnapshotItem>, Vec<SnapshotItem>) {
+    let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let key_old = old.get(i).map(|x| (&x.name, x.kind));
+        let key_new = new.get(j).map(|x| (&x.name, x.kind));
+        match (key_old, key_new) {
+            (Some(a), Some(b)) if a == b => {
+                if old[i].line != new[j].line {
+                    changed.push(new[j].clone());
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                removed.push(old[i].clone());
+                i += 1;
+            }
+            (Some(_), None) => {
+                removed.push(old[i].clone());
+                i += 1;
+            }
+            _ => {
+                added.push(new[j].clone());
+                j += 1;
+            }
+        }
+    }
+    (added, removed, changed)
+}
