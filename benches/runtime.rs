@@ -1,0 +1,204 @@
+//! Runtime benchmarks (issue 2), run by `scripts/bench.sh` or `cargo bench --bench runtime`:
+//!
+//! 1. round trip of a trivial block through the worker, p50/p99 over N blocks, against a
+//!    Jupyter kernel's execute round trip measured in the same run;
+//! 2. `vis exec` cold start in a session holding 100 persisted definitions (median);
+//! 3. worker kill + restart + restore of 100 definitions (median).
+//!
+//! Options: `--blocks N` (default 10000), `--jupyter-python PATH` (a Python with
+//! jupyter_client and ipykernel; without it the Jupyter comparison is skipped and says so).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use vis::runtime::{BlockRequest, NoHostCalls, PersistedDef, Runtime, WorkerOptions};
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    percentile(&xs, 0.5)
+}
+
+fn hundred_defs() -> Vec<PersistedDef> {
+    (0..100)
+        .map(|i| PersistedDef {
+            name: format!("helper_{i}"),
+            kind: "function".into(),
+            source: format!(
+                "def helper_{i}(path, limit={i}):\n    \"\"\"Helper number {i}.\"\"\"\n    items = [p for p in range(limit)]\n    return len(items), path\n"
+            ),
+            signature: format!("def helper_{i}(path, limit={i})"),
+            doc: format!("Helper number {i}."),
+        })
+        .collect()
+}
+
+fn block(dir: &std::path::Path, code: &str) -> BlockRequest {
+    BlockRequest {
+        code: code.into(),
+        filename: "<t1/i1>".into(),
+        session: json!({"turn": 1, "iteration": 1, "workspace_roots": [dir], "utilization": {}, "extensions": {}}),
+        output_limit: 20_000,
+        artifact_path: dir.join("a.txt"),
+        artifact_dir: dir.to_path_buf(),
+        workspace_roots: vec![dir.to_path_buf()],
+        timeout: Duration::from_secs(30),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let blocks: usize = arg("--blocks")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let jupyter_python = arg("--jupyter-python");
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // 1. Round trip.
+    let mut opts = WorkerOptions::new(bin.clone());
+    opts.workspace = Some(dir.path().to_path_buf());
+    let mut rt = Runtime::new(opts.clone(), vec![]);
+    for _ in 0..200 {
+        rt.exec(block(dir.path(), "x = 1"), &mut NoHostCalls)
+            .expect("warm-up");
+    }
+    let mut samples = Vec::with_capacity(blocks);
+    for _ in 0..blocks {
+        let t0 = Instant::now();
+        let out = rt
+            .exec(block(dir.path(), "x = 1"), &mut NoHostCalls)
+            .expect("block");
+        samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        assert_eq!(out.output, "");
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let (vis_p50, vis_p99) = (percentile(&samples, 0.5), percentile(&samples, 0.99));
+    println!("block round trip (vis, {blocks} blocks): p50 {vis_p50:.0} µs, p99 {vis_p99:.0} µs");
+    drop(rt);
+
+    match jupyter_python {
+        Some(py) => {
+            let script =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/jupyter_roundtrip.py");
+            let out = Command::new(&py)
+                .arg(&script)
+                .arg(blocks.to_string())
+                .output()
+                .expect("run jupyter bench");
+            if !out.status.success() {
+                eprintln!(
+                    "jupyter bench failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            } else {
+                let v: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).expect("jupyter json");
+                let (j50, j99) = (
+                    v["p50_us"].as_f64().unwrap_or(0.0),
+                    v["p99_us"].as_f64().unwrap_or(0.0),
+                );
+                println!(
+                    "block round trip (jupyter, {blocks} cells): p50 {j50:.0} µs, p99 {j99:.0} µs"
+                );
+                println!(
+                    "ratio jupyter/vis: p50 {:.1}x, p99 {:.1}x",
+                    j50 / vis_p50,
+                    j99 / vis_p99
+                );
+            }
+        }
+        None => println!(
+            "jupyter comparison skipped: pass --jupyter-python (scripts/bench.sh sets it up)"
+        ),
+    }
+
+    // 2. Cold start of `vis exec` in a session with 100 persisted definitions.
+    let db = dir.path().join("vis.db");
+    {
+        let mut store = vis::store::Store::open(&db).expect("db");
+        store
+            .ensure_session("bench", &[dir.path().to_string_lossy().into_owned()])
+            .expect("session");
+        let turn = store.begin_turn("bench", "exec", None).expect("turn");
+        let defs = hundred_defs();
+        store
+            .record_iteration(&vis::store::IterationRecord {
+                session_id: "bench",
+                turn,
+                iteration: 1,
+                code: "",
+                output: "",
+                status: "ok",
+                started_at: 0,
+                duration_ms: 0,
+                exec_us: 0,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &defs,
+                defs_deleted: &[],
+            })
+            .expect("defs");
+    }
+    let mut cold = Vec::new();
+    for i in 0..21 {
+        let t0 = Instant::now();
+        let out = Command::new(&bin)
+            .args([
+                "--db",
+                db.to_str().unwrap_or_default(),
+                "exec",
+                "--session",
+                "bench",
+                "helper_99('p')[0]",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("vis exec");
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            String::from_utf8_lossy(&out.stdout).ends_with("99\n"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        if i > 0 {
+            cold.push(ms);
+        }
+    }
+    println!(
+        "vis exec cold start, 100 persisted defs: median {:.1} ms (20 runs)",
+        median(cold)
+    );
+
+    // 3. Kill + restart + restore of 100 definitions.
+    let mut rt = Runtime::new(opts, hundred_defs());
+    rt.exec(block(dir.path(), "x = 1"), &mut NoHostCalls)
+        .expect("first");
+    let mut restarts = Vec::new();
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        rt.kill_worker("bench");
+        rt.start().expect("restart");
+        restarts.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let out = rt
+        .exec(block(dir.path(), "helper_42('p')[0]"), &mut NoHostCalls)
+        .expect("after restart");
+    assert!(out.output.ends_with("42\n"), "{}", out.output);
+    println!(
+        "worker kill + restart + restore of 100 defs: median {:.1} ms (20 runs)",
+        median(restarts)
+    );
+}

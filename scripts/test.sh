@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what the tests compare against, then runs
+# every unit and integration test (Python behaviour runs in the real embedded interpreter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v rg >/dev/null 2>&1; then
+  # grep is checked against ripgrep's own answers on a real tree.
+  (apt-get update -qq && apt-get install -y -qq ripgrep) >/dev/null
+fi
+cargo test --locked "$@"
