@@ -253,30 +253,25 @@ pub(crate) fn host_call(
     };
     let payload = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
     write_frame(&mut channel.writer, &payload).map_err(|e| format!("host pipe: {e}"))?;
-    loop {
-        let bytes = channel
-            .reader
-            .read_frame()
-            .map_err(|e| format!("host pipe: {e}"))?
-            .ok_or_else(|| "the host closed the connection".to_string())?;
-        match serde_json::from_slice::<HostMessage>(&bytes) {
-            Ok(HostMessage::Response {
-                id: rid,
-                result,
-                error,
-            }) if rid == id => {
-                return match error {
-                    Some(e) => Err(e),
-                    None => Ok(result.unwrap_or(serde_json::Value::Null)),
-                };
-            }
-            Ok(other) => {
-                return Err(format!(
-                    "unexpected message while waiting for a response: {other:?}"
-                ))
-            }
-            Err(e) => return Err(format!("bad message from host: {e}")),
-        }
+    // The host answers each request before sending anything else, so the next frame is it.
+    let bytes = channel
+        .reader
+        .read_frame()
+        .map_err(|e| format!("host pipe: {e}"))?
+        .ok_or_else(|| "the host closed the connection".to_string())?;
+    match serde_json::from_slice::<HostMessage>(&bytes) {
+        Ok(HostMessage::Response {
+            id: rid,
+            result,
+            error,
+        }) if rid == id => match error {
+            Some(e) => Err(e),
+            None => Ok(result.unwrap_or(serde_json::Value::Null)),
+        },
+        Ok(other) => Err(format!(
+            "unexpected message while waiting for a response: {other:?}"
+        )),
+        Err(e) => Err(format!("bad message from host: {e}")),
     }
 }
 
