@@ -144,6 +144,11 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     } else {
         row.workspace_roots
     };
+    if let Some(missing) = roots.iter().find(|r| !Path::new(r).is_dir()) {
+        return Err(CliError::usage(format!(
+            "the workspace {missing} of session '{session_id}' no longer exists; pass --workspace DIR to move the session"
+        )));
+    }
     if created {
         eprintln!("vis: new session {session_id} (continue it with --session {session_id})");
     }
