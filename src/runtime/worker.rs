@@ -207,25 +207,27 @@ fn forward_interrupts() {
     }
 }
 
-fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
-    let payload = serde_json::to_vec(msg).map_err(|e| RuntimeError::Protocol(e.to_string()))?;
+/// Runs `f` with the protocol channel locked.
+fn with_channel<T>(
+    f: impl FnOnce(&mut Channel) -> Result<T, RuntimeError>,
+) -> Result<T, RuntimeError> {
     let mut guard = CHANNEL
         .lock()
         .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
     let channel = guard
         .as_mut()
         .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
-    write_frame(&mut channel.writer, &payload).map_err(RuntimeError::Io)
+    f(channel)
+}
+
+fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
+    let payload = serde_json::to_vec(msg).map_err(|e| RuntimeError::Protocol(e.to_string()))?;
+    with_channel(|channel| write_frame(&mut channel.writer, &payload).map_err(RuntimeError::Io))
 }
 
 fn receive() -> Result<Option<HostMessage>, RuntimeError> {
-    let mut guard = CHANNEL
-        .lock()
-        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
-    let channel = guard
-        .as_mut()
-        .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
-    match channel.reader.read_frame().map_err(RuntimeError::Io)? {
+    let frame = with_channel(|channel| channel.reader.read_frame().map_err(RuntimeError::Io))?;
+    match frame {
         None => Ok(None),
         Some(bytes) => serde_json::from_slice(&bytes)
             .map(Some)

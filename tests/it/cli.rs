@@ -163,15 +163,30 @@ vistest!(unknown_session_is_a_clear_error, |env| {
     );
 });
 
-vistest!(a_session_whose_workspace_vanished_asks_for_a_new_one, |env| {
-    let ws = env.path().join("gone");
-    std::fs::create_dir(&ws).unwrap();
-    let first = env.vis(&["exec", "--session", "s", "--workspace", ws.to_str().unwrap(), "1"]);
-    assert_eq!(first.code, 0, "{}", first.stderr);
-    std::fs::remove_dir(&ws).unwrap();
-    let run = env.vis(&["exec", "--session", "s", "1"]);
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("no longer exists; pass --workspace DIR"), "{}", run.stderr);
-    let moved = env.exec("s", "import os; os.getcwd()");
-    assert_eq!(moved.stdout, format!("'{}'\n", env.workspace().display()));
-});
+vistest!(
+    a_session_whose_workspace_vanished_asks_for_a_new_one,
+    |env| {
+        let ws = env.path().join("gone");
+        std::fs::create_dir(&ws).unwrap();
+        let first = env.vis(&[
+            "exec",
+            "--session",
+            "s",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "1",
+        ]);
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        std::fs::remove_dir(&ws).unwrap();
+        let run = env.vis(&["exec", "--session", "s", "1"]);
+        assert_eq!(run.code, 2);
+        assert!(
+            run.stderr
+                .contains("no longer exists; pass --workspace DIR"),
+            "{}",
+            run.stderr
+        );
+        let moved = env.exec("s", "import os; os.getcwd()");
+        assert_eq!(moved.stdout, format!("'{}'\n", env.workspace().display()));
+    }
+);
