@@ -5,6 +5,7 @@
 //! - `store`: the SQLite session store;
 //! - `session`: the per-block `session` dict and session ids;
 //! - `config`: where data lives;
+//! - `text`: line addresses, `cat`, `grep` and the atomic batch `patch`;
 //! - `cli`: the `vis` command line.
 
 pub mod catalog;
@@ -13,3 +14,4 @@ pub mod config;
 pub mod runtime;
 pub mod session;
 pub mod store;
+pub mod text;

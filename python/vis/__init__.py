@@ -9,7 +9,8 @@ from pathlib import Path
 from vis._state import session
 from vis.defs import DefRegistry, defs
 from vis.shell import ShellResult, sh
+from vis.text import AddressError, PatchError, cat, grep, patch
 
 _registry: DefRegistry | None = None
 
-__all__ = ["Path", "defs", "session", "sh"]
+__all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]

@@ -369,6 +369,11 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
     unsafe {
         libc::ftruncate(1, 0);
     }
+    // The text tools are confined to the session's roots; saved outputs are readable too.
+    crate::text::python::set_workspace(
+        crate::text::Workspace::new(req.workspace_roots.iter().map(PathBuf::from))
+            .with_read_only([PathBuf::from(&req.artifact_dir)]),
+    );
     let started = Instant::now();
     let outcome = Python::attach(|py| -> PyResult<(String, String)> {
         // An interrupt that arrived between blocks is dropped here rather than hitting this

@@ -6,6 +6,8 @@ mod blocks;
 mod catalog;
 mod cli;
 mod defs;
+mod editing;
 mod faults;
 mod shell;
 mod store;
+mod text;

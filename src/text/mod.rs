@@ -1,0 +1,108 @@
+//! Text tools: reading and editing files by line address.
+//!
+//! The model never repeats old text to change it. `cat` and `grep` print every line as
+//! `LINE:HASH|content`; `patch` takes those addresses back, checks each hash against the file
+//! as it is now, and rejects the whole batch if anything is stale. Design notes:
+//!
+//! - **One line model** ([`lines`]): BOM, CRLF/LF/mixed endings, a missing final newline and
+//!   long lines are handled in one place, so the same line always gets the same address.
+//! - **Addresses** ([`address`]): a four-letter pronounceable hash, chosen because it is the
+//!   cheapest in o200k tokens among hashes with at most 1/4096 collision rate.
+//! - **grep** ([`grep`]) is ripgrep's own crates (`ignore`, `grep-searcher`, `grep-regex`) with a
+//!   sink that addresses each line; results are sorted by path so output is deterministic.
+//! - **patch** ([`patch`]) validates all edits against the pre-batch file, applies them in one
+//!   pass, runs a syntax gate ([`syntax`]) that only rejects edits that make a file worse, and
+//!   writes atomically under a directory lock ([`atomic`]).
+//! - **Confinement** ([`confine`]): every path is canonicalized and must lie under a workspace
+//!   root.
+//! - **Python** ([`python`]): the native side of `vis.text`; the model-facing wrappers and
+//!   their docstrings live in `python/vis/text.py`.
+//!
+//! Everything is usable from Rust without Python except the Python syntax check, which uses
+//! CPython's compiler through pyo3 (the interpreter is initialized on demand).
+
+pub mod address;
+pub mod atomic;
+pub mod cat;
+pub mod confine;
+pub mod grep;
+pub mod lines;
+pub mod patch;
+pub mod python;
+pub mod syntax;
+
+use std::path::PathBuf;
+
+pub use address::{Address, AddressParseError, LineHash};
+pub use cat::{cat, CatOptions, CatOutput};
+pub use confine::{Access, Workspace};
+pub use grep::{grep, GrepLine, GrepMatch, GrepOptions, GrepOutput};
+pub use lines::Document;
+pub use patch::{patch, Edit, PatchOptions, PatchOutput};
+
+/// Everything that can go wrong in the text tools. Messages name the cause and what to do,
+/// because they are shown to the model as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    #[error("no workspace root is set, so no path can be resolved")]
+    NoWorkspace,
+
+    #[error("no such file or directory: {path} (relative paths resolve against {})", base.display())]
+    NotFound { path: String, base: PathBuf },
+
+    #[error(
+        "{path} is outside the workspace (it resolves to {}); only files under {} can be used",
+        real.display(),
+        roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    OutsideWorkspace {
+        path: String,
+        real: PathBuf,
+        roots: Vec<PathBuf>,
+    },
+
+    #[error("{path} is under a read-only root: it can be read with cat or grep but not patched")]
+    ReadOnly { path: String },
+
+    #[error("{path} is a directory; {hint}")]
+    IsDirectory { path: String, hint: &'static str },
+
+    #[error("{path} is not a regular file")]
+    NotAFile { path: String },
+
+    #[error(
+        "{path} is a binary file (NUL byte at offset {offset}); the text tools only handle text \
+         — use Path({path:?}).read_bytes() for raw data"
+    )]
+    Binary { path: String, offset: usize },
+
+    #[error("{path} is not writable (permission denied); nothing was changed")]
+    NotWritable { path: String },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    #[error("{0}")]
+    Pattern(String),
+
+    /// Malformed, out-of-range, stale or conflicting addresses; the report lists every one.
+    #[error("{report}")]
+    Address { path: String, report: String },
+
+    /// The edit would introduce a syntax error.
+    #[error("{report}")]
+    Syntax { path: String, report: String },
+
+    /// Only produced by `PatchOptions::fail_before_rename`, for fault-injection tests.
+    #[error("injected failure before rename; {path} was left unchanged")]
+    Injected { path: String },
+}
+
+pub type Result<T, E = TextError> = std::result::Result<T, E>;

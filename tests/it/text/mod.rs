@@ -1,0 +1,12 @@
+//! Integration tests of the text tools (cat, grep, patch) through `vis::text`'s public API.
+
+mod bad_input;
+mod cat;
+mod faults;
+mod grep;
+mod oracle;
+mod patch;
+mod props;
+mod python;
+mod support;
+mod token_cost;
