@@ -2,6 +2,7 @@
 //! lot. Head and tail are kept, cut at line boundaries when one is near, with a marker that says
 //! how much was cut and where the full text was saved.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// Default cap on block output, in characters.
@@ -33,13 +34,85 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
             lossy,
         };
     }
+    let mut capped = cut_between(text, text, total_chars, limit, artifact);
+    capped.lossy = lossy;
+    capped
+}
+
+/// Outputs up to this size are capped in memory; larger ones are streamed, so a block that
+/// prints gigabytes costs neither the worker nor the host that much memory.
+const IN_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Caps the output held in the file at `path`; when something is cut, the whole file is copied
+/// to `artifact`. Returns the capped text and whether the artifact was written.
+pub fn cap_file(path: &Path, limit: usize, artifact: &Path) -> std::io::Result<(Capped, bool)> {
+    let len = std::fs::metadata(path)?.len();
+    if len <= IN_MEMORY_BYTES {
+        let raw = std::fs::read(path)?;
+        let capped = cap_output(&raw, limit, Some(artifact));
+        let saved = capped.cut_chars > 0 && save_copy(path, artifact).is_ok();
+        return Ok((capped, saved));
+    }
+    let mut file = std::fs::File::open(path)?;
+    // Characters are counted as UTF-8 lead bytes (invalid bytes count one each, as U+FFFD).
+    let mut total_chars = 0usize;
+    let mut lossy = false;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        total_chars += chunk[..n].iter().filter(|&&b| (b & 0xC0) != 0x80).count();
+        lossy = lossy || std::str::from_utf8(&chunk[..n]).is_err();
+    }
+    // Four bytes per character is the most UTF-8 needs, plus room to snap to a line.
+    let window = (limit as u64 * 4 + 1024).min(len);
+    let mut head = vec![0u8; window as usize];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut head)?;
+    let mut tail = vec![0u8; window as usize];
+    file.seek(SeekFrom::Start(len - window))?;
+    file.read_exact(&mut tail)?;
+    let skip = tail.iter().take_while(|&&b| (b & 0xC0) == 0x80).count();
+    let head_text = String::from_utf8_lossy(&head);
+    let tail_text = String::from_utf8_lossy(&tail[skip..]);
+    let mut capped = cut_between(&head_text, &tail_text, total_chars, limit, Some(artifact));
+    capped.lossy = lossy;
+    let saved = save_copy(path, artifact).is_ok();
+    Ok((capped, saved))
+}
+
+/// Copies `from` to `to` through a temp file, so an artifact is never half written.
+fn save_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    let dir = to.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::fs::copy(from, tmp.path())?;
+    tmp.persist(to).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Keeps the first half of the limit from `head_src` and the second half from the end of
+/// `tail_src` (the same string when everything fits in memory), with the marker between.
+fn cut_between(
+    head_src: &str,
+    tail_src: &str,
+    total_chars: usize,
+    limit: usize,
+    artifact: Option<&Path>,
+) -> Capped {
     let head_chars = limit / 2;
     let tail_chars = limit - head_chars;
-    let head_end = snap_back_to_line(text, byte_index_of_char(text, head_chars));
-    let tail_start = snap_forward_to_line(text, byte_index_of_char(text, total_chars - tail_chars));
-    let head = &text[..head_end];
-    let tail = &text[tail_start..];
-    let cut_chars = total_chars - head.chars().count() - tail.chars().count();
+    let head_end = snap_back_to_line(head_src, byte_index_of_char(head_src, head_chars));
+    let tail_src_chars = tail_src.chars().count();
+    let tail_start = snap_forward_to_line(
+        tail_src,
+        byte_index_of_char(tail_src, tail_src_chars.saturating_sub(tail_chars)),
+    );
+    let head = &head_src[..head_end];
+    let tail = &tail_src[tail_start..];
+    let cut_chars = total_chars.saturating_sub(head.chars().count() + tail.chars().count());
     let whereto = match artifact {
         Some(p) => format!("; full output: {}", p.display()),
         None => String::new(),
@@ -60,7 +133,7 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
         text: out,
         total_chars,
         cut_chars,
-        lossy,
+        lossy: false,
     }
 }
 
@@ -156,6 +229,41 @@ mod tests {
         let c = cap_output(b"ok \xff\xfe done", 100, None);
         assert!(c.lossy);
         assert_eq!(c.text, "ok \u{fffd}\u{fffd} done");
+    }
+
+    #[test]
+    fn a_huge_file_is_capped_by_streaming_and_copied_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("out");
+        let mut text = String::new();
+        let mut i = 0;
+        while text.len() <= IN_MEMORY_BYTES as usize + 1000 {
+            text.push_str(&format!("line {i} é\n"));
+            i += 1;
+        }
+        std::fs::write(&src, &text).unwrap();
+        let art = dir.path().join("art/full.txt");
+        let (c, saved) = cap_file(&src, 1000, &art).unwrap();
+        assert!(saved);
+        assert_eq!(std::fs::read(&art).unwrap(), text.as_bytes());
+        assert_eq!(c.total_chars, text.chars().count());
+        assert!(c.text.starts_with("line 0 é\n"), "{}", &c.text[..50]);
+        assert!(c.text.ends_with(&format!("line {} é\n", i - 1)));
+        assert_eq!(
+            c.cut_chars + c.text.chars().count() - marker_len(&c.text),
+            c.total_chars
+        );
+        // Small files take the in-memory path with the same result shape.
+        std::fs::write(&src, "short\n").unwrap();
+        let (c, saved) = cap_file(&src, 1000, &art).unwrap();
+        assert_eq!((c.text.as_str(), saved), ("short\n", false));
+    }
+
+    fn marker_len(text: &str) -> usize {
+        text.lines()
+            .find(|l| l.starts_with("[… vis:"))
+            .map(|l| l.chars().count() + 1)
+            .unwrap_or(0)
     }
 
     #[test]
