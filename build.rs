@@ -1,8 +1,8 @@
 //! Build script:
 //! - links the `vis` binary against the libpython it was configured with and records an rpath
 //!   to it, so the worker loads that same library at run time (no LD_LIBRARY_PATH needed);
-//! - embeds the prelude package (`python/vis`) into the binary, so an installed `vis` needs no
-//!   Python files beside it.
+//! - embeds the prelude package (`python/vis`) and the bundled extensions (`extensions/`) into
+//!   the binary, so an installed `vis` needs no Python files beside it.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +44,21 @@ fn main() {
         );
     }
     src.push_str("];\n");
+    // Bundled extensions (`extensions/` at the top of the repository), embedded the same way:
+    // (path under extensions/, source).
+    let bundled_root = manifest.join("extensions");
+    let mut bundled = Vec::new();
+    collect(&bundled_root, &bundled_root, &mut bundled);
+    src.push_str("/// Bundled extensions, embedded: (path under extensions/, source).\npub static BUNDLED_EXTENSION_SOURCES: &[(&str, &str)] = &[\n");
+    for (rel, path) in &bundled {
+        let _ = writeln!(
+            src,
+            "    ({rel:?}, include_str!({:?})),",
+            path.display().to_string()
+        );
+    }
+    src.push_str("];\n");
+    files.extend(bundled);
     let out =
         PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("prelude_sources.rs");
     if let Err(e) = std::fs::write(&out, src) {
@@ -51,6 +66,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=python");
+    println!("cargo:rerun-if-changed=extensions");
     for (_, path) in &files {
         println!("cargo:rerun-if-changed={}", path.display());
     }

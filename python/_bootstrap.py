@@ -1,6 +1,7 @@
 """Worker start-up: make the embedded prelude importable and set up sys for blocks.
 
-Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}) and WORKSPACE.
+Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}), BUNDLED (bundled
+extensions, {"git.py": source, ...}) and WORKSPACE.
 """
 import importlib.abc
 import importlib.util
@@ -81,4 +82,20 @@ def _setup(files, workspace):
         sys.path.insert(0, workspace)
 
 
-_setup(SOURCES, WORKSPACE)  # noqa: F821 (globals given by the worker)
+def _embed_bundled(files, bundled):
+    """Bundled extensions become the package `_vis_bundled`; all embedded files (prelude
+    pages included) stay readable through the module `_vis_embedded`."""
+    import types
+
+    files = dict(files)
+    files["_vis_bundled/__init__.py"] = ""
+    for path, source in bundled.items():
+        files["_vis_bundled/" + path] = source
+    embedded = types.ModuleType("_vis_embedded")
+    embedded.FILES = files
+    embedded.BUNDLED = dict(bundled)
+    sys.modules["_vis_embedded"] = embedded
+    return files
+
+
+_setup(_embed_bundled(SOURCES, globals().get("BUNDLED", {})), WORKSPACE)  # noqa: F821 (globals given by the worker)

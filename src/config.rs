@@ -1,5 +1,7 @@
 //! Where things live: `$VIS_HOME` (default `~/.local/share/vis`) holds `vis.db` and the
-//! artifacts directory; `--db PATH` moves the database, and artifacts go beside it.
+//! artifacts directory; `--db PATH` moves the database, and artifacts go beside it. The user's
+//! config directory ([`config_dir`]) holds `config.toml` ([`Config`]), `extensions/` and
+//! `skills/`.
 
 use std::path::{Path, PathBuf};
 
@@ -28,4 +30,188 @@ pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     base.join("artifacts").join(session_id)
+}
+
+/// The user's config directory: `$VIS_CONFIG_DIR` if set, else `$XDG_CONFIG_HOME/vis`, else
+/// `~/.config/vis`. It holds `config.toml`, `extensions/` and `skills/`.
+pub fn config_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("VIS_CONFIG_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("vis")
+}
+
+/// A problem with `config.toml`; the message names the file, the place and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}; fix its permissions or remove it")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
+/// written for newer versions keep working):
+///
+/// ```toml
+/// [permissions]
+/// deny = ["git.blame", "tests"]   # names or namespaces; denied ones do not exist for the model
+///
+/// [catalog]
+/// budget = 2000                   # o200k tokens for the catalog in the prompt
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The directory the config came from (extensions and skills live there too).
+    pub dir: PathBuf,
+    /// `[permissions] deny`: validated dotted paths.
+    pub deny: Vec<String>,
+    /// `[catalog] budget`.
+    pub catalog_budget: Option<usize>,
+}
+
+impl Config {
+    /// Loads `<dir>/config.toml`; a missing file is an empty config.
+    pub fn load(dir: &Path) -> Result<Config, ConfigError> {
+        let path = dir.join("config.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config {
+                    dir: dir.to_path_buf(),
+                    ..Config::default()
+                })
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        Config::parse(dir, &path, &text)
+    }
+
+    /// Loads the config of [`config_dir`].
+    pub fn load_default() -> Result<Config, ConfigError> {
+        Config::load(&config_dir())
+    }
+
+    fn parse(dir: &Path, path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let place = e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                    format!("line {line}: ")
+                })
+                .unwrap_or_default();
+            invalid(format!(
+                "{place}{}; fix the TOML syntax",
+                e.message().trim_end()
+            ))
+        })?;
+        let line_of = |needle: &str| -> String {
+            text.lines()
+                .position(|l| l.trim_start().starts_with(needle))
+                .map(|i| format!("line {}: ", i + 1))
+                .unwrap_or_default()
+        };
+        let mut config = Config {
+            dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        if let Some(perms) = table.get("permissions") {
+            let perms = perms.as_table().ok_or_else(|| {
+                invalid(format!(
+                    "{}`permissions` must be a table ([permissions])",
+                    line_of("permissions")
+                ))
+            })?;
+            if let Some(deny) = perms.get("deny") {
+                let at = line_of("deny");
+                let items = deny.as_array().ok_or_else(|| {
+                    invalid(format!(
+                        "{at}`permissions.deny` must be a list of names, e.g. deny = [\"git.blame\", \"tests\"]"
+                    ))
+                })?;
+                for item in items {
+                    let name = item.as_str().ok_or_else(|| {
+                        invalid(format!(
+                            "{at}`permissions.deny` holds {item}, which is not a string; write names in quotes"
+                        ))
+                    })?;
+                    crate::catalog::names::validate_name(
+                        name,
+                        crate::catalog::names::NameRule::Slug,
+                    )
+                    .map_err(|e| invalid(format!("{at}in `permissions.deny`: {e}")))?;
+                    config.deny.push(name.to_string());
+                }
+            }
+        }
+        if let Some(catalog) = table.get("catalog") {
+            let catalog = catalog.as_table().ok_or_else(|| {
+                invalid(format!(
+                    "{}`catalog` must be a table ([catalog])",
+                    line_of("catalog")
+                ))
+            })?;
+            if let Some(budget) = catalog.get("budget") {
+                let at = line_of("budget");
+                match budget.as_integer() {
+                    Some(n) if n > 0 => config.catalog_budget = Some(n as usize),
+                    _ => {
+                        return Err(invalid(format!(
+                            "{at}`catalog.budget` must be a positive whole number of tokens, got {budget}; e.g. budget = 2000"
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/c"), Path::new("/c/config.toml"), text)
+    }
+
+    #[test]
+    fn reads_deny_and_budget() {
+        let c = parse("[permissions]\ndeny = [\"git.blame\", \"tests\"]\n[catalog]\nbudget = 900\n[other]\nx = 1\n").unwrap();
+        assert_eq!(c.deny, vec!["git.blame", "tests"]);
+        assert_eq!(c.catalog_budget, Some(900));
+        assert_eq!(parse("").unwrap().deny, Vec::<String>::new());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_fix() {
+        let e = parse("[permissions]\ndeny = [\"git.2fa\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/c/config.toml") && e.contains("line 2") && e.contains("`2fa`"),
+            "{e}"
+        );
+        let e = parse("[catalog]\nbudget = 0\n").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("positive"), "{e}");
+        let e = parse("[catalog\n").unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("TOML"), "{e}");
+        let e = parse("[permissions]\ndeny = \"tests\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be a list"), "{e}");
+    }
 }

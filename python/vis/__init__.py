@@ -8,9 +8,12 @@ from pathlib import Path
 
 from vis._state import session
 from vis.defs import DefRegistry, defs
+from vis.discovery import apropos, doc
+from vis.promote import promote
 from vis.shell import ShellResult, sh
 from vis.text import AddressError, PatchError, cat, grep, patch
 
 _registry: DefRegistry | None = None
 
 __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]
+__all__ += ["apropos", "doc", "promote"]

@@ -63,6 +63,9 @@ class Runner:
         for name in vis.__all__:
             self.ns[name] = getattr(vis, name)
         self.ns["session"] = _state.session
+        from vis import _extensions
+
+        _extensions.install(self.ns)
 
     # -- blocks -------------------------------------------------------------------------
 
@@ -89,10 +92,16 @@ class Runner:
                 os.chdir(roots[0])
             except OSError as e:
                 print("[vis] cannot enter the workspace %s: %s" % (roots[0], e))
+        from vis import _extensions
+
         try:
+            _extensions.before_block(_state.session)
             status, changes = self._run(code, filename)
         finally:
             self.stream.flush()
+        manifest = _extensions.take_manifest_update()
+        if manifest is not None:
+            changes["manifest"] = manifest
         return status, json.dumps(changes)
 
     def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:

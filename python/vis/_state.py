@@ -21,3 +21,9 @@ def next_artifact(prefix: str) -> str:
     artifact_seq += 1
     tag = "t%s-i%s" % (session.get("turn", 0), session.get("iteration", 0))
     return "%s/%s-%s%d.txt" % (artifact_dir, tag, prefix, artifact_seq)
+#: The workspace the worker was started for (extensions and skills under `.vis/`), if any.
+workspace: str | None = None
+#: The user's config directory (`extensions/`, `skills/`), if any.
+config_dir: str | None = None
+#: Denied names and namespaces from the config (`[permissions] deny`).
+deny: list[str] = []

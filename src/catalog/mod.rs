@@ -29,6 +29,7 @@ pub mod doc;
 pub mod error;
 pub mod manifest;
 pub mod names;
+pub mod python;
 pub mod render;
 pub mod store;
 pub mod tokens;

@@ -121,6 +121,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         ));
     }
     let memory_limit_mb = memory_limit(args.memory_limit)?;
+    let config = super::catalog::load_config()?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
@@ -162,6 +163,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let mut opts = WorkerOptions::new(program);
     opts.memory_limit_mb = memory_limit_mb;
     opts.workspace = roots.first().map(PathBuf::from);
+    opts.config_dir = Some(config.dir.clone());
+    opts.deny = config.deny.clone();
     let mut runtime = Runtime::new(opts, defs);
     install_ctrl_c(runtime.interrupter());
 

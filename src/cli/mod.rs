@@ -1,6 +1,7 @@
 //! The `vis` command line. Each subcommand lives in its own file; errors carry the exit code
 //! (2 for usage and configuration problems) and one line naming the cause and the fix.
 
+mod catalog;
 mod exec;
 mod sessions;
 
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use catalog::CatalogArgs;
 pub use exec::ExecArgs;
 
 #[derive(Debug, Parser)]
@@ -30,6 +32,8 @@ pub enum Command {
     Exec(ExecArgs),
     /// Inspect stored sessions.
     Sessions(SessionsArgs),
+    /// Print the prompt catalog (functions, pages, skills) of a workspace and its hash.
+    Catalog(CatalogArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -59,6 +63,10 @@ pub struct WorkerCliArgs {
     pub memory_limit_mb: u64,
     #[arg(long)]
     pub workspace: Option<PathBuf>,
+    #[arg(long)]
+    pub config_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub deny: Vec<String>,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -90,11 +98,14 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Exec(args) => exec::run(args, &db),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
+        Command::Catalog(args) => catalog::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,
                 memory_limit_mb: args.memory_limit_mb,
                 workspace: args.workspace,
+                config_dir: args.config_dir,
+                deny: args.deny,
             },
         )),
     }

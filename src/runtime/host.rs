@@ -22,6 +22,7 @@ use super::protocol::{
     ExecRequest, ExecResult, HostMessage, PersistedDef, RestoreReport, Status, WorkerMessage,
 };
 use super::RuntimeError;
+use crate::catalog::{Manifest, ManifestEntry};
 
 /// Default block timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -39,6 +40,12 @@ pub struct WorkerOptions {
     pub restore_timeout: Duration,
     /// How long an interrupted block gets to stop before the worker is killed.
     pub interrupt_grace: Duration,
+    /// The user's config directory (its `extensions/` and `skills/` are loaded); `None`
+    /// loads nothing from a user config.
+    pub config_dir: Option<PathBuf>,
+    /// Denied names and namespaces (`[permissions] deny`): omitted from the manifest and
+    /// absent from the model's namespace.
+    pub deny: Vec<String>,
 }
 
 impl WorkerOptions {
@@ -50,6 +57,8 @@ impl WorkerOptions {
             startup_timeout: Duration::from_secs(30),
             restore_timeout: Duration::from_secs(60),
             interrupt_grace: Duration::from_secs(2),
+            config_dir: None,
+            deny: Vec::new(),
         }
     }
 }
@@ -95,6 +104,7 @@ struct WorkerProcess {
     /// fd 1 and 2 of the worker; removed when the worker is dropped.
     capture: tempfile::NamedTempFile,
     python_version: String,
+    manifest: Vec<ManifestEntry>,
 }
 
 enum Received {
@@ -124,6 +134,12 @@ impl WorkerProcess {
             cmd.arg("--workspace").arg(ws);
             cmd.current_dir(ws);
         }
+        if let Some(dir) = &opts.config_dir {
+            cmd.arg("--config-dir").arg(dir);
+        }
+        for name in &opts.deny {
+            cmd.arg("--deny").arg(name);
+        }
         cmd.env_clear()
             .envs(worker_env())
             .env("VIS_WORKER", "1")
@@ -148,11 +164,17 @@ impl WorkerProcess {
             reader: FrameReader::new(stdout),
             capture,
             python_version: String::new(),
+            manifest: Vec::new(),
         };
         let deadline = Instant::now() + opts.startup_timeout;
         match worker.recv(Some(deadline))? {
-            Received::Message(WorkerMessage::Ready { python_version, .. }) => {
+            Received::Message(WorkerMessage::Ready {
+                python_version,
+                manifest,
+                ..
+            }) => {
                 worker.python_version = python_version;
+                worker.manifest = manifest;
                 Ok(worker)
             }
             Received::Message(WorkerMessage::Fatal { message }) => {
@@ -402,6 +424,8 @@ pub struct Runtime {
     pid: Arc<AtomicI32>,
     interrupt_requested: Arc<AtomicBool>,
     next_exec_id: u64,
+    /// The visible manifest the worker last reported (empty before the first start).
+    manifest: Vec<ManifestEntry>,
 }
 
 impl Runtime {
@@ -417,6 +441,7 @@ impl Runtime {
             pid: Arc::new(AtomicI32::new(0)),
             interrupt_requested: Arc::new(AtomicBool::new(false)),
             next_exec_id: 1,
+            manifest: Vec::new(),
         }
     }
 
@@ -430,6 +455,18 @@ impl Runtime {
 
     pub fn python_version(&self) -> Option<&str> {
         self.worker.as_ref().map(|w| w.python_version.as_str())
+    }
+
+    /// The visible manifest entries as the worker last reported them (at start and whenever
+    /// a block changed them), deny list applied. Empty before the worker first started.
+    pub fn manifest_entries(&self) -> &[ManifestEntry] {
+        &self.manifest
+    }
+
+    /// The visible manifest (see [`Runtime::manifest_entries`]), built for `apropos`, `doc`
+    /// and catalog rendering.
+    pub fn manifest(&self) -> Result<Manifest, crate::catalog::CatalogError> {
+        Manifest::new(self.manifest.clone())
     }
 
     pub fn worker_pid(&self) -> Option<i32> {
@@ -488,6 +525,7 @@ impl Runtime {
             restart_reason: self.restart_reason.take(),
             report,
         });
+        self.manifest = std::mem::take(&mut worker.manifest);
         self.worker = Some(worker);
         Ok(())
     }
@@ -569,6 +607,9 @@ impl Runtime {
         });
         result.status = status;
         self.apply_def_changes(&result);
+        if let Some(manifest) = result.manifest.take() {
+            self.manifest = manifest;
+        }
         let mut output = String::new();
         if let Some(line) = notice.as_ref().and_then(|n| n.line()) {
             output.push_str(&line);
@@ -782,6 +823,7 @@ fn lost_result(exec: &ExecRequest, raw: &[u8], req: &BlockRequest) -> ExecResult
         defs_set: vec![],
         defs_deleted: vec![],
         exec_micros: 0,
+        manifest: None,
     }
 }
 

@@ -33,5 +33,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_call, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     crate::text::python::register(m)?;
+    crate::catalog::python::register(m)?;
     Ok(())
 }

@@ -64,6 +64,9 @@ pub enum WorkerMessage {
     Ready {
         pid: u32,
         python_version: String,
+        /// The visible manifest (prelude, extensions, pages, skills; deny list applied).
+        #[serde(default)]
+        manifest: Vec<crate::catalog::ManifestEntry>,
     },
     Restored(RestoreReport),
     Result(ExecResult),
@@ -142,6 +145,9 @@ pub struct ExecResult {
     /// Time spent running the block inside the worker.
     #[serde(default)]
     pub exec_micros: u64,
+    /// The visible manifest, when the block changed it (e.g. `promote` loaded an extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Vec<crate::catalog::ManifestEntry>>,
 }
 
 #[cfg(test)]

@@ -39,6 +39,10 @@ pub struct WorkerArgs {
     pub capture: PathBuf,
     pub memory_limit_mb: u64,
     pub workspace: Option<PathBuf>,
+    /// The user's config directory (`extensions/`, `skills/`), if any.
+    pub config_dir: Option<PathBuf>,
+    /// Denied names and namespaces (already validated by the host).
+    pub deny: Vec<String>,
 }
 
 /// The protocol channel, shared by the main loop and `host_call` (a block calling back into
@@ -306,9 +310,18 @@ fn py_err(e: PyErr) -> RuntimeError {
 fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
     Python::initialize();
     let (runner, version) = Python::attach(|py| start_prelude(py, args)).map_err(py_err)?;
+    let manifest = Python::attach(|py| -> PyResult<String> {
+        py.import("vis._extensions")?
+            .call_method0("manifest_json")?
+            .extract()
+    })
+    .map_err(py_err)?;
+    let manifest = serde_json::from_str(&manifest)
+        .map_err(|e| RuntimeError::Protocol(format!("the prelude's manifest is malformed: {e}")))?;
     send(&WorkerMessage::Ready {
         pid: std::process::id(),
         python_version: version,
+        manifest,
     })?;
     let mut capture = File::open(&args.capture).map_err(RuntimeError::Io)?;
     while let Some(msg) = receive()? {
@@ -353,10 +366,25 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
         .workspace
         .as_ref()
         .map(|p| p.to_string_lossy().into_owned());
-    globals.set_item("WORKSPACE", workspace)?;
+    globals.set_item("WORKSPACE", &workspace)?;
+    let bundled = PyDict::new(py);
+    for (path, text) in BUNDLED_EXTENSION_SOURCES {
+        bundled.set_item(*path, *text)?;
+    }
+    globals.set_item("BUNDLED", bundled)?;
     let code = CString::new(BOOTSTRAP)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     py.run(&code, Some(&globals), None)?;
+    // What the extension loader (run by the Runner) needs to know.
+    let state = py.import("vis._state")?;
+    state.setattr("workspace", workspace)?;
+    state.setattr(
+        "config_dir",
+        args.config_dir
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+    )?;
+    state.setattr("deny", PyList::new(py, &args.deny)?)?;
     let runner_cls = py.import("vis._runner")?.getattr("Runner")?;
     let runner = runner_cls.call1((args.capture.to_string_lossy().into_owned(),))?;
     let version: String = sys.getattr("version")?.extract()?;
@@ -439,6 +467,7 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
         defs_set: changes.set,
         defs_deleted: changes.deleted,
         exec_micros,
+        manifest: changes.manifest,
     }
 }
 
@@ -448,6 +477,9 @@ struct DefChanges {
     set: Vec<super::protocol::PersistedDef>,
     #[serde(default)]
     deleted: Vec<String>,
+    /// Present when the block changed the visible manifest.
+    #[serde(default)]
+    manifest: Option<Vec<crate::catalog::ManifestEntry>>,
 }
 
 fn read_all(file: &mut File) -> Vec<u8> {

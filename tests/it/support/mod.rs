@@ -50,6 +50,11 @@ impl TestEnv {
         self.dir.path().join("vis.db")
     }
 
+    /// The user config directory of this env (`VIS_CONFIG_DIR` of its commands; may not exist).
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace").canonicalize().unwrap()
     }
@@ -59,6 +64,7 @@ impl TestEnv {
         let mut cmd = Command::new(vis_bin());
         cmd.arg("--db").arg(self.db()).args(args);
         cmd.env("VIS_HOME", self.dir.path().join("home"));
+        cmd.env("VIS_CONFIG_DIR", self.config_dir());
         cmd.current_dir(self.workspace());
         cmd.stdin(Stdio::null());
         cmd
@@ -69,6 +75,7 @@ impl TestEnv {
         let mut cmd = Command::new(vis_bin());
         cmd.args(args)
             .env("VIS_HOME", self.dir.path().join("home"))
+            .env("VIS_CONFIG_DIR", self.config_dir())
             .current_dir(self.workspace());
         cmd.stdin(Stdio::null()).output().unwrap().into()
     }

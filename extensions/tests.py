@@ -1,0 +1,234 @@
+"""Bundled extension `tests`: detect and run the workspace's test runner (cargo, pytest, npm)
+and return a compact pass/fail summary with the failing tests' output capped."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from vis import _state
+from vis.extension import namespace, register
+
+namespace("tests", "Run the workspace's tests (cargo, pytest, npm) and summarize pass/fail")
+
+#: Runners in the order they are tried.
+RUNNERS = ("cargo", "pytest", "npm")
+
+
+def _root() -> str:
+    return _state.workspace_roots[0] if _state.workspace_roots else (_state.workspace or os.getcwd())
+
+
+def _pytest_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pytest") is not None
+
+
+def _has_python_tests(root: str) -> bool:
+    for name in ("pytest.ini", "conftest.py"):
+        if os.path.exists(os.path.join(root, name)):
+            return True
+    for name in ("pyproject.toml", "setup.cfg", "tox.ini"):
+        try:
+            with open(os.path.join(root, name), encoding="utf-8") as f:
+                if "pytest" in f.read():
+                    return True
+        except OSError:
+            pass
+    for d in ("tests", "test"):
+        path = os.path.join(root, d)
+        if os.path.isdir(path) and any(
+            n.startswith("test_") and n.endswith(".py") for n in os.listdir(path)
+        ):
+            return True
+    return any(n.startswith("test_") and n.endswith(".py") for n in os.listdir(root))
+
+
+def _npm_has_tests(root: str) -> bool:
+    try:
+        with open(os.path.join(root, "package.json"), encoding="utf-8") as f:
+            script = json.load(f).get("scripts", {}).get("test", "")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(script) and "no test specified" not in script
+
+
+@register
+def detect() -> list:
+    """List the test runners this workspace uses: "cargo" (Cargo.toml), "pytest" (pytest
+    config or test_*.py files), "npm" (package.json with a test script)."""
+    root = _root()
+    found = []
+    if os.path.isfile(os.path.join(root, "Cargo.toml")):
+        found.append("cargo")
+    if _has_python_tests(root):
+        found.append("pytest")
+    if _npm_has_tests(root):
+        found.append("npm")
+    return found
+
+
+class TestReport:
+    """The result of `tests.run`: `.ok`, `.runner`, `.passed`, `.failed`, `.failures`
+    (list of {"name", "output"}), `.code`, `.artifact` (full output). Prints compactly."""
+
+    def __init__(self, runner: str, code: int | None, passed: int, failed: int, failures: list[dict[str, str]], seconds: float, artifact: str, tail: str, timed_out: bool) -> None:
+        self.runner = runner
+        self.code = code
+        self.passed = passed
+        self.failed = failed
+        self.failures = failures
+        self.seconds = seconds
+        self.artifact = artifact
+        self.tail = tail
+        self.timed_out = timed_out
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0 and not self.timed_out
+
+    def __repr__(self) -> str:
+        verdict = "ok" if self.ok else ("TIMEOUT" if self.timed_out else "FAILED")
+        head = "%s: %s — %d passed, %d failed (%.1f s)" % (self.runner, verdict, self.passed, self.failed, self.seconds)
+        lines = [head]
+        if self.failures:
+            lines.append("failed: " + ", ".join(f["name"] for f in self.failures))
+            for f in self.failures:
+                if f["output"].strip():
+                    lines.append("---- %s ----" % f["name"])
+                    lines.append(f["output"].rstrip("\n"))
+        elif not self.ok and self.tail.strip():
+            lines.append(self.tail.rstrip("\n"))
+        if not self.ok:
+            lines.append("[full output: %s]" % self.artifact)
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+def _cap(text: str, max_lines: int) -> str:
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text
+    keep_head = max_lines // 4  # the end of a failure (the assertion) matters most
+    keep_tail = max_lines - keep_head
+    cut = len(lines) - max_lines
+    return "\n".join(lines[:keep_head] + ["… %d lines cut …" % cut] + lines[-keep_tail:]) + "\n"
+
+
+def _execute(cmd: list[str], timeout: float) -> tuple[int | None, str, float, bool, str]:
+    artifact = _state.next_artifact("tests")
+    os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
+    started = time.monotonic()
+    timed_out = False
+    env = dict(os.environ)
+    env.setdefault("CARGO_TERM_COLOR", "never")
+    env["NO_COLOR"] = "1"
+    env["RUST_BACKTRACE"] = "0"  # a compact summary: the panic message, not the stack
+    with open(artifact, "wb") as out:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        try:
+            proc = subprocess.Popen(cmd, cwd=_root(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        try:
+            code: int | None = proc.wait(timeout=timeout)
+        except BaseException as e:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            if not isinstance(e, subprocess.TimeoutExpired):
+                raise
+            code, timed_out = None, True
+    with open(artifact, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    return code, text, time.monotonic() - started, timed_out, artifact
+
+
+def _parse_cargo(text: str, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
+    passed = sum(int(m) for m in re.findall(r"test result: \w+\. (\d+) passed", text))
+    failed = sum(int(m) for m in re.findall(r"; (\d+) failed", text))
+    sections = dict(
+        (m.group(1), m.group(2))
+        for m in re.finditer(r"^---- (\S+) stdout ----\n(.*?)(?=^---- \S+ stdout ----|^failures:$|\Z)", text, re.M | re.S)
+    )
+    names = []
+    for block in re.findall(r"^failures:\n((?:    \S+\n)+)", text, re.M):
+        names += [n.strip() for n in block.splitlines() if n.strip()]
+    if not names:
+        names = list(sections)
+    failures = [{"name": n, "output": _cap(sections.get(n, ""), max_lines)} for n in dict.fromkeys(names)]
+    return passed, failed, failures
+
+
+def _parse_pytest(text: str, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
+    summary = ""
+    for line in reversed(text.splitlines()):
+        if re.search(r"\d+ (passed|failed|error)", line):
+            summary = line
+            break
+    def count(word: str) -> int:
+        m = re.search(r"(\d+) %s" % word, summary)
+        return int(m.group(1)) if m else 0
+    passed, failed = count("passed"), count("failed") + count("error")
+    sections = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^_{3,} (.+?) _{3,}\n(.*?)(?=^_{3,} |^={3,} |\Z)", text, re.M | re.S)
+    }
+    names = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)
+    failures = []
+    for n in dict.fromkeys(names):
+        short = n.split("::")[-1]
+        failures.append({"name": n, "output": _cap(sections.get(short, sections.get(n, "")), max_lines)})
+    return passed, failed, failures
+
+
+@register
+def run(filter: str | None = None, runner: str | None = None, timeout: float = 600, max_failure_lines: int = 40) -> TestReport:
+    """Run the workspace's tests and summarize: `tests.run()`, `tests.run("parse")`.
+
+    runner: "cargo", "pytest" or "npm" (default: the first `tests.detect()` finds). filter:
+    a test-name filter (cargo's filter, pytest's -k; ignored by npm). Prints one verdict line
+    with counts, the failing tests' names, and each failure's output capped to
+    `max_failure_lines` lines; the full output is saved as an artifact whose path is shown.
+    """
+    found = detect()
+    if runner is None:
+        if not found:
+            raise RuntimeError(
+                "no test runner found in %s: expected Cargo.toml, pytest tests (test_*.py, pytest.ini) "
+                "or package.json with a test script; use sh(...) for anything else" % _root()
+            )
+        runner = found[0]
+    if runner not in RUNNERS:
+        raise ValueError("unknown runner %r: use one of %s" % (runner, ", ".join(RUNNERS)))
+    if runner == "cargo":
+        cmd = ["cargo", "test", "--color", "never"] + ([filter] if filter else [])
+    elif runner == "pytest":
+        if not _pytest_available():
+            raise RuntimeError("pytest is not installed for %s; install it (pip install pytest) or add it to the workspace's .venv" % sys.executable)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "--color=no", "-p", "no:cacheprovider"] + (["-k", filter] if filter else [])
+    else:
+        cmd = ["npm", "test", "--silent"]
+    try:
+        code, text, seconds, timed_out, artifact = _execute(cmd, timeout)
+    except FileNotFoundError:
+        raise RuntimeError("%s is not installed (not on PATH)" % cmd[0]) from None
+    if runner == "cargo":
+        passed, failed, failures = _parse_cargo(text, max_failure_lines)
+    elif runner == "pytest":
+        passed, failed, failures = _parse_pytest(text, max_failure_lines)
+    else:
+        passed, failed, failures = (0, 0 if code == 0 else 1, [])
+    tail = _cap("\n".join(text.splitlines()[-max_failure_lines:]), max_failure_lines)
+    return TestReport(runner, code, passed, failed, failures, seconds, artifact, tail, timed_out)

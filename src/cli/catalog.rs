@@ -1,0 +1,93 @@
+//! `vis catalog [--budget N] [--workspace DIR]`: the prompt catalog a session of that
+//! workspace would get, with its hash; the snapshot is stored in the database.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::CliError;
+use crate::catalog::{render_catalog, store_snapshot, DEFAULT_BUDGET_TOKENS};
+use crate::config::Config;
+use crate::runtime::{Runtime, WorkerOptions};
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct CatalogArgs {
+    /// Token budget (o200k) for the catalog (default: `[catalog] budget` in config.toml, else
+    /// 2000).
+    #[arg(long, value_name = "TOKENS", value_parser = parse_budget)]
+    pub budget: Option<usize>,
+    /// Workspace whose extensions and skills are loaded (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+fn parse_budget(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("the budget must be at least 1 token (the default is 2000)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "'{text}' is not a whole number of tokens; e.g. --budget 2000"
+        )),
+    }
+}
+
+/// Loads the user's config; errors are usage errors (exit 2).
+pub fn load_config() -> Result<Config, CliError> {
+    Config::load_default().map_err(|e| CliError::usage(format!("vis: {e}")))
+}
+
+/// Worker options for `workspace` with the config's extensions, skills and deny list.
+pub fn worker_options(config: &Config, workspace: &Path) -> Result<WorkerOptions, CliError> {
+    let program = std::env::current_exe()
+        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))?;
+    let mut opts = WorkerOptions::new(program);
+    opts.workspace = Some(workspace.to_path_buf());
+    opts.config_dir = Some(config.dir.clone());
+    opts.deny = config.deny.clone();
+    Ok(opts)
+}
+
+pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
+    let config = load_config()?;
+    let workspace = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    let workspace = workspace
+        .canonicalize()
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "workspace {} does not exist or is not a directory; pass an existing directory with --workspace",
+                workspace.display()
+            ))
+        })?;
+    let budget = args
+        .budget
+        .or(config.catalog_budget)
+        .unwrap_or(DEFAULT_BUDGET_TOKENS);
+    let mut runtime = Runtime::new(worker_options(&config, &workspace)?, Vec::new());
+    runtime.start().map_err(|e| CliError {
+        code: 1,
+        message: format!("vis catalog: {e}"),
+    })?;
+    let manifest = runtime.manifest().map_err(|e| CliError {
+        code: 1,
+        message: format!("vis catalog: {e}"),
+    })?;
+    runtime.shutdown();
+    let snapshot = render_catalog(&manifest, budget).map_err(|e| CliError {
+        code: 1,
+        message: format!("vis catalog: {e}"),
+    })?;
+    let store = Store::open(db)?;
+    store_snapshot(store.connection(), &snapshot).map_err(|e| CliError {
+        code: 1,
+        message: format!("vis catalog: {e}"),
+    })?;
+    print!("{}", snapshot.text());
+    Ok(0)
+}
