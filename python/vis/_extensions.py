@@ -49,6 +49,8 @@ class Loading:
     entries: list[dict[str, Any]] = field(default_factory=list)
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     provider: Callable[[], dict[str, Any]] | None = None
+    #: (name, is_namespace) of every entry, for duplicate checks.
+    keys: set[tuple[str, bool]] = field(default_factory=set)
 
 
 class _Registry:

@@ -55,9 +55,9 @@ def _origin(ext: str) -> dict[str, str]:
 
 def _add(ext: _extensions.Loading, entry: dict[str, Any]) -> None:
     key = (entry["name"], entry["kind"] == "namespace")
-    for e in ext.entries:
-        if (e["name"], e["kind"] == "namespace") == key:
-            raise ValueError("extension `%s` registers `%s` twice" % (ext.name, entry["name"]))
+    if key in ext.keys:
+        raise ValueError("extension `%s` registers `%s` twice" % (ext.name, entry["name"]))
+    ext.keys.add(key)
     ext.entries.append(entry)
 
 
