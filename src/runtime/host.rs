@@ -7,7 +7,7 @@
 
 use std::fs::OpenOptions;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::env::worker_env;
 use super::frame::{write_frame, FrameReader, ReadOutcome};
-use super::output::cap_output;
+use super::output::{cap_file, cap_output};
 use super::protocol::{
     ExecRequest, ExecResult, HostMessage, PersistedDef, RestoreReport, Status, WorkerMessage,
 };
@@ -765,7 +765,7 @@ fn wait_for_result(
                             "[vis] {what} did not stop within {} of the interrupt, so the worker was killed; variables are lost and definitions are restored before the next block.",
                             seconds(ctx.grace)
                         );
-                        let result = lost_result(exec, &worker.capture_bytes(), req);
+                        let result = lost_result(exec, worker.capture.path(), req);
                         let reason = format!("after a {why}: the previous one was killed");
                         return Ok(WaitEnd {
                             status,
@@ -784,7 +784,7 @@ fn wait_for_result(
             }
             Received::Exited => {
                 let exit = worker.wait_exit();
-                let result = lost_result(exec, &worker.capture_bytes(), req);
+                let result = lost_result(exec, worker.capture.path(), req);
                 let mut trailer = format!(
                     "[vis] crashed: the worker {exit} while running this block; variables are lost and definitions are restored before the next block."
                 );
@@ -807,12 +807,10 @@ fn wait_for_result(
 }
 
 /// The result of a block whose worker died: whatever it printed before, capped.
-fn lost_result(exec: &ExecRequest, raw: &[u8], req: &BlockRequest) -> ExecResult {
-    let capped = cap_output(raw, req.output_limit, Some(&req.artifact_path));
-    let mut artifact = None;
-    if capped.cut_chars > 0 && super::worker::save_artifact(&req.artifact_path, raw).is_ok() {
-        artifact = Some(exec.artifact_path.clone());
-    }
+fn lost_result(exec: &ExecRequest, capture: &Path, req: &BlockRequest) -> ExecResult {
+    let (capped, saved) = cap_file(capture, req.output_limit, &req.artifact_path)
+        .unwrap_or_else(|_| (cap_output(b"", req.output_limit, None), false));
+    let artifact = saved.then(|| exec.artifact_path.clone());
     ExecResult {
         id: exec.id,
         status: Status::Crashed,

@@ -18,7 +18,7 @@
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+
 use std::os::fd::{FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,7 +29,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::frame::{write_frame, FrameReader};
-use super::output::cap_output;
+use super::output::{cap_file, cap_output};
 use super::protocol::{ExecRequest, ExecResult, HostMessage, RestoreReport, Status, WorkerMessage};
 use super::RuntimeError;
 
@@ -323,7 +323,6 @@ fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
         python_version: version,
         manifest,
     })?;
-    let mut capture = File::open(&args.capture).map_err(RuntimeError::Io)?;
     while let Some(msg) = receive()? {
         match msg {
             HostMessage::Shutdown => break,
@@ -338,7 +337,7 @@ fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
                 send(&WorkerMessage::Restored(report))?;
             }
             HostMessage::Exec(req) => {
-                let result = run_block(&runner, &req, &mut capture);
+                let result = run_block(&runner, &req, &args.capture);
                 send(&WorkerMessage::Result(result))?;
             }
             HostMessage::Response { .. } => {
@@ -391,7 +390,7 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     Ok((runner.unbind(), version))
 }
 
-fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecResult {
+fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResult {
     // Start each block with an empty capture file (fd 1 and 2 are O_APPEND onto it).
     // SAFETY: ftruncate on our own fd 1.
     unsafe {
@@ -441,16 +440,20 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &mut File) -> ExecR
             (status, "{}".to_string())
         }
     };
-    let raw = read_all(capture);
-    let artifact_path = Path::new(&req.artifact_path);
-    let capped = cap_output(&raw, req.output_limit, Some(artifact_path));
-    let mut artifact = None;
-    let mut output = capped.text;
-    if capped.cut_chars > 0 {
-        match save_artifact(artifact_path, &raw) {
-            Ok(()) => artifact = Some(req.artifact_path.clone()),
-            Err(e) => output.push_str(&format!("[vis] could not save the full output: {e}\n")),
-        }
+    let (capped, artifact, mut output) =
+        match cap_file(capture, req.output_limit, Path::new(&req.artifact_path)) {
+            Ok((capped, saved)) => {
+                let text = capped.text.clone();
+                (capped, saved.then(|| req.artifact_path.clone()), text)
+            }
+            Err(e) => {
+                let capped = cap_output(b"", req.output_limit, None);
+                let text = format!("[vis] could not read the block's output: {e}\n");
+                (capped, None, text)
+            }
+        };
+    if capped.cut_chars > 0 && artifact.is_none() {
+        output.push_str("[vis] could not save the full output\n");
     }
     if capped.lossy {
         output
@@ -480,22 +483,4 @@ struct DefChanges {
     /// Present when the block changed the visible manifest.
     #[serde(default)]
     manifest: Option<Vec<crate::catalog::ManifestEntry>>,
-}
-
-fn read_all(file: &mut File) -> Vec<u8> {
-    let mut buf = Vec::new();
-    if file.seek(SeekFrom::Start(0)).is_ok() {
-        let _ = file.read_to_end(&mut buf);
-    }
-    buf
-}
-
-/// Saves a full output next to the session's other artifacts (atomically: no half files).
-pub fn save_artifact(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }

@@ -308,11 +308,23 @@ vistest!(empty_and_nul_blocks_are_refused_before_running, |env| {
 vistest!(gigantic_output_is_streamed_not_loaded, |env| {
     let mut rt = env.runtime();
     // 40 MiB: past the in-memory threshold, so head, tail and count come from the file.
-    let out = run(&env, &mut rt, "import os\nfor i in range(40):\n    os.write(1, (b'%02d' % i) * (512 * 1024))");
+    let out = run(
+        &env,
+        &mut rt,
+        "import os\nfor i in range(40):\n    os.write(1, (b'%02d' % i) * (512 * 1024))",
+    );
     assert_eq!(out.status, Status::Ok);
     assert!(out.output.starts_with("0000"), "{}", &out.output[..20]);
-    assert!(out.output.ends_with("3939"), "{}", &out.output[out.output.len() - 20..]);
-    assert!(out.output.contains("of 41,943,040 characters cut"), "{}", &out.output[..200]);
+    assert!(
+        out.output.ends_with("3939"),
+        "{}",
+        &out.output[out.output.len() - 20..]
+    );
+    assert!(
+        out.output.contains("of 41,943,040 characters cut"),
+        "{}",
+        &out.output[..200]
+    );
     let saved = std::fs::metadata(out.artifact.unwrap()).unwrap().len();
     assert_eq!(saved, 41_943_040);
 });
