@@ -6,6 +6,7 @@ stream so their order is kept.
 """
 from __future__ import annotations
 
+import __future__
 import ast
 import asyncio
 import builtins
@@ -25,6 +26,11 @@ from vis.defs import DefRegistry, describe
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"
+#: Compiler flags of every `from __future__ import …` feature, carried from a block's first
+#: statements to the rest.
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 #: How many library frames (not the model's code) a traceback keeps.
 _LIBRARY_FRAMES_KEPT = 2
 
@@ -105,29 +111,39 @@ class Runner:
         return status, json.dumps(changes)
 
     def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:
-        no_changes: dict[str, Any] = {"set": [], "deleted": []}
+        self.registry.begin_block(code)
         try:
             tree = ast.parse(code, filename, "exec")
         except SyntaxError as e:
             print(_format_syntax_error(e), end="")
-            return "error", no_changes
+            return "error", self.registry.take_changes()
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
-            body = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+            # Compiling the whole block first rejects it before anything runs (e.g. 'return'
+            # outside a function) and tells which __future__ features it turns on.
+            whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+            flags |= whole.co_flags & _FUTURE_FLAGS
+            statements = [
+                (node, compile(ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
+                for node in tree.body
+            ]
             tail = None
             if last is not None:
                 tail = compile(ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
-        except SyntaxError as e:  # e.g. 'return' outside function
+        except SyntaxError as e:
             print(_format_syntax_error(e), end="")
-            return "error", no_changes
+            return "error", self.registry.take_changes()
         status = "ok"
-        failed_line: int | None = None
         try:
             _Interrupts.armed = True
             try:
-                self._eval(body)
+                # Statement by statement, so definitions are recorded as soon as they exist:
+                # `defs()` later in the same block lists them, and a failure keeps those before.
+                for node, statement in statements:
+                    self._eval(statement)
+                    self.registry.record_statement(node, self.ns)
                 if tail is not None:
                     value = self._eval(tail)
                     if value is not None:
@@ -137,23 +153,19 @@ class Runner:
                 _Interrupts.armed = False
         except KeyboardInterrupt as e:
             status = "interrupted"
-            failed_line = _failing_line(e, body)
             print(_format_exception(e), end="")
         except SystemExit as e:
             status = "error"
-            failed_line = _failing_line(e, body)
             print(
                 "SystemExit: %r — sys.exit() ends only the block; the worker and its variables are kept."
                 % (e.code,)
             )
         except BaseException as e:  # noqa: BLE001 (the model sees every failure)
             status = "error"
-            failed_line = _failing_line(e, body)
             print(_format_exception(e), end="")
             if isinstance(e, MemoryError):
                 print("[vis] the worker's memory limit was reached; free memory (del big objects) or work in chunks.")
-        changes = self.registry.record_block(tree, code, self.ns, failed_line)
-        return status, changes
+        return status, self.registry.take_changes()
 
     def _eval(self, code: types.CodeType) -> Any:
         result = eval(code, self.ns)
@@ -193,16 +205,6 @@ class Runner:
         ok.sort(key=lambda n: order.get(n, 0))
         failed = [[n, errors[n]] for n in sorted(errors, key=lambda n: order.get(n, 0))]
         return json.dumps({"ok": ok, "failed": failed})
-
-
-def _failing_line(exc: BaseException, body: types.CodeType) -> int | None:
-    """The top-level line of the block where `exc` was raised (None: the body completed)."""
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is body:
-            return tb.tb_lineno
-        tb = tb.tb_next
-    return None
 
 
 def _format_syntax_error(e: SyntaxError) -> str:

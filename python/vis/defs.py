@@ -75,6 +75,8 @@ class DefRegistry:
 
     def __init__(self) -> None:
         self.entries: dict[str, dict[str, Any]] = {}
+        self._lines: list[str] = []
+        self._changed: dict[str, dict[str, Any] | None] = {}
 
     def add(self, record: dict[str, Any], restored: bool = True) -> None:
         self.entries.pop(record["name"], None)
@@ -82,45 +84,52 @@ class DefRegistry:
         entry["restored"] = restored
         self.entries[record["name"]] = entry
 
-    def record_block(
-        self, tree: ast.Module, code: str, ns: dict[str, Any], failed_line: int | None
-    ) -> dict[str, list[Any]]:
-        """Updates the registry from a block that ran up to `failed_line` (None: all of it)."""
-        lines = code.splitlines(True)
-        changed: dict[str, dict[str, Any] | None] = {}
-        for node in tree.body:
-            if failed_line is not None and (node.end_lineno or node.lineno) >= failed_line:
-                break
-            if isinstance(node, _DEF_NODES):
-                obj = ns.get(node.name)
-                if obj is None:
-                    continue
-                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                kind = "class" if isinstance(node, ast.ClassDef) else "function"
-                sig, doc = describe(obj, node.name)
-                changed[node.name] = {
+    def begin_block(self, code: str) -> None:
+        """Starts collecting the changes of a block whose source is `code`."""
+        self._lines = code.splitlines(True)
+        self._changed = {}
+
+    def record_statement(self, node: ast.stmt, ns: dict[str, Any]) -> None:
+        """Records what a top-level statement that just ran defined, imported or removed."""
+        if isinstance(node, _DEF_NODES):
+            obj = ns.get(node.name)
+            if obj is None:
+                return
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            sig, doc = describe(obj, node.name)
+            self._set(
+                {
                     "name": node.name,
                     "kind": kind,
-                    "source": _segment(lines, node, start),
+                    "source": _segment(self._lines, node, start),
                     "signature": sig,
                     "doc": doc,
                 }
-            elif isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0):
-                for bound, source in _import_entries(node):
-                    changed[bound] = {"name": bound, "kind": "import", "source": source, "signature": source.strip(), "doc": ""}
-            else:
-                for name in _rebound_names(node):
-                    if name in self.entries or name in changed:
-                        changed[name] = None
-        result: dict[str, list[Any]] = {"set": [], "deleted": []}
-        for name, record in changed.items():
-            if record is None:
-                if self.entries.pop(name, None) is not None:
-                    result["deleted"].append(name)
-            else:
-                self.add(record)
-                result["set"].append(record)
-        return result
+            )
+        elif isinstance(node, ast.Import) or (
+            # __future__ imports steer the compiler of one block; there is nothing to restore.
+            isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__"
+        ):
+            for bound, source in _import_entries(node):
+                self._set({"name": bound, "kind": "import", "source": source, "signature": source.strip(), "doc": ""})
+        else:
+            for name in _rebound_names(node):
+                if name in self.entries:
+                    del self.entries[name]
+                    self._changed[name] = None
+
+    def _set(self, record: dict[str, Any]) -> None:
+        self.add(record)
+        self._changed[record["name"]] = record
+
+    def take_changes(self) -> dict[str, list[Any]]:
+        """The block's changes, for the host to persist: {"set": [...], "deleted": [...]}."""
+        changed, self._changed = self._changed, {}
+        return {
+            "set": [r for r in changed.values() if r is not None],
+            "deleted": [name for name, r in changed.items() if r is None],
+        }
 
     def listing(self) -> "DefList":
         return DefList(dict(e) for e in self.entries.values())

@@ -100,3 +100,19 @@ vistest!(defs_lists_signatures_and_first_doc_lines, |env| {
         "('function', 'async def fetch(url: str, *, retries: int = 3) -> bytes:')\n"
     );
 });
+
+vistest!(defs_sees_definitions_from_the_same_block, |env| {
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, "from __future__ import annotations\ndef early(x: Undefined) -> int:\n    return 1\nprint([d['name'] for d in defs()])\ndef late(): pass");
+    // The __future__ import applies to the statements after it (the annotation is not
+    // evaluated), and defs() already lists `early` but not `late`, which has not run yet.
+    assert_eq!(out.status, Status::Ok, "{}", out.output);
+    assert_eq!(out.output, "['early']\n");
+    assert_eq!(
+        out.defs_set
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["early", "late"]
+    );
+});
