@@ -62,8 +62,10 @@ def _npm_has_tests(root: str) -> bool:
 
 @register
 def detect() -> list:
-    """List the test runners this workspace uses: "cargo" (Cargo.toml), "pytest" (pytest
-    config or test_*.py files), "npm" (package.json with a test script)."""
+    """List the test runners this workspace uses (cargo, pytest, npm).
+
+    "cargo" when there is a Cargo.toml, "pytest" for a pytest config or test_*.py files,
+    "npm" for a package.json with a test script."""
     root = _root()
     found = []
     if os.path.isfile(os.path.join(root, "Cargo.toml")):
