@@ -121,10 +121,12 @@ class Runner:
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
-            # Compiling the whole block first rejects it before anything runs (e.g. 'return'
-            # outside a function) and tells which __future__ features it turns on.
-            whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
-            flags |= whole.co_flags & _FUTURE_FLAGS
+            # Every statement is compiled before any runs, so a block that cannot compile
+            # (e.g. 'return' outside a function) runs nothing. Only `from __future__` needs the
+            # whole block compiled: for where it may stand and the features it turns on.
+            if any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body):
+                whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+                flags |= whole.co_flags & _FUTURE_FLAGS
             statements = [
                 (node, compile(ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
                 for node in tree.body

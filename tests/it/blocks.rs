@@ -116,6 +116,16 @@ vistest!(syntax_error_shows_the_caret, |env| {
     assert!(out.output.contains("SyntaxError"), "{}", out.output);
     // Nothing of a block that does not parse runs.
     assert_eq!(run(&env, &mut rt, "'x' in globals()").output, "False\n");
+    // Nor of one that parses but does not compile, nor with a misplaced __future__ import.
+    for code in [
+        "y = 1\nreturn 5",
+        "y = 1\nfrom __future__ import annotations",
+    ] {
+        let out = run(&env, &mut rt, code);
+        assert_eq!(out.status, Status::Error);
+        assert!(out.output.contains("SyntaxError"), "{}", out.output);
+        assert_eq!(run(&env, &mut rt, "'y' in globals()").output, "False\n");
+    }
 });
 
 vistest!(stdout_stderr_and_c_level_writes_keep_their_order, |env| {
