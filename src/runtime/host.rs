@@ -225,12 +225,10 @@ impl WorkerProcess {
         }
     }
 
-    fn capture_bytes(&self) -> Vec<u8> {
-        std::fs::read(self.capture.path()).unwrap_or_default()
-    }
-
+    /// What the worker printed (used when it fails to start).
     fn capture_text(&self) -> String {
-        String::from_utf8_lossy(&self.capture_bytes()).into_owned()
+        let raw = std::fs::read(self.capture.path()).unwrap_or_default();
+        String::from_utf8_lossy(&raw).into_owned()
     }
 
     /// Waits for a worker that closed its pipe to finish exiting (killing it if it lingers).
