@@ -150,6 +150,8 @@ def config_extension_dir() -> str | None:
 
 def discover() -> dict[str, Candidate]:
     """Every extension name with the candidate that wins (highest-priority source)."""
+    if _state.safe_mode:
+        return {c.name: c for c in _bundled_candidates()}
     groups = [
         _dir_candidates(workspace_extension_dir(), "workspace"),
         _dir_candidates(config_extension_dir(), "config"),

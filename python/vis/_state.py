@@ -27,3 +27,5 @@ workspace: str | None = None
 config_dir: str | None = None
 #: Denied names and namespaces from the config (`[permissions] deny`).
 deny: list[str] = []
+#: Load only the bundled extensions: the host found that the others stop the worker.
+safe_mode: bool = False

@@ -67,6 +67,8 @@ pub struct WorkerCliArgs {
     pub config_dir: Option<PathBuf>,
     #[arg(long)]
     pub deny: Vec<String>,
+    #[arg(long)]
+    pub safe_mode: bool,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -106,6 +108,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 workspace: args.workspace,
                 config_dir: args.config_dir,
                 deny: args.deny,
+                safe_mode: args.safe_mode,
             },
         )),
     }

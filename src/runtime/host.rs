@@ -114,7 +114,7 @@ enum Received {
 }
 
 impl WorkerProcess {
-    fn spawn(opts: &WorkerOptions) -> Result<WorkerProcess, RuntimeError> {
+    fn spawn(opts: &WorkerOptions, safe_mode: bool) -> Result<WorkerProcess, RuntimeError> {
         let capture = tempfile::Builder::new()
             .prefix("vis-worker-")
             .suffix(".out")
@@ -139,6 +139,9 @@ impl WorkerProcess {
         }
         for name in &opts.deny {
             cmd.arg("--deny").arg(name);
+        }
+        if safe_mode {
+            cmd.arg("--safe-mode");
         }
         cmd.env_clear()
             .envs(worker_env())
@@ -314,6 +317,8 @@ pub struct RestoreNotice {
     /// Why there is a new worker: `None` for a first start, else e.g. "after a crash".
     pub restart_reason: Option<String>,
     pub report: RestoreReport,
+    /// Set when the worker could only start without the non-bundled extensions: why.
+    pub extensions_skipped: Option<String>,
 }
 
 impl RestoreNotice {
@@ -324,7 +329,20 @@ impl RestoreNotice {
             "failed": self.report.failed.iter()
                 .map(|(n, e)| json!({"name": n, "error": e}))
                 .collect::<Vec<_>>(),
+            "extensions_skipped": self.extensions_skipped,
         })
+    }
+
+    /// What the first block after a start is told, one line each (maybe nothing).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.line().into_iter().collect();
+        if let Some(why) = &self.extensions_skipped {
+            lines.push(format!(
+                "[vis] only the bundled extensions are loaded: the worker did not start with the others ({}); fix or remove the extension, and the next new worker loads them again",
+                why.trim()
+            ));
+        }
+        lines
     }
 
     /// The one line shown at the top of the block's output, if there is anything to say.
@@ -483,7 +501,21 @@ impl Runtime {
         if self.worker.is_some() {
             return Ok(());
         }
-        let mut worker = WorkerProcess::spawn(&self.opts)?;
+        // An extension that kills or hangs the worker while it loads must not lock the
+        // session out: start again with only the bundled extensions and say why.
+        let (mut worker, extensions_skipped) = match WorkerProcess::spawn(&self.opts, false) {
+            Ok(worker) => (worker, None),
+            Err(RuntimeError::WorkerStart(first)) => match WorkerProcess::spawn(&self.opts, true) {
+                Ok(worker) => (worker, Some(first)),
+                Err(e) => {
+                    return Err(RuntimeError::WorkerStart(format!(
+                        "{first}; with only the bundled extensions: {e}"
+                    )))
+                }
+            },
+            Err(e) => return Err(e),
+        };
+        let safe_mode = extensions_skipped.is_some();
         self.pid.store(worker.pid, Ordering::SeqCst);
         let report = if self.defs.is_empty() {
             RestoreReport::default()
@@ -503,7 +535,7 @@ impl Runtime {
                     // A definition that hangs or crashes at definition time must not make the
                     // session unusable: start clean and say which definitions were skipped.
                     let exit = worker.kill();
-                    let mut fresh = WorkerProcess::spawn(&self.opts)?;
+                    let mut fresh = WorkerProcess::spawn(&self.opts, safe_mode)?;
                     self.pid.store(fresh.pid, Ordering::SeqCst);
                     std::mem::swap(&mut worker, &mut fresh);
                     let why =
@@ -522,6 +554,7 @@ impl Runtime {
         self.pending_notice = Some(RestoreNotice {
             restart_reason: self.restart_reason.take(),
             report,
+            extensions_skipped,
         });
         self.manifest = std::mem::take(&mut worker.manifest);
         self.worker = Some(worker);
@@ -609,7 +642,7 @@ impl Runtime {
             self.manifest = manifest;
         }
         let mut output = String::new();
-        if let Some(line) = notice.as_ref().and_then(|n| n.line()) {
+        for line in notice.iter().flat_map(RestoreNotice::lines) {
             output.push_str(&line);
             output.push('\n');
         }
@@ -866,6 +899,7 @@ mod tests {
         let quiet = RestoreNotice {
             restart_reason: None,
             report: RestoreReport::default(),
+            extensions_skipped: None,
         };
         assert_eq!(quiet.line(), None);
         let n = RestoreNotice {
@@ -874,6 +908,7 @@ mod tests {
                 ok: vec!["a".into(), "b".into()],
                 failed: vec![("c".into(), "NameError: x".into())],
             },
+            extensions_skipped: None,
         };
         assert_eq!(
             n.line().unwrap(),
@@ -886,7 +921,12 @@ mod tests {
                 ok: many,
                 failed: vec![],
             },
+            extensions_skipped: Some("the worker exited with code 7".into()),
         };
         assert!(n.line().unwrap().ends_with("f11, +8 more"));
+        let lines = n.lines();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].starts_with("[vis] only the bundled extensions are loaded: the worker did not start with the others (the worker exited with code 7)"));
+        assert_eq!(quiet.lines(), Vec::<String>::new());
     }
 }

@@ -43,6 +43,9 @@ pub struct WorkerArgs {
     pub config_dir: Option<PathBuf>,
     /// Denied names and namespaces (already validated by the host).
     pub deny: Vec<String>,
+    /// Load only the bundled extensions (the host retries in this mode when a worker dies or
+    /// hangs while loading the others).
+    pub safe_mode: bool,
 }
 
 /// The protocol channel, shared by the main loop and `host_call` (a block calling back into
@@ -384,6 +387,7 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
             .map(|p| p.to_string_lossy().into_owned()),
     )?;
     state.setattr("deny", PyList::new(py, &args.deny)?)?;
+    state.setattr("safe_mode", args.safe_mode)?;
     let runner_cls = py.import("vis._runner")?.getattr("Runner")?;
     let runner = runner_cls.call1((args.capture.to_string_lossy().into_owned(),))?;
     let version: String = sys.getattr("version")?.extract()?;

@@ -234,3 +234,46 @@ vistest!(worker_start_failure_is_a_clear_error, |env| {
         "{err}"
     );
 });
+
+vistest!(
+    an_extension_that_kills_the_worker_at_import_falls_back_to_bundled_ones,
+    |env| {
+        let dir = env.workspace().join(".vis/extensions");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("fatal.py"),
+            "print('loading fatal')\nimport os\nos._exit(7)\n",
+        )
+        .unwrap();
+        let mut rt = env.runtime_with(|_| {}, vec![helper_def()]);
+        let out = run(&env, &mut rt, "print(helper(2), callable(git.status))\nsession['restored']['extensions_skipped'] is not None");
+        assert_eq!(out.status, Status::Ok, "{}", out.output);
+        assert!(out.output.contains("[vis] only the bundled extensions are loaded: the worker did not start with the others (the worker exited with code 7: loading fatal)"), "{}", out.output);
+        assert!(out.output.ends_with("4 True\nTrue\n"), "{}", out.output);
+    }
+);
+
+vistest!(
+    an_extension_that_hangs_at_import_falls_back_to_bundled_ones,
+    |env| {
+        let dir = env.workspace().join(".vis/extensions");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("slow.py"), "import time\ntime.sleep(600)\n").unwrap();
+        let mut rt = env.runtime_with(|o| o.startup_timeout = Duration::from_secs(2), vec![]);
+        let started = Instant::now();
+        let out = run(&env, &mut rt, "1 + 1");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            out.output
+                .contains("[vis] only the bundled extensions are loaded"),
+            "{}",
+            out.output
+        );
+        assert!(
+            out.output.contains("no ready signal within"),
+            "{}",
+            out.output
+        );
+        assert!(out.output.ends_with("2\n"), "{}", out.output);
+    }
+);
