@@ -67,8 +67,16 @@ pub enum ConfigError {
 ///
 /// [catalog]
 /// budget = 2000                   # o200k tokens for the catalog in the prompt
+///
+/// [runtime]
+/// timeout = 300                   # block timeout, seconds
+/// memory_limit_mb = 4096          # the worker's memory cap
+/// output_limit = 20000            # block output cap, characters
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`) override
+/// the file, and command-line flags override both.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     /// The directory the config came from (extensions and skills live there too).
     pub dir: PathBuf,
@@ -76,6 +84,12 @@ pub struct Config {
     pub deny: Vec<String>,
     /// `[catalog] budget`.
     pub catalog_budget: Option<usize>,
+    /// `[runtime] timeout`, seconds.
+    pub timeout: Option<f64>,
+    /// `[runtime] memory_limit_mb`.
+    pub memory_limit_mb: Option<u64>,
+    /// `[runtime] output_limit`, characters.
+    pub output_limit: Option<usize>,
 }
 
 impl Config {
@@ -176,6 +190,32 @@ impl Config {
                 }
             }
         }
+        if let Some(runtime) = table.get("runtime") {
+            let runtime = runtime.as_table().ok_or_else(|| {
+                invalid(format!(
+                    "{}`runtime` must be a table ([runtime])",
+                    line_of("runtime")
+                ))
+            })?;
+            let number = |key: &str, min: f64, example: &str| -> Result<Option<f64>, ConfigError> {
+                let Some(value) = runtime.get(key) else {
+                    return Ok(None);
+                };
+                let n = value
+                    .as_float()
+                    .or_else(|| value.as_integer().map(|i| i as f64));
+                match n {
+                    Some(n) if n.is_finite() && n >= min => Ok(Some(n)),
+                    _ => Err(invalid(format!(
+                        "{}`runtime.{key}` must be a number of at least {min}, got {value}; e.g. {key} = {example}",
+                        line_of(key)
+                    ))),
+                }
+            };
+            config.timeout = number("timeout", 0.001, "300")?;
+            config.memory_limit_mb = number("memory_limit_mb", 64.0, "4096")?.map(|n| n as u64);
+            config.output_limit = number("output_limit", 100.0, "20000")?.map(|n| n as usize);
+        }
         Ok(config)
     }
 }
@@ -194,6 +234,27 @@ mod tests {
         assert_eq!(c.deny, vec!["git.blame", "tests"]);
         assert_eq!(c.catalog_budget, Some(900));
         assert_eq!(parse("").unwrap().deny, Vec::<String>::new());
+    }
+
+    #[test]
+    fn reads_runtime_settings_and_rejects_bad_ones() {
+        let c =
+            parse("[runtime]\ntimeout = 1.5\nmemory_limit_mb = 512\noutput_limit = 300\n").unwrap();
+        assert_eq!(
+            (c.timeout, c.memory_limit_mb, c.output_limit),
+            (Some(1.5), Some(512), Some(300))
+        );
+        let e = parse("[runtime]\n\ntimeout = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "invalid config file /c/config.toml: line 3: `runtime.timeout` must be a number of at least 0.001, got -1; e.g. timeout = 300");
+        let e = parse("[runtime]\noutput_limit = \"big\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`runtime.output_limit` must be a number of at least 100"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -23,15 +23,17 @@ pub struct ExecArgs {
     /// Workspace directory (default: the session's, or the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Block timeout in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
-    pub timeout: f64,
-    /// Cap on the worker's memory, in MiB (default 4096; env VIS_WORKER_MEMORY_MB).
+    /// Block timeout in seconds (default 300; env VIS_TIMEOUT; config [runtime] timeout).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Cap on the worker's memory, in MiB (default 4096; env VIS_WORKER_MEMORY_MB; config
+    /// [runtime] memory_limit_mb).
     #[arg(long, value_name = "MIB")]
     pub memory_limit: Option<u64>,
-    /// Output cap in characters.
-    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_OUTPUT_LIMIT)]
-    pub output_limit: usize,
+    /// Output cap in characters (default 20000; env VIS_OUTPUT_LIMIT; config [runtime]
+    /// output_limit).
+    #[arg(long, value_name = "CHARS")]
+    pub output_limit: Option<usize>,
     /// The block's code, or `-` to read it from standard input.
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
@@ -92,36 +94,62 @@ fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
     Ok(Some(canonical))
 }
 
-fn memory_limit(flag: Option<u64>) -> Result<u64, CliError> {
-    if let Some(mb) = flag {
-        return Ok(mb);
+/// A setting from the flag, else the environment variable, else the config file, else the
+/// default (SPEC §1: later sources win).
+fn setting<T: std::str::FromStr>(
+    flag: Option<T>,
+    env: &str,
+    config: Option<T>,
+    default: T,
+    what: &str,
+) -> Result<T, CliError> {
+    if let Some(v) = flag {
+        return Ok(v);
     }
-    match std::env::var("VIS_WORKER_MEMORY_MB") {
-        Ok(v) => v.trim().parse().map_err(|_| {
-            CliError::usage(format!(
-                "VIS_WORKER_MEMORY_MB must be a whole number of MiB, got '{v}'"
-            ))
-        }),
-        Err(_) => Ok(crate::runtime::DEFAULT_MEMORY_LIMIT_MB),
+    match std::env::var(env) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| CliError::usage(format!("{env} must be {what}, got '{v}'"))),
+        Err(_) => Ok(config.unwrap_or(default)),
     }
 }
 
 pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::host::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+    let config = super::catalog::load_config()?;
+    let timeout = setting(
+        args.timeout,
+        "VIS_TIMEOUT",
+        config.timeout,
+        300.0,
+        "a number of seconds",
+    )?;
+    if !(timeout.is_finite() && timeout > 0.0) {
         return Err(CliError::usage(format!(
-            "--timeout must be a positive number of seconds, got {}",
-            args.timeout
+            "--timeout must be a positive number of seconds, got {timeout}"
         )));
     }
-    if args.output_limit < 100 {
-        return Err(CliError::usage(
-            "--output-limit must be at least 100 characters",
-        ));
+    let output_limit = setting(
+        args.output_limit,
+        "VIS_OUTPUT_LIMIT",
+        config.output_limit,
+        DEFAULT_OUTPUT_LIMIT,
+        "a whole number of characters",
+    )?;
+    if output_limit < 100 {
+        return Err(CliError::usage(format!(
+            "--output-limit must be at least 100 characters, got {output_limit}"
+        )));
     }
-    let memory_limit_mb = memory_limit(args.memory_limit)?;
-    let config = super::catalog::load_config()?;
+    let memory_limit_mb = setting(
+        args.memory_limit,
+        "VIS_WORKER_MEMORY_MB",
+        config.memory_limit_mb,
+        crate::runtime::DEFAULT_MEMORY_LIMIT_MB,
+        "a whole number of MiB",
+    )?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
@@ -173,11 +201,11 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         code: code.clone(),
         filename: format!("<t{turn}/i{iteration}>"),
         session: session_dict(&session_id, turn, iteration, counts, &roots),
-        output_limit: args.output_limit,
+        output_limit,
         artifact_path: artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
         artifact_dir,
         workspace_roots: roots.iter().map(PathBuf::from).collect(),
-        timeout: Duration::from_secs_f64(args.timeout),
+        timeout: Duration::from_secs_f64(timeout),
     };
     let started_at = now_millis();
     let outcome = match runtime.exec(request, &mut NoHostCalls) {

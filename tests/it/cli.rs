@@ -190,3 +190,74 @@ vistest!(
         assert_eq!(moved.stdout, format!("'{}'\n", env.workspace().display()));
     }
 );
+
+vistest!(
+    runtime_settings_come_from_config_env_and_flags_in_that_order,
+    |env| {
+        std::fs::create_dir_all(env.config_dir()).unwrap();
+        std::fs::write(
+            env.config_dir().join("config.toml"),
+            "[runtime]\ntimeout = 0.3\noutput_limit = 200\n",
+        )
+        .unwrap();
+        let from_config = env.exec("s", "import time; time.sleep(5)");
+        assert_eq!(from_config.code, 1);
+        assert!(
+            from_config.stdout.contains("longer than 0.3 s"),
+            "{}",
+            from_config.stdout
+        );
+        let capped = env.exec("s", "print('x' * 1000)");
+        assert!(
+            capped.stdout.contains("characters cut"),
+            "{}",
+            capped.stdout
+        );
+        let from_env = env
+            .command(&[
+                "exec",
+                "--session",
+                "s",
+                "import time; time.sleep(0.5); print('done')",
+            ])
+            .env("VIS_TIMEOUT", "5")
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&from_env.stdout).ends_with("done\n"));
+        let from_flag = env
+            .command(&[
+                "exec",
+                "--session",
+                "s",
+                "--timeout",
+                "0.2",
+                "import time; time.sleep(5)",
+            ])
+            .env("VIS_TIMEOUT", "5")
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&from_flag.stdout).contains("longer than 0.2 s"));
+        let bad_env = env
+            .command(&["exec", "--session", "s", "1"])
+            .env("VIS_TIMEOUT", "soon")
+            .output()
+            .unwrap();
+        assert_eq!(bad_env.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&bad_env.stderr)
+            .contains("VIS_TIMEOUT must be a number of seconds, got 'soon'"));
+        std::fs::write(
+            env.config_dir().join("config.toml"),
+            "[runtime]\nmemory_limit_mb = 1\n",
+        )
+        .unwrap();
+        let bad = env.exec("s", "1");
+        assert_eq!(bad.code, 2);
+        assert!(
+            bad.stderr.contains(
+                "config.toml: line 2: `runtime.memory_limit_mb` must be a number of at least 64"
+            ),
+            "{}",
+            bad.stderr
+        );
+    }
+);
