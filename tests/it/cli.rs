@@ -108,6 +108,25 @@ vistest!(bad_exec_input_is_a_usage_error_and_records_nothing, |env| {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("NUL byte (line 2"));
+    let mut child = env
+        .command(&["exec", "--session", "s", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"print('caf\xe9')\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the block on stdin is not UTF-8 (byte 10)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // None of these created a turn.
     assert!(!env.db().exists() || !env.vis(&["sessions", "list"]).stdout.contains("s "));
 });
