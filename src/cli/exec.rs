@@ -123,7 +123,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         args.timeout,
         "VIS_TIMEOUT",
         config.timeout,
-        300.0,
+        crate::runtime::DEFAULT_TIMEOUT.as_secs_f64(),
         "a number of seconds",
     )?;
     if !(timeout.is_finite() && timeout > 0.0) {

@@ -1,8 +1,5 @@
 //! The `vis` command line: exit codes, messages, `sessions`.
 
-use std::io::Write;
-use std::process::Stdio;
-
 use crate::vistest;
 
 vistest!(exec_exit_codes_follow_the_block, |env| {
@@ -28,20 +25,8 @@ vistest!(exec_exit_codes_follow_the_block, |env| {
 });
 
 vistest!(exec_reads_the_block_from_stdin, |env| {
-    let mut child = env
-        .command(&["exec", "--session", "s", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"for i in range(3):\n    print(i)\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n1\n2\n");
+    let out = env.exec_stdin("s", b"for i in range(3):\n    print(i)\n");
+    assert_eq!(out.stdout, "0\n1\n2\n");
 });
 
 vistest!(exec_announces_a_new_session_on_stderr, |env| {
@@ -93,39 +78,16 @@ vistest!(bad_exec_input_is_a_usage_error_and_records_nothing, |env| {
         assert_eq!(run.stdout, "");
     }
     // NUL cannot travel in argv; it arrives on stdin.
-    let mut child = env
-        .command(&["exec", "--session", "s", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"x = 1\nprint('\0')\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("NUL byte (line 2"));
-    let mut child = env
-        .command(&["exec", "--session", "s", "-"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"print('caf\xe9')\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = env.exec_stdin("s", b"x = 1\nprint('\0')\n");
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("NUL byte (line 2"), "{}", out.stderr);
+    let out = env.exec_stdin("s", b"print('caf\xe9')\n");
+    assert_eq!(out.code, 2);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("the block on stdin is not UTF-8 (byte 10)"),
+        out.stderr
+            .contains("the block on stdin is not UTF-8 (byte 10)"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        out.stderr
     );
     // None of these created a turn.
     assert!(!env.db().exists() || !env.vis(&["sessions", "list"]).stdout.contains("s "));

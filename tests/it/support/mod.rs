@@ -97,6 +97,20 @@ impl TestEnv {
         ])
     }
 
+    /// `vis exec --session S -` with `code` on standard input.
+    pub fn exec_stdin(&self, session: &str, code: &[u8]) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(&["exec", "--session", session, "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(code).unwrap();
+        child.wait_with_output().unwrap().into()
+    }
+
     pub fn runtime(&self) -> Runtime {
         self.runtime_with(|_| {}, vec![])
     }
