@@ -242,3 +242,37 @@ vistest!(
         );
     }
 );
+
+vistest!(ctrl_c_interrupts_the_block_not_the_program, |env| {
+    assert_eq!(env.exec("s", "kept = 1").code, 0);
+    let child = env
+        .command(&[
+            "exec",
+            "--session",
+            "s",
+            "print('start', flush=True)\nimport time\ntime.sleep(30)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: signalling the child we spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("KeyboardInterrupt"), "{stdout}");
+    assert!(
+        stdout.contains("[vis] interrupted: the block was stopped on request"),
+        "{stdout}"
+    );
+    // The iteration was recorded as interrupted.
+    let show = env.vis(&["sessions", "show", "s"]);
+    assert!(
+        show.stdout.contains("t2/i1  interrupted"),
+        "{}",
+        show.stdout
+    );
+});
