@@ -491,6 +491,34 @@ vistest!(tests_extension_runs_cargo_and_summarizes, |env| {
     );
 });
 
+vistest!(tests_extension_runs_pytest_and_summarizes, |env| {
+    let ws = env.workspace();
+    write(
+        &ws.join("test_calc.py"),
+        "def add(a, b):\n    return a + b\n\ndef test_adds():\n    assert add(1, 2) == 3\n\ndef test_breaks():\n    assert add(2, 2) == 5, 'math is off'\n",
+    );
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, "print(tests.detect())\nr = tests.run()\nprint(r)\nprint(r.ok, r.passed, r.failed, [f['name'] for f in r.failures])");
+    let o = &out.output;
+    assert_eq!(out.status, Status::Ok, "{o}");
+    assert!(
+        o.starts_with("['pytest']\npytest: FAILED — 1 passed, 1 failed ("),
+        "{o}"
+    );
+    assert!(o.contains("math is off"), "{o}");
+    assert!(
+        o.trim_end()
+            .ends_with("False 1 1 ['test_calc.py::test_breaks']"),
+        "{o}"
+    );
+    let out = run(&env, &mut rt, "print(tests.run('adds'))");
+    assert!(
+        out.output.starts_with("pytest: ok — 1 passed, 0 failed"),
+        "{}",
+        out.output
+    );
+});
+
 vistest!(
     vis_catalog_prints_a_stable_hash_and_stores_the_snapshot,
     |env| {
