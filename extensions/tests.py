@@ -195,6 +195,34 @@ def _parse_pytest(text: str, max_lines: int) -> tuple[int, int, list[dict[str, s
     return passed, failed, failures
 
 
+def _parse_npm(text: str, code: int | None, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
+    """Counts and failures from what `npm test` printed: node's test runner (TAP), Jest or
+    Mocha; otherwise only the exit code is known."""
+    tap_pass = re.findall(r"^# pass (\d+)$", text, re.M)
+    if tap_pass:
+        failed = sum(int(n) for n in re.findall(r"^# fail (\d+)$", text, re.M))
+        failures = [
+            {"name": m.group(1).strip(), "output": _cap(m.group(2), max_lines)}
+            for m in re.finditer(r"^\s*not ok \d+ - (.+)\n((?:\s+.*\n)*?)\s*\.\.\.$", text, re.M)
+        ]
+        # Node nests subtests; keep the innermost failing names once.
+        failures = list({f["name"]: f for f in failures}.values())
+        return sum(int(n) for n in tap_pass), failed, failures
+    jest = re.search(r"^Tests:\s+(.*\d+ total)", text, re.M)
+    if jest:
+        def count(word: str) -> int:
+            m = re.search(r"(\d+) %s" % word, jest.group(1))
+            return int(m.group(1)) if m else 0
+        names = re.findall(r"^\s*● (.+)$", text, re.M)
+        failures = [{"name": n.strip(), "output": ""} for n in dict.fromkeys(names)]
+        return count("passed"), count("failed"), failures
+    mocha = re.search(r"^\s*(\d+) passing", text, re.M)
+    if mocha:
+        failing = re.search(r"^\s*(\d+) failing", text, re.M)
+        return int(mocha.group(1)), int(failing.group(1)) if failing else 0, []
+    return 0, 0 if code == 0 else 1, []
+
+
 @register
 def run(filter: str | None = None, runner: str | None = None, timeout: float = 600, max_failure_lines: int = 40) -> TestReport:
     """Run the workspace's tests and summarize: `tests.run()`, `tests.run("parse")`.
@@ -231,6 +259,6 @@ def run(filter: str | None = None, runner: str | None = None, timeout: float = 6
     elif runner == "pytest":
         passed, failed, failures = _parse_pytest(text, max_failure_lines)
     else:
-        passed, failed, failures = (0, 0 if code == 0 else 1, [])
+        passed, failed, failures = _parse_npm(text, code, max_failure_lines)
     tail = _cap("\n".join(text.splitlines()[-max_failure_lines:]), max_failure_lines)
     return TestReport(runner, code, passed, failed, failures, seconds, artifact, tail, timed_out)

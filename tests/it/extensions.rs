@@ -520,6 +520,31 @@ vistest!(tests_extension_runs_pytest_and_summarizes, |env| {
 });
 
 vistest!(
+    tests_extension_runs_npm_with_node_test_and_summarizes,
+    |env| {
+        let ws = env.workspace();
+        write(
+        &ws.join("package.json"),
+        "{\"name\": \"tiny\", \"version\": \"1.0.0\", \"scripts\": {\"test\": \"node --test\"}}\n",
+    );
+        write(
+        &ws.join("test/math.test.js"),
+        "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => { assert.strictEqual(1 + 2, 3); });\ntest('breaks', () => { assert.strictEqual(2 + 2, 5, 'math is off'); });\n",
+    );
+        let mut rt = env.runtime();
+        let out = run(&env, &mut rt, "print(tests.detect())\nr = tests.run()\nprint(r)\nprint(r.ok, r.passed, r.failed, [f['name'] for f in r.failures])");
+        let o = &out.output;
+        assert_eq!(out.status, Status::Ok, "{o}");
+        assert!(
+            o.starts_with("['npm']\nnpm: FAILED — 1 passed, 1 failed ("),
+            "{o}"
+        );
+        assert!(o.contains("math is off"), "{o}");
+        assert!(o.trim_end().ends_with("False 1 1 ['breaks']"), "{o}");
+    }
+);
+
+vistest!(
     vis_catalog_prints_a_stable_hash_and_stores_the_snapshot,
     |env| {
         let a = env.vis(&["catalog"]);
