@@ -11,8 +11,11 @@
 //!   `partial: N shown`; under each, the functions shown. Shown are: pinned functions, all
 //!   functions of a pinned namespace, and whole namespaces that still fit in the budget left
 //!   after that (tried smallest first by bytes, ties by name, stopping at the first that does
-//!   not fit). Then pinned pages and skills, and a line counting the others. Summary mode is
-//!   the floor: it is not truncated even when it alone exceeds the budget.
+//!   not fit). Then pinned pages and skills, and a line counting the others. When even one
+//!   line per namespace does not fit, summary mode becomes an index: the pinned functions
+//!   (always shown) under their namespace lines, then the other namespaces as `name (count)`,
+//!   as many as the budget allows, and a line counting the rest. Only pinned entries can push
+//!   it past the budget.
 //! - [`RenderMode::Empty`] when no function is visible: the body is empty and the gateway omits
 //!   the catalog and its instructions.
 //!
@@ -346,6 +349,9 @@ fn render_summary(
     if let Some(l) = &docs_line {
         used += count(l)?;
     }
+    if used > budget {
+        return render_index(functions.len(), &groups, &pinned_docs, docs_line, budget);
+    }
 
     // Greedy fill: whole namespaces, smallest first, while they fit.
     let mut order: Vec<usize> = (0..groups.len()).filter(|&i| !groups[i].complete).collect();
@@ -417,6 +423,115 @@ fn render_summary(
         body,
         items,
         used,
+    ))
+}
+
+/// The most compact summary, used when even one line per namespace does not fit: the pinned
+/// functions (always shown) under their namespace lines, then the other namespaces as
+/// `name (count)` on index lines, as many as the budget allows, and a count of the rest.
+fn render_index(
+    total_functions: usize,
+    groups: &[Group<'_>],
+    pinned_docs: &[&&ManifestEntry],
+    docs_line: Option<String>,
+    budget: usize,
+) -> Result<Snapshot> {
+    let mut body = format!(
+        "Function catalog index: {total_functions} functions in {} namespaces, too many to describe within the token budget, so namespaces are listed by name with their function counts. apropos(pattern, namespace=NAME) lists a namespace's functions; doc(name) documents any name.\n",
+        groups.len()
+    );
+    let mut items = Vec::new();
+    let push_line =
+        |body: &mut String, items: &mut Vec<SnapshotItem>, name: &str, kind, line: String| {
+            body.push_str(&line);
+            body.push('\n');
+            items.push(SnapshotItem {
+                name: name.to_string(),
+                kind,
+                line,
+            });
+        };
+    let (with_pinned, others): (Vec<&Group<'_>>, Vec<&Group<'_>>) =
+        groups.iter().partition(|g| g.shown.iter().any(|s| *s));
+    for g in &with_pinned {
+        push_line(
+            &mut body,
+            &mut items,
+            g.name,
+            EntryKind::Namespace,
+            g.line(),
+        );
+        for (e, _) in g.funcs.iter().zip(&g.shown).filter(|(_, s)| **s) {
+            push_line(&mut body, &mut items, &e.name, e.kind, e.line());
+        }
+    }
+    for e in pinned_docs {
+        push_line(&mut body, &mut items, &e.name, e.kind, e.line());
+    }
+    let tail = docs_line.unwrap_or_default();
+    let mut used = count(&body)? + count(&tail)?;
+    // Room for the closing "… N more" line, whose digits are bounded by the group count.
+    let more_reserve = count(&format!(
+        "Not listed: {} more namespaces; apropos('.') lists every name.\n",
+        others.len()
+    ))?;
+    let mut listed = 0;
+    let mut line = String::new();
+    for g in &others {
+        let label = if g.name.is_empty() {
+            "(top level)"
+        } else {
+            g.name
+        };
+        let entry = format!("{label} ({})", g.funcs.len());
+        let piece = if line.is_empty() {
+            entry.clone()
+        } else {
+            format!(", {entry}")
+        };
+        let cost = count(&piece)?;
+        let last = listed + 1 == others.len();
+        if used + cost + usize::from(!last) * more_reserve + 1 > budget {
+            break;
+        }
+        used += cost;
+        line.push_str(&piece);
+        items.push(SnapshotItem {
+            name: g.name.to_string(),
+            kind: EntryKind::Namespace,
+            line: entry,
+        });
+        listed += 1;
+        // Index lines of about a hundred entries keep each line's tokens independent.
+        if line.len() > 600 {
+            body.push_str(&line);
+            body.push('\n');
+            used += 1;
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        body.push_str(&line);
+        body.push('\n');
+    }
+    let hidden = others.len() - listed;
+    if hidden > 0 {
+        let more = format!("Not listed: {hidden} more namespaces; apropos('.') lists every name.");
+        push_line(
+            &mut body,
+            &mut items,
+            "(not listed)",
+            EntryKind::Namespace,
+            more,
+        );
+    }
+    body.push_str(&tail);
+    let tokens = count(&body)?;
+    Ok(Snapshot::with_tokens(
+        RenderMode::Summary,
+        body,
+        items,
+        tokens,
     ))
 }
 

@@ -127,7 +127,8 @@ fn summary_lists_namespaces_with_counts_and_pinned_signatures() {
     assert!(kinds.contains(&("".into(), EntryKind::Namespace)));
     assert!(kinds.contains(&("ns002.func_special".into(), EntryKind::Function)));
 
-    // With a tiny budget nothing is filled in: only pinned entries.
+    // With a tiny budget even one line per namespace does not fit: the index keeps only the
+    // pinned entries under their namespace lines and counts the namespaces it cannot list.
     let tiny = render_catalog(&m, 10).unwrap();
     assert!(
         tiny.body
@@ -135,9 +136,8 @@ fn summary_lists_namespaces_with_counts_and_pinned_signatures() {
         "{}",
         tiny.body
     );
-    assert!(tiny
-        .body
-        .contains("git  [namespace, 2 functions, partial: 0 shown]\n"));
+    assert!(!tiny.body.contains("git  [namespace"), "{}", tiny.body);
+    assert!(tiny.body.contains("Not listed: "), "{}", tiny.body);
 }
 
 #[test]
@@ -216,4 +216,48 @@ fn tokenizer_counts_o200k() {
     assert_eq!(count_tokens("").unwrap(), 0);
     // Special-token text is ordinary text here.
     assert!(count_tokens("<|endoftext|>").unwrap() > 1);
+}
+
+#[test]
+fn too_many_namespaces_fall_back_to_an_index_within_the_budget() {
+    // 500 namespaces of 10 functions: one summary line per namespace alone is ~8k tokens.
+    let mut entries = big(5_000, 10);
+    entries[4_321].pinned = true;
+    let pinned = entries[4_321].name.clone();
+    let m = Manifest::new(entries.clone()).unwrap();
+    let s = render_catalog(&m, DEFAULT_BUDGET_TOKENS).unwrap();
+    assert_eq!(s.mode, RenderMode::Summary);
+    let tokens = count_tokens(&s.body).unwrap();
+    assert!(tokens <= DEFAULT_BUDGET_TOKENS, "{tokens} tokens");
+    assert_eq!(s.tokens().unwrap(), tokens);
+    assert!(
+        s.body
+            .starts_with("Function catalog index: 5000 functions in 500 namespaces"),
+        "{}",
+        &s.body[..200]
+    );
+    // The pinned function is always shown, under its namespace line.
+    assert!(s.body.contains(&format!("\n{pinned}(")), "{}", s.body);
+    assert!(
+        s.body.contains("ns000 (10), ns001 (10)"),
+        "{}",
+        &s.body[..600]
+    );
+    assert!(
+        s.body
+            .contains("more namespaces; apropos('.') lists every name."),
+        "{}",
+        s.body
+    );
+    // Same bytes in any load order.
+    shuffle(&mut entries, 7);
+    let again = render_catalog(&Manifest::new(entries).unwrap(), DEFAULT_BUDGET_TOKENS).unwrap();
+    assert_eq!(again.hash, s.hash);
+    // A budget big enough for every namespace line keeps the ordinary summary.
+    let roomy = render_catalog(&m, 20_000).unwrap();
+    assert!(
+        roomy.body.starts_with("Function catalog summary:"),
+        "{}",
+        &roomy.body[..100]
+    );
 }
