@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
-import signal
-import subprocess
 import sys
-import time
 from typing import Any
 
 from vis import _state
 from vis.extension import namespace, register
+from vis.shell import run_to_file
 
 namespace("tests", "Run the workspace's tests (cargo, pytest, npm) and summarize pass/fail")
 
@@ -126,35 +123,14 @@ def _cap(text: str, max_lines: int) -> str:
 
 
 def _execute(cmd: list[str], timeout: float) -> tuple[int | None, str, float, bool, str]:
-    artifact = _state.next_artifact("tests")
-    os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
-    started = time.monotonic()
-    timed_out = False
     env = dict(os.environ)
     env.setdefault("CARGO_TERM_COLOR", "never")
     env["NO_COLOR"] = "1"
     env["RUST_BACKTRACE"] = "0"  # a compact summary: the panic message, not the stack
-    with open(artifact, "wb") as out:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-        try:
-            proc = subprocess.Popen(cmd, cwd=_root(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-        finally:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-        try:
-            code: int | None = proc.wait(timeout=timeout)
-        except BaseException as e:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            if not isinstance(e, subprocess.TimeoutExpired):
-                raise
-            code, timed_out = None, True
+    code, artifact, seconds, timed_out = run_to_file(cmd, timeout, "tests", env=env)
     with open(artifact, "rb") as f:
         text = f.read().decode("utf-8", "replace")
-    return code, text, time.monotonic() - started, timed_out, artifact
+    return code, text, seconds, timed_out, artifact
 
 
 def _parse_cargo(text: str, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:

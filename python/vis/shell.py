@@ -47,8 +47,25 @@ def sh(cmd: str, timeout: float = 120) -> ShellResult:
         raise ValueError("sh() needs a non-empty command string, e.g. sh('ls -la')")
     if timeout is None or timeout <= 0:
         raise ValueError("sh() timeout must be a positive number of seconds, got %r" % (timeout,))
+    code, artifact, seconds, timed_out = run_to_file(cmd, timeout, "sh", shell=True)
+    with open(artifact, "rb") as f:
+        raw = f.read()
+    from vis import _native
+
+    text, _total, cut = _native.cap_text(raw, _state.output_limit, artifact)
+    if not cut:
+        os.unlink(artifact)
+    return ShellResult(cmd, code, text, seconds, timed_out)
+
+
+def run_to_file(
+    cmd: str | list[str], timeout: float, prefix: str, shell: bool = False, env: dict[str, str] | None = None
+) -> tuple[int | None, str, float, bool]:
+    """Runs `cmd` in the workspace with stdout and stderr (in order) going to a fresh artifact
+    file; after `timeout` seconds its whole process group is killed. Returns (exit code or
+    None if killed, artifact path, seconds, timed out). For `sh` and extensions."""
     cwd = _state.workspace_roots[0] if _state.workspace_roots else None
-    artifact = _state.next_artifact("sh")
+    artifact = _state.next_artifact(prefix)
     os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
     started = time.monotonic()
     timed_out = False
@@ -59,12 +76,13 @@ def sh(cmd: str, timeout: float = 120) -> ShellResult:
         try:
             proc = subprocess.Popen(
                 cmd,
-                shell=True,
+                shell=shell,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=env,
             )
         finally:
             resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
@@ -76,14 +94,7 @@ def sh(cmd: str, timeout: float = 120) -> ShellResult:
         except BaseException:
             _kill_group(proc)
             raise
-    with open(artifact, "rb") as f:
-        raw = f.read()
-    from vis import _native
-
-    text, _total, cut = _native.cap_text(raw, _state.output_limit, artifact)
-    if not cut:
-        os.unlink(artifact)
-    return ShellResult(cmd, code, text, time.monotonic() - started, timed_out)
+    return code, artifact, time.monotonic() - started, timed_out
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

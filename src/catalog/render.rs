@@ -384,36 +384,19 @@ fn render_summary(
     let mut body = header;
     let mut items = Vec::new();
     for g in &groups {
-        let line = g.line();
-        body.push_str(&line);
-        body.push('\n');
-        items.push(SnapshotItem {
-            name: g.name.to_string(),
-            kind: EntryKind::Namespace,
-            line,
-        });
-        for (e, s) in g.funcs.iter().zip(&g.shown) {
-            if *s {
-                let line = e.line();
-                body.push_str(&line);
-                body.push('\n');
-                items.push(SnapshotItem {
-                    name: e.name.clone(),
-                    kind: e.kind,
-                    line,
-                });
-            }
+        push_line(
+            &mut body,
+            &mut items,
+            g.name,
+            EntryKind::Namespace,
+            g.line(),
+        );
+        for (e, _) in g.funcs.iter().zip(&g.shown).filter(|(_, s)| **s) {
+            push_line(&mut body, &mut items, &e.name, e.kind, e.line());
         }
     }
     for e in &pinned_docs {
-        let line = e.line();
-        body.push_str(&line);
-        body.push('\n');
-        items.push(SnapshotItem {
-            name: e.name.clone(),
-            kind: e.kind,
-            line,
-        });
+        push_line(&mut body, &mut items, &e.name, e.kind, e.line());
     }
     if let Some(l) = &docs_line {
         body.push_str(l);
@@ -424,6 +407,23 @@ fn render_summary(
         items,
         used,
     ))
+}
+
+/// Appends one rendered line to the body and records it as a snapshot item.
+fn push_line(
+    body: &mut String,
+    items: &mut Vec<SnapshotItem>,
+    name: &str,
+    kind: EntryKind,
+    line: String,
+) {
+    body.push_str(&line);
+    body.push('\n');
+    items.push(SnapshotItem {
+        name: name.to_string(),
+        kind,
+        line,
+    });
 }
 
 /// The most compact summary, used when even one line per namespace does not fit: the pinned
@@ -441,16 +441,6 @@ fn render_index(
         groups.len()
     );
     let mut items = Vec::new();
-    let push_line =
-        |body: &mut String, items: &mut Vec<SnapshotItem>, name: &str, kind, line: String| {
-            body.push_str(&line);
-            body.push('\n');
-            items.push(SnapshotItem {
-                name: name.to_string(),
-                kind,
-                line,
-            });
-        };
     let (with_pinned, others): (Vec<&Group<'_>>, Vec<&Group<'_>>) =
         groups.iter().partition(|g| g.shown.iter().any(|s| *s));
     for g in &with_pinned {
