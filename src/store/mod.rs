@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
-use crate::runtime::PersistedDef;
+use crate::protocol::PersistedDef;
 pub use migrations::latest_version;
 
 #[derive(Debug, thiserror::Error)]
