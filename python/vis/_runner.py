@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any
 
-from vis import _state
+from vis import _native, _state
 from vis.defs import DefRegistry, describe
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
@@ -141,6 +141,9 @@ class Runner:
         try:
             _Interrupts.armed = True
             try:
+                # An interrupt the host sent just before the handler was armed.
+                if _native.interrupt_pending():
+                    raise KeyboardInterrupt
                 # Statement by statement, so definitions are recorded as soon as they exist:
                 # `defs()` later in the same block lists them, and a failure keeps those before.
                 for node, statement in statements:

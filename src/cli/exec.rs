@@ -2,15 +2,14 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use clap::Args;
+use tokio_util::sync::CancellationToken;
 
 use super::CliError;
 use crate::runtime::{
-    BlockRequest, Interrupter, NoHostCalls, Runtime, RuntimeError, Status, WorkerOptions,
-    DEFAULT_OUTPUT_LIMIT,
+    BlockRequest, RuntimeError, Status, Supervisor, WorkerOptions, DEFAULT_OUTPUT_LIMIT,
 };
 use crate::session::{new_session_id, session_dict, validate_session_id};
 use crate::store::{now_millis, IterationRecord, Store};
@@ -37,23 +36,6 @@ pub struct ExecArgs {
     /// The block's code, or `-` to read it from standard input.
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
-}
-
-static INTERRUPTER: OnceLock<Interrupter> = OnceLock::new();
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    // Only async-signal-safe work here: an atomic store and kill(2).
-    if let Some(i) = INTERRUPTER.get() {
-        i.interrupt();
-    }
-}
-
-fn install_ctrl_c(interrupter: Interrupter) {
-    let _ = INTERRUPTER.set(interrupter);
-    // SAFETY: installing a handler that only performs async-signal-safe operations.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
-    }
 }
 
 fn read_code(arg: Option<String>) -> Result<String, CliError> {
@@ -117,7 +99,7 @@ fn setting<T: std::str::FromStr>(
 
 pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
-    crate::runtime::host::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
+    crate::runtime::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
     let config = super::catalog::load_config()?;
     let timeout = setting(
         args.timeout,
@@ -193,8 +175,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     opts.workspace = roots.first().map(PathBuf::from);
     opts.config_dir = Some(config.dir.clone());
     opts.deny = config.deny.clone();
-    let mut runtime = Runtime::new(opts, defs);
-    install_ctrl_c(runtime.interrupter());
+    let mut supervisor = Supervisor::new(opts, defs);
 
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     let request = BlockRequest {
@@ -208,7 +189,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         timeout: Duration::from_secs_f64(timeout),
     };
     let started_at = now_millis();
-    let outcome = match runtime.exec(request, &mut NoHostCalls) {
+    let outcome = match run_block(&mut supervisor, request)? {
         Ok(o) => o,
         Err(e) => {
             let _ = store.finish_turn(&session_id, turn);
@@ -243,7 +224,6 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         store.record_worker_event(&session_id, outcome.status.as_str(), exit)?;
     }
     store.finish_turn(&session_id, turn)?;
-    runtime.shutdown();
 
     let mut out = outcome.output;
     if !out.is_empty() && !out.ends_with('\n') {
@@ -251,4 +231,49 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     }
     print!("{out}");
     Ok(if outcome.status == Status::Ok { 0 } else { 1 })
+}
+
+/// Runs the block on an event loop of its own; Ctrl-C interrupts the block (also while the
+/// worker is still starting: then the block does not run), not the program.
+fn run_block(
+    supervisor: &mut Supervisor,
+    request: BlockRequest,
+) -> Result<Result<crate::runtime::BlockOutcome, RuntimeError>, CliError> {
+    let events = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis exec: cannot start the event loop: {e}"),
+        })?;
+    Ok(events.block_on(async {
+        let stop = CancellationToken::new();
+        let on_ctrl_c = stop.clone();
+        let listener = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+            }
+        });
+        let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+        let outcome = {
+            let run = supervisor.exec(request, calls, stop);
+            tokio::pin!(run);
+            loop {
+            tokio::select! {
+                outcome = &mut run => break outcome,
+                Some(call) = incoming.recv() => {
+                    // Folding and MCP tools need the gateway (`vis chat`, `vis serve`, `vis mcp`).
+                    let answer = Err(format!(
+                        "'{}' is not available in `vis exec`, which runs blocks without a model",
+                        call.method
+                    ));
+                    call.reply(answer);
+                }
+            }
+            }
+        };
+        supervisor.shutdown().await;
+        listener.abort();
+        outcome
+    }))
 }

@@ -2,24 +2,38 @@
 //!
 //! Each live session's CPython runs in a child process of the same binary (`vis worker`),
 //! because a block can hang, `os._exit`, segfault or exhaust memory, and the host must
-//! survive all of it. `host` is the Rust API that starts, feeds, interrupts, kills and
-//! restarts workers; `worker` is the other end; `protocol` and `frame` are the wire between
-//! them; `output` caps what a block prints; `env` keeps secrets out of the worker.
+//! survive all of it.
+//!
+//! - `supervisor`: the async host side (start, restore, run a block with deadlines, interrupt,
+//!   kill, restart); `host` wraps it for synchronous callers;
+//! - `process`: spawning a worker and killing it with everything it started;
+//! - `channel`: the host's end of the pipes (one reader, host calls routed by id);
+//! - `wire` and `frame`: the messages and their framing;
+//! - `worker` and `launcher`: the other end (the PID namespace, the embedded interpreter);
+//! - `output` caps what a block prints; `env` keeps secrets out of the worker.
 
+pub mod channel;
 pub mod env;
 pub mod frame;
 pub mod host;
+pub mod launcher;
 mod native;
 pub mod output;
-pub mod protocol;
+pub mod process;
+pub mod supervisor;
+pub mod wire;
 pub mod worker;
 
-pub use host::{
-    BlockOutcome, BlockRequest, ExitInfo, HostHandler, Interrupter, NoHostCalls, RestoreNotice,
-    Runtime, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
-};
+pub use crate::protocol::{PersistedDef, RestoreReport, Status};
+pub use channel::{HostCall, HostCallSink};
+pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use output::DEFAULT_OUTPUT_LIMIT;
-pub use protocol::{PersistedDef, RestoreReport, Status};
+pub use process::ExitInfo;
+pub use supervisor::{
+    validate_code, BlockOutcome, BlockRequest, RestoreNotice, Supervisor, WorkerOptions,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+};
+pub use wire::Isolation;
 
 /// Errors of the runtime. `InvalidBlock` is for the model (it sent a block that cannot run);
 /// the others mean the runtime itself failed and the caller should abort or retry.

@@ -28,8 +28,16 @@ fn host_call(py: Python<'_>, method: &str, params_json: &str) -> PyResult<String
     }
 }
 
+/// True when the host asked to interrupt the block now running. The runner checks it right
+/// after arming its SIGINT handler, so an interrupt that came just before is not lost.
+#[pyfunction]
+fn interrupt_pending() -> bool {
+    super::worker::interrupt_pending()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cap_text, m)?)?;
+    m.add_function(wrap_pyfunction!(interrupt_pending, m)?)?;
     m.add_function(wrap_pyfunction!(host_call, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     crate::text::python::register(m)?;

@@ -1,28 +1,36 @@
 //! The worker process (`vis worker`): CPython embedded on a dedicated thread, driven by frames
 //! from the host.
 //!
-//! Descriptor layout, set up before Python starts so nothing a block does can reach the
-//! protocol pipes:
-//! - the host's pipes (our original fd 0 and 1) are moved to close-on-exec descriptors that
-//!   only this module knows;
-//! - fd 0 becomes `/dev/null` (`input()` sees EOF);
-//! - fd 1 and fd 2 both point at the capture file the host gave us (opened `O_APPEND`), so
-//!   Python-level prints, C-level writes, subprocess output and a fatal-error dump all land
-//!   there, in order.
+//! Start-up order matters and is fixed here:
+//! 1. [`launcher::isolate`](super::launcher::isolate) puts the worker in its own PID namespace
+//!    (it must run while the process has one thread);
+//! 2. the memory cap is set, and SIGINT is blocked (every thread started later inherits that);
+//! 3. the host's pipes (our original fd 0 and 1) move to close-on-exec descriptors only this
+//!    module knows; fd 0 becomes `/dev/null` (`input()` sees EOF); fd 1 and fd 2 both point at
+//!    the capture file the host gave us (opened `O_APPEND`), so Python prints, C-level writes,
+//!    subprocess output and a fatal-error dump all land there, in order;
+//! 4. the channel's reader thread starts: it is the only reader of the host's pipe. Replies to
+//!    host calls go to the caller waiting on that id; interrupts are handled on the spot; the
+//!    rest is queued for the interpreter thread. When the pipe closes (the host is gone, even
+//!    after `kill -9`), the worker exits at once;
+//! 5. the interpreter thread starts Python and the prelude, and only then unblocks SIGINT:
+//!    before `vis._runner` installs its handler, SIGINT's default action would kill the worker.
 //!
-//! Interrupts: the host sends `SIGUSR2` to the worker. Every thread blocks it except a small
-//! forwarder thread, which turns it into a `SIGINT` aimed at the interpreter thread with
-//! `pthread_kill`. Only a signal delivered to that thread wakes `time.sleep` (EINTR), and only
-//! a Python-level handler raises `KeyboardInterrupt` there; the handler (in `vis._runner`)
-//! ignores interrupts that arrive while no block runs.
+//! Interrupts: the host sends `interrupt {id}`. The reader thread records the id and sends
+//! SIGINT to the interpreter thread with `pthread_kill` (only a signal delivered to that thread
+//! wakes `time.sleep`, and only a Python-level handler raises `KeyboardInterrupt` there). The
+//! runner arms the handler before a block's first statement and then checks the recorded id,
+//! so an interrupt that lands just before the block starts is not lost.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::File;
 
 use std::os::fd::{FromRawFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use pyo3::prelude::*;
@@ -30,7 +38,9 @@ use pyo3::types::{PyDict, PyList};
 
 use super::frame::{write_frame, FrameReader};
 use super::output::{cap_file, cap_output};
-use super::protocol::{ExecRequest, ExecResult, HostMessage, RestoreReport, Status, WorkerMessage};
+use super::wire::{
+    ExecRequest, ExecResult, HostMessage, Isolation, RestoreReport, Status, WorkerMessage,
+};
 use super::RuntimeError;
 
 /// Settings the host passes on the worker's command line.
@@ -48,32 +58,44 @@ pub struct WorkerArgs {
     pub safe_mode: bool,
 }
 
-/// The protocol channel, shared by the main loop and `host_call` (a block calling back into
-/// the host while it runs).
-pub(crate) struct Channel {
-    reader: FrameReader<File>,
-    writer: File,
-    next_request_id: u64,
+/// The worker's end of the protocol channel. Writes are whole frames under one lock; reads
+/// happen only in the reader thread.
+struct Channel {
+    writer: Mutex<File>,
+    /// Host calls waiting for their response, by request id.
+    pending: Mutex<HashMap<u64, mpsc::Sender<HostMessage>>>,
+    next_request_id: AtomicU64,
 }
 
-pub(crate) static CHANNEL: Mutex<Option<Channel>> = Mutex::new(None);
+static CHANNEL: OnceLock<Channel> = OnceLock::new();
 
-/// `pthread_t` of the interpreter thread, for the interrupt forwarder.
+/// `pthread_t` of the interpreter thread once its SIGINT handler is installed (0 before).
 static INTERPRETER_THREAD: AtomicU64 = AtomicU64::new(0);
+/// Whether [`super::launcher::isolate`] gave us a PID namespace (then init kills what is left).
+static IN_PID_NAMESPACE: AtomicBool = AtomicBool::new(false);
+/// The id of the block now running (0 between blocks).
+static CURRENT_EXEC: AtomicU64 = AtomicU64::new(0);
+/// The id of the last block the host asked to interrupt.
+static INTERRUPT_FOR: AtomicU64 = AtomicU64::new(0);
 
 static BOOTSTRAP: &str = include_str!("../../python/_bootstrap.py");
 include!(concat!(env!("OUT_DIR"), "/prelude_sources.rs"));
 
 /// Runs the worker until the host closes the pipe or says `shutdown`. Returns the exit code.
 pub fn run_worker(args: WorkerArgs) -> i32 {
-    if let Err(e) = prepare_process(&args) {
-        // fd 2 is the capture file: the host shows this to the user.
-        eprintln_raw(&format!("vis worker: {e}"));
-        return 70;
-    }
+    let isolation = super::launcher::isolate();
+    IN_PID_NAMESPACE.store(isolation.pid_namespace, Ordering::SeqCst);
+    let queue = match prepare_process(&args) {
+        Ok(queue) => queue,
+        Err(e) => {
+            // fd 2 is the capture file: the host shows this to the user.
+            eprintln_raw(&format!("vis worker: {e}"));
+            return 70;
+        }
+    };
     let handle = std::thread::Builder::new()
         .name("vis-interpreter".into())
-        .spawn(move || interpreter_thread(args));
+        .spawn(move || interpreter_thread(args, isolation, queue));
     match handle {
         Ok(h) => h.join().unwrap_or(71),
         Err(e) => {
@@ -97,8 +119,9 @@ fn last_os_error(what: &str) -> RuntimeError {
     RuntimeError::Worker(format!("{what}: {}", std::io::Error::last_os_error()))
 }
 
-/// Memory cap, descriptor layout and signal masks; all before any other thread exists.
-fn prepare_process(args: &WorkerArgs) -> Result<(), RuntimeError> {
+/// Memory cap, signal mask, descriptor layout and the channel; all before any other thread
+/// exists. Returns the queue of host messages for the interpreter thread.
+fn prepare_process(args: &WorkerArgs) -> Result<mpsc::Receiver<HostMessage>, RuntimeError> {
     if args.memory_limit_mb > 0 {
         let bytes = args.memory_limit_mb.saturating_mul(1024 * 1024);
         let mut lim = libc::rlimit {
@@ -121,6 +144,9 @@ fn prepare_process(args: &WorkerArgs) -> Result<(), RuntimeError> {
             }
         }
     }
+    // Blocked in every thread from now on; the interpreter thread unblocks it once Python's
+    // handler is in place.
+    block_signals(&[libc::SIGINT])?;
     let proto_in = dup_cloexec(0)?;
     let proto_out = dup_cloexec(1)?;
     // SAFETY: plain descriptor juggling on descriptors we own; checked return codes.
@@ -137,20 +163,19 @@ fn prepare_process(args: &WorkerArgs) -> Result<(), RuntimeError> {
     // SAFETY: the descriptors were just created by dup and are owned by nothing else.
     let (reader, writer) = unsafe { (File::from_raw_fd(proto_in), File::from_raw_fd(proto_out)) };
     let channel = Channel {
-        reader: FrameReader::new(reader),
-        writer,
-        next_request_id: 1,
+        writer: Mutex::new(writer),
+        pending: Mutex::new(HashMap::new()),
+        next_request_id: AtomicU64::new(1),
     };
-    *CHANNEL
-        .lock()
-        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))? = Some(channel);
-
-    block_signals(&[libc::SIGINT, libc::SIGUSR2])?;
+    if CHANNEL.set(channel).is_err() {
+        return Err(RuntimeError::Worker("the channel was set up twice".into()));
+    }
+    let (queue_tx, queue_rx) = mpsc::channel();
     std::thread::Builder::new()
-        .name("vis-interrupts".into())
-        .spawn(forward_interrupts)
-        .map_err(|e| RuntimeError::Worker(format!("cannot start the interrupt thread: {e}")))?;
-    Ok(())
+        .name("vis-channel".into())
+        .spawn(move || read_host(FrameReader::new(reader), queue_tx))
+        .map_err(|e| RuntimeError::Worker(format!("cannot start the channel thread: {e}")))?;
+    Ok(queue_rx)
 }
 
 fn dup_cloexec(fd: RawFd) -> Result<RawFd, RuntimeError> {
@@ -194,101 +219,124 @@ fn unblock_signals(signals: &[libc::c_int]) {
     }
 }
 
-/// Turns each SIGUSR2 sent to the process into a SIGINT for the interpreter thread.
-fn forward_interrupts() {
-    let set = sigset(&[libc::SIGUSR2]);
+/// The channel's only reader. Runs until the host's pipe closes, then ends the worker.
+fn read_host(mut reader: FrameReader<File>, queue: mpsc::Sender<HostMessage>) {
     loop {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: SIGUSR2 is blocked in this thread, as sigwait requires.
-        let rc = unsafe { libc::sigwait(&set, &mut sig) };
-        if rc != 0 {
-            continue;
-        }
-        let thread = INTERPRETER_THREAD.load(Ordering::SeqCst);
-        if thread != 0 {
-            // SAFETY: the interpreter thread lives as long as the process does.
-            unsafe {
-                libc::pthread_kill(thread as libc::pthread_t, libc::SIGINT);
+        let frame = match reader.read_frame() {
+            Ok(Some(frame)) => frame,
+            // The host is gone (or sent something unreadable): nothing can be answered any
+            // more, so the worker ends now, with everything it started.
+            Ok(None) | Err(_) => exit_now(0),
+        };
+        let msg = match serde_json::from_slice::<HostMessage>(&frame) {
+            Ok(msg) => msg,
+            Err(e) => {
+                eprintln_raw(&format!("vis worker: bad message from the host: {e}"));
+                exit_now(72);
+            }
+        };
+        match msg {
+            HostMessage::Response { id, .. } => {
+                let waiter = CHANNEL
+                    .get()
+                    .and_then(|c| c.pending.lock().ok()?.remove(&id));
+                // A response nobody waits for (its caller gave up) is dropped.
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(msg);
+                }
+            }
+            HostMessage::Interrupt { id } => {
+                INTERRUPT_FOR.store(id, Ordering::SeqCst);
+                let thread = INTERPRETER_THREAD.load(Ordering::SeqCst);
+                if thread != 0 && CURRENT_EXEC.load(Ordering::SeqCst) == id {
+                    // SAFETY: the interpreter thread lives as long as the process does.
+                    unsafe {
+                        libc::pthread_kill(thread as libc::pthread_t, libc::SIGINT);
+                    }
+                }
+            }
+            other => {
+                if queue.send(other).is_err() {
+                    exit_now(0);
+                }
             }
         }
     }
 }
 
-/// Runs `f` with the protocol channel locked.
-fn with_channel<T>(
-    f: impl FnOnce(&mut Channel) -> Result<T, RuntimeError>,
-) -> Result<T, RuntimeError> {
-    let mut guard = CHANNEL
-        .lock()
-        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
-    let channel = guard
-        .as_mut()
-        .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
-    f(channel)
+/// Ends the worker immediately. Without a PID namespace, the processes blocks started are
+/// killed first (the worker is their subreaper, so orphans are still its descendants).
+fn exit_now(code: i32) -> ! {
+    if !IN_PID_NAMESPACE.load(Ordering::SeqCst) {
+        // SAFETY: getpid cannot fail.
+        super::process::kill_tree(unsafe { libc::getpid() }, false);
+    }
+    // SAFETY: _exit skips destructors on purpose: other threads may hold the GIL.
+    unsafe { libc::_exit(code) }
+}
+
+/// True when the host asked to interrupt the block now running (checked by the runner right
+/// after it arms its handler).
+pub(crate) fn interrupt_pending() -> bool {
+    let current = CURRENT_EXEC.load(Ordering::SeqCst);
+    current != 0 && INTERRUPT_FOR.load(Ordering::SeqCst) == current
 }
 
 fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
     let payload = serde_json::to_vec(msg).map_err(|e| RuntimeError::Protocol(e.to_string()))?;
-    with_channel(|channel| write_frame(&mut channel.writer, &payload).map_err(RuntimeError::Io))
+    let channel = CHANNEL
+        .get()
+        .ok_or_else(|| RuntimeError::Worker("no channel".into()))?;
+    let mut writer = channel
+        .writer
+        .lock()
+        .map_err(|_| RuntimeError::Worker("channel lock poisoned".into()))?;
+    write_frame(&mut *writer, &payload).map_err(RuntimeError::Io)
 }
 
-fn receive() -> Result<Option<HostMessage>, RuntimeError> {
-    let frame = with_channel(|channel| channel.reader.read_frame().map_err(RuntimeError::Io))?;
-    match frame {
-        None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| RuntimeError::Protocol(format!("bad message from host: {e}"))),
-    }
-}
-
-/// A block calling the host (e.g. `fold_session`): send a request, wait for its response.
+/// A call from the block (or any thread of it) to the host: send a request, wait for the
+/// response with the same id. Several calls may be in flight at once.
 pub(crate) fn host_call(
     method: &str,
     params: serde_json::Value,
 ) -> Result<serde_json::Value, String> {
-    let mut guard = CHANNEL
-        .lock()
-        .map_err(|_| "channel lock poisoned".to_string())?;
-    let channel = guard
-        .as_mut()
+    let channel = CHANNEL
+        .get()
         .ok_or_else(|| "not running inside a vis worker".to_string())?;
-    let id = channel.next_request_id;
-    channel.next_request_id += 1;
+    let id = channel.next_request_id.fetch_add(1, Ordering::SeqCst);
+    let (tx, rx) = mpsc::channel();
+    channel
+        .pending
+        .lock()
+        .map_err(|_| "channel lock poisoned".to_string())?
+        .insert(id, tx);
     let msg = WorkerMessage::Request {
         id,
         method: method.to_string(),
         params,
     };
-    let payload = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
-    write_frame(&mut channel.writer, &payload).map_err(|e| format!("host pipe: {e}"))?;
-    // The host answers each request before sending anything else, so the next frame is it.
-    let bytes = channel
-        .reader
-        .read_frame()
-        .map_err(|e| format!("host pipe: {e}"))?
-        .ok_or_else(|| "the host closed the connection".to_string())?;
-    match serde_json::from_slice::<HostMessage>(&bytes) {
-        Ok(HostMessage::Response {
-            id: rid,
-            result,
-            error,
-        }) if rid == id => match error {
+    if let Err(e) = send(&msg) {
+        if let Ok(mut pending) = channel.pending.lock() {
+            pending.remove(&id);
+        }
+        return Err(format!("host pipe: {e}"));
+    }
+    match rx.recv() {
+        Ok(HostMessage::Response { result, error, .. }) => match error {
             Some(e) => Err(e),
             None => Ok(result.unwrap_or(serde_json::Value::Null)),
         },
-        Ok(other) => Err(format!(
-            "unexpected message while waiting for a response: {other:?}"
-        )),
-        Err(e) => Err(format!("bad message from host: {e}")),
+        Ok(_) => Err("unexpected message in place of a response".into()),
+        Err(_) => Err("the host closed the connection".into()),
     }
 }
 
-fn interpreter_thread(args: WorkerArgs) -> i32 {
-    // SAFETY: pthread_self is always safe.
-    INTERPRETER_THREAD.store(unsafe { libc::pthread_self() } as u64, Ordering::SeqCst);
-    unblock_signals(&[libc::SIGINT]);
-    match serve(&args) {
+fn interpreter_thread(
+    args: WorkerArgs,
+    isolation: Isolation,
+    queue: mpsc::Receiver<HostMessage>,
+) -> i32 {
+    match serve(&args, isolation, queue) {
         Ok(()) => 0,
         Err(e) => {
             let _ = send(&WorkerMessage::Fatal {
@@ -310,9 +358,17 @@ fn py_err(e: PyErr) -> RuntimeError {
     })
 }
 
-fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
+fn serve(
+    args: &WorkerArgs,
+    isolation: Isolation,
+    queue: mpsc::Receiver<HostMessage>,
+) -> Result<(), RuntimeError> {
     Python::initialize();
     let (runner, version) = Python::attach(|py| start_prelude(py, args)).map_err(py_err)?;
+    // The runner's SIGINT handler is in place: from now on SIGINT means KeyboardInterrupt.
+    // SAFETY: pthread_self is always safe.
+    INTERPRETER_THREAD.store(unsafe { libc::pthread_self() } as u64, Ordering::SeqCst);
+    unblock_signals(&[libc::SIGINT]);
     let manifest = Python::attach(|py| -> PyResult<String> {
         py.import("vis._extensions")?
             .call_method0("manifest_json")?
@@ -325,8 +381,9 @@ fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
         pid: std::process::id(),
         python_version: version,
         manifest,
+        isolation,
     })?;
-    while let Some(msg) = receive()? {
+    while let Ok(msg) = queue.recv() {
         match msg {
             HostMessage::Shutdown => break,
             HostMessage::Restore { defs } => {
@@ -340,14 +397,13 @@ fn serve(args: &WorkerArgs) -> Result<(), RuntimeError> {
                 send(&WorkerMessage::Restored(report))?;
             }
             HostMessage::Exec(req) => {
+                CURRENT_EXEC.store(req.id, Ordering::SeqCst);
                 let result = run_block(&runner, &req, &args.capture);
+                CURRENT_EXEC.store(0, Ordering::SeqCst);
                 send(&WorkerMessage::Result(result))?;
             }
-            HostMessage::Response { .. } => {
-                return Err(RuntimeError::Protocol(
-                    "response with no request pending".into(),
-                ))
-            }
+            // Handled by the reader thread; never queued.
+            HostMessage::Response { .. } | HostMessage::Interrupt { .. } => {}
         }
     }
     Ok(())
@@ -481,7 +537,7 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResul
 #[derive(Default, serde::Deserialize)]
 struct DefChanges {
     #[serde(default)]
-    set: Vec<super::protocol::PersistedDef>,
+    set: Vec<crate::protocol::PersistedDef>,
     #[serde(default)]
     deleted: Vec<String>,
     /// Present when the block changed the visible manifest.

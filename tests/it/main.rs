@@ -12,4 +12,5 @@ mod extensions;
 mod faults;
 mod shell;
 mod store;
+mod supervisor;
 mod text;

@@ -1,8 +1,9 @@
 //! The messages exchanged between the host and a `vis worker` process.
 //!
-//! Every message is one JSON object in one frame (see `frame`), tagged by `type`. The channel
-//! is bidirectional: while a block runs, the worker may send `request`s that the host answers
-//! with `response`s before the block's `result` arrives.
+//! Every message is one JSON object in one frame (a 4-byte little-endian length, then the
+//! bytes), tagged by `type`. The channel is bidirectional and each side has exactly one reader:
+//! while a block runs (or between blocks, from a background thread) the worker may send
+//! `request`s, and the host's `response`s are matched to them by id, never by arrival order.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,12 @@ pub enum HostMessage {
     },
     /// Run one block.
     Exec(ExecRequest),
+    /// Interrupt block `id` (a `KeyboardInterrupt` in the interpreter thread). Carrying the
+    /// id makes an interrupt that arrives just before the block starts apply to that block
+    /// rather than being lost.
+    Interrupt {
+        id: u64,
+    },
     /// The answer to a worker `request`.
     Response {
         id: u64,
@@ -46,6 +53,17 @@ pub struct ExecRequest {
     pub workspace_roots: Vec<String>,
 }
 
+/// The process isolation a worker got at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Isolation {
+    /// The worker is PID 1 of its own PID namespace (inside a user namespace): everything a
+    /// block starts dies with it.
+    pub pid_namespace: bool,
+    /// Why a layer is missing, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+}
+
 /// What a worker tells its host.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -56,6 +74,9 @@ pub enum WorkerMessage {
         /// The visible manifest (prelude, extensions, pages, skills; deny list applied).
         #[serde(default)]
         manifest: Vec<crate::catalog::ManifestEntry>,
+        /// Which process isolation the worker runs under (see `runtime::launcher`).
+        #[serde(default)]
+        isolation: Isolation,
     },
     Restored(RestoreReport),
     Result(ExecResult),
@@ -69,6 +90,19 @@ pub enum WorkerMessage {
     Fatal {
         message: String,
     },
+}
+
+impl WorkerMessage {
+    /// The message's `type`, for error messages (never its contents: they may be huge).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkerMessage::Ready { .. } => "ready",
+            WorkerMessage::Restored(_) => "restored",
+            WorkerMessage::Result(_) => "result",
+            WorkerMessage::Request { .. } => "request",
+            WorkerMessage::Fatal { .. } => "fatal",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,0 +1,671 @@
+//! Supervising one session's worker from async code: start, restore, run a block with its
+//! deadlines, interrupt, kill, restart.
+//!
+//! [`Supervisor`] owns the session's persisted definitions while it runs (the store is the
+//! source of truth across processes; the caller hands them in and persists the changes each
+//! outcome reports) and restarts a dead worker lazily before the next block. Every way a
+//! block can end becomes a [`BlockOutcome`] the model can read; `Err` is kept for blocks that
+//! could not run at all.
+//!
+//! Running a block is one `select!` loop over the worker's messages, the timeout, the
+//! caller's stop signal and, once an interrupt went out, the kill deadline: no thread waits
+//! per block, and host calls the block makes are handed to the caller's [`HostCallSink`]
+//! while the loop goes on.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::channel::{HostCallSink, Incoming};
+use super::output::{cap_file, cap_output};
+use super::process::{ExitInfo, WorkerProcess};
+use super::wire::{ExecRequest, ExecResult, HostMessage, Isolation, WorkerMessage};
+use super::RuntimeError;
+use crate::catalog::{Manifest, ManifestEntry};
+use crate::protocol::{PersistedDef, RestoreReport, Status};
+
+/// Default block timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default cap on the worker's address space.
+pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 4096;
+
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The `vis` binary (the worker is the same binary in worker mode).
+    pub program: std::path::PathBuf,
+    pub memory_limit_mb: u64,
+    /// Used by the worker to find a `.venv` whose packages blocks can import.
+    pub workspace: Option<std::path::PathBuf>,
+    pub startup_timeout: Duration,
+    pub restore_timeout: Duration,
+    /// How long an interrupted block gets to stop before the worker is killed.
+    pub interrupt_grace: Duration,
+    /// The user's config directory (its `extensions/` and `skills/` are loaded); `None`
+    /// loads nothing from a user config.
+    pub config_dir: Option<std::path::PathBuf>,
+    /// Denied names and namespaces (`[permissions] deny`): omitted from the manifest and
+    /// absent from the model's namespace.
+    pub deny: Vec<String>,
+}
+
+impl WorkerOptions {
+    pub fn new(program: std::path::PathBuf) -> Self {
+        WorkerOptions {
+            program,
+            memory_limit_mb: DEFAULT_MEMORY_LIMIT_MB,
+            workspace: None,
+            startup_timeout: Duration::from_secs(30),
+            restore_timeout: Duration::from_secs(60),
+            interrupt_grace: Duration::from_secs(2),
+            config_dir: None,
+            deny: Vec::new(),
+        }
+    }
+}
+
+/// What the first block after a (re)start is told about the new worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreNotice {
+    /// Why there is a new worker: `None` for a first start, else e.g. "after a crash".
+    pub restart_reason: Option<String>,
+    pub report: RestoreReport,
+    /// Set when the worker could only start without the non-bundled extensions: why.
+    pub extensions_skipped: Option<String>,
+}
+
+impl RestoreNotice {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "restart_reason": self.restart_reason,
+            "ok": self.report.ok,
+            "failed": self.report.failed.iter()
+                .map(|(n, e)| json!({"name": n, "error": e}))
+                .collect::<Vec<_>>(),
+            "extensions_skipped": self.extensions_skipped,
+        })
+    }
+
+    /// What the first block after a start is told, one line each (maybe nothing).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.line().into_iter().collect();
+        if let Some(why) = &self.extensions_skipped {
+            lines.push(format!(
+                "[vis] only the bundled extensions are loaded: the worker did not start with the others ({}); fix or remove the extension, and the next new worker loads them again",
+                why.trim()
+            ));
+        }
+        lines
+    }
+
+    /// The one line shown at the top of the block's output, if there is anything to say.
+    pub fn line(&self) -> Option<String> {
+        let total = self.report.ok.len() + self.report.failed.len();
+        let reason = match &self.restart_reason {
+            Some(r) => format!(" ({r})"),
+            None if total == 0 => return None,
+            None => String::new(),
+        };
+        let mut line = format!("[vis] new worker{reason}: ");
+        if total == 0 {
+            line.push_str("no definitions to restore; variables from earlier blocks are gone");
+        } else {
+            let noun = if self.report.ok.len() == 1 {
+                "definition"
+            } else {
+                "definitions"
+            };
+            line.push_str(&format!("restored {} {noun}", self.report.ok.len()));
+            if !self.report.ok.is_empty() {
+                line.push_str(": ");
+                line.push_str(&short_list(&self.report.ok, 12));
+            }
+            if !self.report.failed.is_empty() {
+                let failed: Vec<String> = self
+                    .report
+                    .failed
+                    .iter()
+                    .map(|(n, e)| format!("{n} ({e})"))
+                    .collect();
+                line.push_str(&format!(
+                    "; {} failed: {}",
+                    failed.len(),
+                    short_list(&failed, 5)
+                ));
+            }
+        }
+        Some(line)
+    }
+}
+
+fn short_list(items: &[String], max: usize) -> String {
+    let mut out = items
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > max {
+        out.push_str(&format!(", +{} more", items.len() - max));
+    }
+    out
+}
+
+/// One block to run.
+#[derive(Debug, Clone)]
+pub struct BlockRequest {
+    pub code: String,
+    /// e.g. `<t3/i1>`: tracebacks name it.
+    pub filename: String,
+    /// The `session` dict (`restored` is filled in by the runtime).
+    pub session: Value,
+    pub output_limit: usize,
+    pub artifact_path: std::path::PathBuf,
+    pub artifact_dir: std::path::PathBuf,
+    pub workspace_roots: Vec<std::path::PathBuf>,
+    pub timeout: Duration,
+}
+
+/// How a block ended, and everything the caller needs to record it.
+#[derive(Debug, Clone)]
+pub struct BlockOutcome {
+    pub status: Status,
+    /// Exactly what the model gets back.
+    pub output: String,
+    pub artifact: Option<String>,
+    pub defs_set: Vec<PersistedDef>,
+    pub defs_deleted: Vec<String>,
+    /// Set on the first block after a worker start.
+    pub restored: Option<RestoreNotice>,
+    /// The worker died or was killed during this block.
+    pub worker_lost: Option<ExitInfo>,
+    pub exec_micros: u64,
+    pub wall: Duration,
+    /// False when the block never reached the worker (stopped before it started).
+    pub ran: bool,
+}
+
+/// Supervises one session's worker.
+pub struct Supervisor {
+    opts: WorkerOptions,
+    worker: Option<WorkerProcess>,
+    defs: Vec<PersistedDef>,
+    restart_reason: Option<String>,
+    pending_notice: Option<RestoreNotice>,
+    next_exec_id: u64,
+    /// The visible manifest the worker last reported (empty before the first start).
+    manifest: Vec<ManifestEntry>,
+    isolation: Isolation,
+}
+
+impl Supervisor {
+    /// A supervisor for a session whose persisted definitions are `defs` (in definition
+    /// order). The worker starts on first use.
+    pub fn new(opts: WorkerOptions, defs: Vec<PersistedDef>) -> Supervisor {
+        Supervisor {
+            opts,
+            worker: None,
+            defs,
+            restart_reason: None,
+            pending_notice: None,
+            next_exec_id: 1,
+            manifest: Vec::new(),
+            isolation: Isolation::default(),
+        }
+    }
+
+    pub fn options(&self) -> &WorkerOptions {
+        &self.opts
+    }
+
+    pub fn defs(&self) -> &[PersistedDef] {
+        &self.defs
+    }
+
+    pub fn python_version(&self) -> Option<&str> {
+        self.worker.as_ref().map(|w| w.python_version.as_str())
+    }
+
+    /// The visible manifest entries as the worker last reported them (at start and whenever
+    /// a block changed them), deny list applied. Empty before the worker first started.
+    pub fn manifest_entries(&self) -> &[ManifestEntry] {
+        &self.manifest
+    }
+
+    /// The visible manifest, built for `apropos`, `doc` and catalog rendering.
+    pub fn manifest(&self) -> Result<Manifest, crate::catalog::CatalogError> {
+        Manifest::new(self.manifest.clone())
+    }
+
+    /// The pid of the worker process the host started (its launcher when the worker runs in
+    /// a PID namespace).
+    pub fn worker_pid(&self) -> Option<i32> {
+        self.worker.as_ref().map(|w| w.pid)
+    }
+
+    /// The isolation the last started worker reported.
+    pub fn isolation(&self) -> &Isolation {
+        &self.isolation
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// Starts the worker (if none is running) and restores the persisted definitions.
+    pub async fn start(&mut self) -> Result<(), RuntimeError> {
+        if self.worker.is_some() {
+            return Ok(());
+        }
+        // An extension that kills or hangs the worker while it loads must not lock the
+        // session out: start again with only the bundled extensions and say why.
+        let (mut worker, extensions_skipped) = match WorkerProcess::spawn(&self.opts, false).await {
+            Ok(worker) => (worker, None),
+            Err(RuntimeError::WorkerStart(first)) => {
+                match WorkerProcess::spawn(&self.opts, true).await {
+                    Ok(worker) => (worker, Some(first)),
+                    Err(e) => {
+                        return Err(RuntimeError::WorkerStart(format!(
+                            "{first}; with only the bundled extensions: {e}"
+                        )))
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let safe_mode = extensions_skipped.is_some();
+        let report = if self.defs.is_empty() {
+            RestoreReport::default()
+        } else {
+            worker.channel.send(HostMessage::Restore {
+                defs: self.defs.clone(),
+            });
+            let answer =
+                tokio::time::timeout(self.opts.restore_timeout, worker.channel.recv()).await;
+            match answer {
+                Ok(Incoming::Message(WorkerMessage::Restored(report))) => report,
+                Ok(Incoming::Message(other)) => {
+                    worker.kill().await;
+                    return Err(RuntimeError::Protocol(format!(
+                        "expected restored, got {}",
+                        other.kind()
+                    )));
+                }
+                Ok(Incoming::Invalid(_)) | Ok(Incoming::Closed) | Err(_) => {
+                    // A definition that hangs or crashes at definition time must not make the
+                    // session unusable: start clean and say which definitions were skipped.
+                    let exit = worker.kill().await;
+                    worker = WorkerProcess::spawn(&self.opts, safe_mode).await?;
+                    let why =
+                        format!("restoring definitions stopped the worker ({exit}); none restored");
+                    RestoreReport {
+                        ok: vec![],
+                        failed: self
+                            .defs
+                            .iter()
+                            .map(|d| (d.name.clone(), why.clone()))
+                            .collect(),
+                    }
+                }
+            }
+        };
+        self.pending_notice = Some(RestoreNotice {
+            restart_reason: self.restart_reason.take(),
+            report,
+            extensions_skipped,
+        });
+        self.manifest = std::mem::take(&mut worker.manifest);
+        self.isolation = worker.isolation.clone();
+        self.worker = Some(worker);
+        Ok(())
+    }
+
+    /// Kills the worker (variables are lost); the next block starts a new one and restores
+    /// the definitions.
+    pub async fn kill_worker(&mut self, reason: &str) -> Option<ExitInfo> {
+        let mut worker = self.worker.take()?;
+        let exit = worker.kill().await;
+        self.restart_reason = Some(reason.to_string());
+        Some(exit)
+    }
+
+    /// Runs one block. Host calls the block makes go to `calls` (answer each one; the block
+    /// waits for it). Cancelling `stop` interrupts the block; if it was cancelled before the
+    /// block could start, the block does not run.
+    ///
+    /// `Err` means the block could not be run at all (bad input, a worker that cannot start);
+    /// everything that happens to a running block is an `Ok` outcome.
+    pub async fn exec(
+        &mut self,
+        req: BlockRequest,
+        calls: HostCallSink,
+        stop: CancellationToken,
+    ) -> Result<BlockOutcome, RuntimeError> {
+        validate_code(&req.code)?;
+        let started = std::time::Instant::now();
+        self.start().await?;
+        if stop.is_cancelled() {
+            return Ok(BlockOutcome {
+                status: Status::Interrupted,
+                output: "[vis] interrupted before the block started; it did not run.\n".into(),
+                artifact: None,
+                defs_set: vec![],
+                defs_deleted: vec![],
+                restored: None,
+                worker_lost: None,
+                exec_micros: 0,
+                wall: started.elapsed(),
+                ran: false,
+            });
+        }
+        let notice = self.pending_notice.take();
+        let mut session = req.session.clone();
+        if let Value::Object(map) = &mut session {
+            map.insert(
+                "restored".into(),
+                notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null),
+            );
+        }
+        let id = self.next_exec_id;
+        self.next_exec_id += 1;
+        let exec = ExecRequest {
+            id,
+            code: req.code.clone(),
+            filename: req.filename.clone(),
+            session,
+            output_limit: req.output_limit,
+            artifact_path: req.artifact_path.to_string_lossy().into_owned(),
+            artifact_dir: req.artifact_dir.to_string_lossy().into_owned(),
+            workspace_roots: req
+                .workspace_roots
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+        };
+        let grace = self.opts.interrupt_grace;
+        let memory_limit_mb = self.opts.memory_limit_mb;
+        let Some(worker) = self.worker.as_mut() else {
+            return Err(RuntimeError::Worker("no worker".into()));
+        };
+        worker.channel.route_calls(calls);
+        worker.channel.send(HostMessage::Exec(exec));
+        let waited = wait_for_result(worker, id, &req, &stop, grace, memory_limit_mb).await;
+        worker.channel.clear_calls();
+        let WaitEnd {
+            status,
+            mut result,
+            lost,
+            trailer,
+        } = match waited {
+            Ok(w) => w,
+            Err(e) => {
+                // The worker's state is unknown after a protocol failure: replace it.
+                self.kill_worker("after a protocol error").await;
+                return Err(e);
+            }
+        };
+        let lost = lost.map(|(exit, reason)| {
+            self.worker = None;
+            self.restart_reason = Some(reason);
+            exit
+        });
+        result.status = status;
+        self.apply_def_changes(&result);
+        if let Some(manifest) = result.manifest.take() {
+            self.manifest = manifest;
+        }
+        let mut output = String::new();
+        for line in notice.iter().flat_map(RestoreNotice::lines) {
+            output.push_str(&line);
+            output.push('\n');
+        }
+        output.push_str(&result.output);
+        if let Some(trailer) = trailer {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&trailer);
+            output.push('\n');
+        }
+        Ok(BlockOutcome {
+            status,
+            output,
+            artifact: result.artifact,
+            defs_set: result.defs_set,
+            defs_deleted: result.defs_deleted,
+            restored: notice,
+            worker_lost: lost,
+            exec_micros: result.exec_micros,
+            wall: started.elapsed(),
+            ran: true,
+        })
+    }
+
+    fn apply_def_changes(&mut self, result: &ExecResult) {
+        for name in &result.defs_deleted {
+            self.defs.retain(|d| &d.name != name);
+        }
+        for def in &result.defs_set {
+            self.defs.retain(|d| d.name != def.name);
+            self.defs.push(def.clone());
+        }
+    }
+
+    /// Stops the worker and everything it started.
+    pub async fn shutdown(&mut self) {
+        if let Some(mut worker) = self.worker.take() {
+            worker.channel.send(HostMessage::Shutdown);
+            worker.kill().await;
+        }
+    }
+}
+
+/// How waiting for a block's result ended.
+struct WaitEnd {
+    status: Status,
+    result: ExecResult,
+    /// The worker died or was killed: it must be replaced, for this reason.
+    lost: Option<(ExitInfo, String)>,
+    trailer: Option<String>,
+}
+
+async fn wait_for_result(
+    worker: &mut WorkerProcess,
+    id: u64,
+    req: &BlockRequest,
+    stop: &CancellationToken,
+    grace: Duration,
+    memory_limit_mb: u64,
+) -> Result<WaitEnd, RuntimeError> {
+    let timeout_at = Instant::now() + req.timeout;
+    // Set once an interrupt (timeout or stop) went out: when the grace period ends.
+    let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
+    // Far enough never to fire; used while a deadline is not armed.
+    let never = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+    loop {
+        tokio::select! {
+            incoming = worker.channel.recv() => match incoming {
+                Incoming::Message(WorkerMessage::Result(result)) if result.id == id => {
+                    let (status, trailer) = match (result.status, timed_out) {
+                        (Status::Interrupted, true) | (Status::Error, true) => (
+                            Status::Timeout,
+                            Some(format!(
+                                "[vis] timeout: the block ran longer than {} and was interrupted; the worker and its variables are intact.",
+                                seconds(req.timeout)
+                            )),
+                        ),
+                        (Status::Interrupted, false) => (
+                            Status::Interrupted,
+                            Some("[vis] interrupted: the block was stopped on request; the worker and its variables are intact.".into()),
+                        ),
+                        (s, _) => (s, None),
+                    };
+                    return Ok(WaitEnd { status, result, lost: None, trailer });
+                }
+                Incoming::Message(WorkerMessage::Fatal { message }) => {
+                    return Err(RuntimeError::Worker(message));
+                }
+                // A result for another block, or a start-up message: not for now.
+                Incoming::Message(_) => {}
+                Incoming::Invalid(detail) => {
+                    let exit = worker.kill().await;
+                    let result = lost_result(id, worker, req);
+                    return Ok(WaitEnd {
+                        status: Status::Crashed,
+                        result,
+                        lost: Some((exit, "after the previous one broke the protocol".into())),
+                        trailer: Some(format!(
+                            "[vis] crashed: the worker sent a message that is not part of the protocol ({detail}), so it was killed; variables are lost and definitions are restored before the next block."
+                        )),
+                    });
+                }
+                Incoming::Closed => {
+                    let exit = worker.wait_exit().await;
+                    let result = lost_result(id, worker, req);
+                    let mut trailer = format!(
+                        "[vis] crashed: the worker {exit} while running this block; variables are lost and definitions are restored before the next block."
+                    );
+                    if exit == ExitInfo::Signal(libc::SIGKILL) {
+                        trailer.push_str(&format!(
+                            " (SIGKILL often means memory ran out; the worker's limit is {memory_limit_mb} MiB.)"
+                        ));
+                    }
+                    return Ok(WaitEnd {
+                        status: Status::Crashed,
+                        result,
+                        lost: Some((exit, format!("after a crash: the previous one {exit}"))),
+                        trailer: Some(trailer),
+                    });
+                }
+            },
+            _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
+                timed_out = true;
+                worker.channel.send(HostMessage::Interrupt { id });
+                kill_at = Some(Instant::now() + grace);
+            }
+            _ = stop.cancelled(), if kill_at.is_none() => {
+                worker.channel.send(HostMessage::Interrupt { id });
+                kill_at = Some(Instant::now() + grace);
+            }
+            _ = tokio::time::sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
+                let exit = worker.kill().await;
+                let (status, what, why) = if timed_out {
+                    (
+                        Status::Timeout,
+                        format!("timeout: the block ran longer than {} and", seconds(req.timeout)),
+                        "timeout",
+                    )
+                } else {
+                    (Status::Interrupted, "interrupted: the block".to_string(), "interrupt")
+                };
+                let trailer = format!(
+                    "[vis] {what} did not stop within {} of the interrupt, so the worker was killed; variables are lost and definitions are restored before the next block.",
+                    seconds(grace)
+                );
+                let result = lost_result(id, worker, req);
+                return Ok(WaitEnd {
+                    status,
+                    result,
+                    lost: Some((exit, format!("after a {why}: the previous one was killed"))),
+                    trailer: Some(trailer),
+                });
+            }
+        }
+    }
+}
+
+/// The result of a block whose worker died: whatever it printed before, capped.
+fn lost_result(id: u64, worker: &WorkerProcess, req: &BlockRequest) -> ExecResult {
+    let (capped, saved) = cap_file(worker.capture_path(), req.output_limit, &req.artifact_path)
+        .unwrap_or_else(|_| (cap_output(b"", req.output_limit, None), false));
+    let artifact = saved.then(|| req.artifact_path.to_string_lossy().into_owned());
+    ExecResult {
+        id,
+        status: Status::Crashed,
+        output: capped.text,
+        cut_chars: capped.cut_chars,
+        total_chars: capped.total_chars,
+        artifact,
+        defs_set: vec![],
+        defs_deleted: vec![],
+        exec_micros: 0,
+        manifest: None,
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{} s", s as u64)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// Rejects blocks that cannot be meaningful code; the message is for the model or user.
+pub fn validate_code(code: &str) -> Result<(), RuntimeError> {
+    if code.trim().is_empty() {
+        return Err(RuntimeError::InvalidBlock(
+            "the block is empty: send Python code to run (for example `print(1)`)".into(),
+        ));
+    }
+    if let Some(pos) = code.find('\0') {
+        let line = code[..pos].matches('\n').count() + 1;
+        return Err(RuntimeError::InvalidBlock(format!(
+            "the block contains a NUL byte (line {line}, byte {pos}); remove it — Python source cannot hold NUL"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_nul_blocks_are_rejected_with_the_cause() {
+        let e = validate_code("  \n\t").unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
+        let e = validate_code("x = 1\ny = '\0'").unwrap_err().to_string();
+        assert!(e.contains("NUL byte (line 2"), "{e}");
+        assert!(validate_code("print(1)").is_ok());
+    }
+
+    #[test]
+    fn restore_notice_lines() {
+        let quiet = RestoreNotice {
+            restart_reason: None,
+            report: RestoreReport::default(),
+            extensions_skipped: None,
+        };
+        assert_eq!(quiet.line(), None);
+        let n = RestoreNotice {
+            restart_reason: Some("after a crash".into()),
+            report: RestoreReport {
+                ok: vec!["a".into(), "b".into()],
+                failed: vec![("c".into(), "NameError: x".into())],
+            },
+            extensions_skipped: None,
+        };
+        assert_eq!(
+            n.line().unwrap(),
+            "[vis] new worker (after a crash): restored 2 definitions: a, b; 1 failed: c (NameError: x)"
+        );
+        let many: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+        let n = RestoreNotice {
+            restart_reason: None,
+            report: RestoreReport {
+                ok: many,
+                failed: vec![],
+            },
+            extensions_skipped: Some("the worker exited with code 7".into()),
+        };
+        assert!(n.line().unwrap().ends_with("f11, +8 more"));
+        let lines = n.lines();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].starts_with("[vis] only the bundled extensions are loaded: the worker did not start with the others (the worker exited with code 7)"));
+        assert_eq!(quiet.lines(), Vec::<String>::new());
+    }
+}
