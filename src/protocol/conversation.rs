@@ -93,6 +93,41 @@ impl AssistantMessage {
     }
 }
 
+/// The one tool, as every provider is told about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// One item of the conversation, in the order it is sent (SPEC §9). Providers group and
+/// encode these into their own messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryItem {
+    /// The person's message (starts a turn).
+    User { text: String },
+    Assistant(AssistantMessage),
+    /// The answer to one tool call.
+    ToolResult {
+        call_id: String,
+        output: String,
+        is_error: bool,
+    },
+    /// A note from the gateway to the model (a catalog update, an interrupted turn), sent on
+    /// the user side.
+    Notice { text: String },
+}
+
+impl HistoryItem {
+    /// True for items a provider sends on the user side of the conversation.
+    pub fn is_user_side(&self) -> bool {
+        !matches!(self, HistoryItem::Assistant(_))
+    }
+}
+
 /// What a provider reports while a response streams in (for live display).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

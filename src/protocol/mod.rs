@@ -7,6 +7,19 @@
 
 mod block;
 mod conversation;
+mod events;
 
 pub use block::{PersistedDef, RestoreReport, Status};
-pub use conversation::{AssistantMessage, ContentBlock, StreamEvent, ToolCall, Usage};
+pub use conversation::{
+    AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
+};
+pub use events::{Event, TurnStatus, REJECTED};
+
+/// `text` cut to at most `max` characters (with `…` when cut), for naming things in
+/// one-line messages.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}

@@ -196,6 +196,8 @@ pub struct Supervisor {
     next_exec_id: u64,
     /// The visible manifest the worker last reported (empty before the first start).
     manifest: Vec<ManifestEntry>,
+    /// Bumped whenever `manifest` is replaced, so callers can tell a change cheaply.
+    manifest_version: u64,
     isolation: Isolation,
 }
 
@@ -211,6 +213,7 @@ impl Supervisor {
             pending_notice: None,
             next_exec_id: 1,
             manifest: Vec::new(),
+            manifest_version: 0,
             isolation: Isolation::default(),
         }
     }
@@ -231,6 +234,12 @@ impl Supervisor {
     /// a block changed them), deny list applied. Empty before the worker first started.
     pub fn manifest_entries(&self) -> &[ManifestEntry] {
         &self.manifest
+    }
+
+    /// Changes whenever the visible manifest may have changed (a new worker, a block that
+    /// loaded an extension).
+    pub fn manifest_version(&self) -> u64 {
+        self.manifest_version
     }
 
     /// The visible manifest, built for `apropos`, `doc` and catalog rendering.
@@ -316,6 +325,7 @@ impl Supervisor {
             extensions_skipped,
         });
         self.manifest = std::mem::take(&mut worker.manifest);
+        self.manifest_version += 1;
         self.isolation = worker.isolation.clone();
         self.worker = Some(worker);
         Ok(())
@@ -414,6 +424,7 @@ impl Supervisor {
         self.apply_def_changes(&result);
         if let Some(manifest) = result.manifest.take() {
             self.manifest = manifest;
+            self.manifest_version += 1;
         }
         let mut output = String::new();
         for line in notice.iter().flat_map(RestoreNotice::lines) {

@@ -69,6 +69,64 @@ CREATE TABLE worker_events (
     ),
     // Rendered catalogs, content-addressed (see `catalog::store`).
     (2, crate::catalog::CATALOG_SNAPSHOTS_SQL),
+    // Chat sessions: the stable request prefix, the conversation in order, request health.
+    (
+        3,
+        r#"
+ALTER TABLE sessions ADD COLUMN provider TEXT;
+ALTER TABLE sessions ADD COLUMN model TEXT;
+ALTER TABLE iterations ADD COLUMN call_id TEXT;  -- the tool call this iteration answered
+
+-- Fixed at a chat session's first request and never changed, so every later request (also
+-- after a restart, with a newer vis) starts with the same bytes.
+CREATE TABLE chat_prefix (
+    session_id   TEXT PRIMARY KEY REFERENCES sessions(id),
+    system       TEXT NOT NULL,            -- system prompt, catalog and AGENTS.md as sent
+    tool         TEXT NOT NULL,            -- JSON: name, description, parameters
+    catalog_hash TEXT NOT NULL,            -- the catalog snapshot the prefix shows
+    agents_md    TEXT,                     -- the AGENTS.md the prefix shows
+    tokens       INTEGER NOT NULL,         -- o200k estimate of system + tool
+    created_at   INTEGER NOT NULL
+);
+
+-- The conversation in the order it is sent.
+CREATE TABLE history (
+    session_id   TEXT NOT NULL REFERENCES sessions(id),
+    seq          INTEGER NOT NULL,
+    turn         INTEGER NOT NULL,
+    kind         TEXT NOT NULL,            -- user, assistant, tool_result, notice
+    iteration    INTEGER,                  -- tool_result: the iteration holding the output
+    call_id      TEXT,                     -- tool_result: the call it answers
+    body         TEXT NOT NULL,            -- user/notice text; assistant message JSON; '' for tool_result
+    tokens       INTEGER NOT NULL,         -- o200k estimate of what the item adds to a request
+    meta         TEXT,                     -- notice: JSON of what it brings the conversation to
+                                           -- ({"catalog_hash": …} or {"agents_md": …})
+    PRIMARY KEY (session_id, seq)
+);
+
+-- One row per model request (SPEC §9).
+CREATE TABLE requests (
+    session_id            TEXT NOT NULL REFERENCES sessions(id),
+    seq                   INTEGER NOT NULL,
+    turn                  INTEGER NOT NULL,
+    provider              TEXT NOT NULL,
+    model                 TEXT NOT NULL,
+    started_at            INTEGER NOT NULL,
+    latency_ms            INTEGER NOT NULL,
+    ttft_ms               INTEGER,
+    retries               INTEGER NOT NULL,
+    input_tokens          INTEGER,         -- NULL: the provider did not say
+    cached_tokens         INTEGER,
+    cache_creation_tokens INTEGER,
+    output_tokens         INTEGER,
+    estimate_tokens       INTEGER NOT NULL,-- local o200k estimate of the request
+    error_kind            TEXT,
+    error                 TEXT,
+    fold_measurement      TEXT,            -- JSON, see the folding docs
+    PRIMARY KEY (session_id, seq)
+);
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

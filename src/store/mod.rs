@@ -4,6 +4,7 @@
 //! Opening never overwrites a file it does not recognize: a corrupt file, a foreign SQLite
 //! database or one written by a newer Vis is refused with an error that says what to do.
 
+mod chat;
 mod migrations;
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 use serde::Serialize;
 
 use crate::protocol::PersistedDef;
+pub use chat::{ChatPrefix, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord};
 pub use migrations::latest_version;
 
 #[derive(Debug, thiserror::Error)]
@@ -353,36 +355,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute(
-            "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![
-                rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status,
-                rec.started_at, rec.duration_ms, rec.exec_us, rec.artifact, rec.worker_exit
-            ],
-        )?;
-        for name in rec.defs_deleted {
-            tx.execute(
-                "DELETE FROM defs WHERE session_id = ?1 AND name = ?2",
-                params![rec.session_id, name],
-            )?;
-        }
-        for def in rec.defs_set {
-            let seq: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM defs WHERE session_id = ?1",
-                [rec.session_id],
-                |r| r.get(0),
-            )?;
-            tx.execute(
-                "INSERT OR REPLACE INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
-            )?;
-        }
-        tx.execute(
-            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
-            params![rec.session_id, now_millis()],
-        )?;
+        insert_iteration(&tx, rec)?;
         tx.commit()?;
         Ok(())
     }
@@ -491,6 +464,41 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
+}
+
+/// Inserts an iteration and applies its definition changes, inside the caller's transaction.
+fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status,
+            rec.started_at, rec.duration_ms, rec.exec_us, rec.artifact, rec.worker_exit
+        ],
+    )?;
+    for name in rec.defs_deleted {
+        tx.execute(
+            "DELETE FROM defs WHERE session_id = ?1 AND name = ?2",
+            params![rec.session_id, name],
+        )?;
+    }
+    for def in rec.defs_set {
+        let seq: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM defs WHERE session_id = ?1",
+            [rec.session_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
+        )?;
+    }
+    tx.execute(
+        "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+        params![rec.session_id, now_millis()],
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

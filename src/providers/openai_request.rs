@@ -1,0 +1,182 @@
+//! The conversation as an OpenAI Chat Completions request body.
+//!
+//! The body is laid out so that it only ever grows at the end between two requests of a
+//! session: every field but `messages` comes first, and `messages` last. The gateway caches
+//! each item's encoded message and joins them, so a request of a 1,000-iteration session is a
+//! concatenation, not a re-serialization.
+
+use serde_json::{json, Value};
+
+use crate::protocol::{ContentBlock, HistoryItem, ToolSpec};
+
+/// Everything of a request but the conversation.
+#[derive(Debug, Clone)]
+pub struct OpenAiRequest<'a> {
+    pub model: &'a str,
+    /// Sent as `prompt_cache_key`, so requests of one session land on the same cache.
+    pub session_id: &'a str,
+    pub system: &'a str,
+    pub tool: &'a ToolSpec,
+    pub max_tokens: Option<u32>,
+}
+
+/// The start of the body, through the system message (the caller appends `,` and each
+/// encoded item, then [`FOOTER`]).
+pub fn header(req: &OpenAiRequest<'_>) -> Vec<u8> {
+    let mut head = serde_json::Map::new();
+    head.insert("model".into(), json!(req.model));
+    head.insert("stream".into(), json!(true));
+    head.insert("stream_options".into(), json!({"include_usage": true}));
+    head.insert("prompt_cache_key".into(), json!(req.session_id));
+    if let Some(max) = req.max_tokens {
+        head.insert("max_completion_tokens".into(), json!(max));
+    }
+    head.insert(
+        "tools".into(),
+        json!([{
+            "type": "function",
+            "function": {
+                "name": req.tool.name,
+                "description": req.tool.description,
+                "parameters": req.tool.parameters,
+            }
+        }]),
+    );
+    let mut out = encode(&Value::Object(head));
+    // Reopen the object to append `messages` last.
+    out.pop();
+    out.extend_from_slice(b",\"messages\":[");
+    out.extend_from_slice(&encode(&json!({"role": "system", "content": req.system})));
+    out
+}
+
+/// Closes what [`header`] opened.
+pub const FOOTER: &[u8] = b"]}";
+
+/// One item as one message.
+pub fn encode_item(item: &HistoryItem) -> Vec<u8> {
+    let message = match item {
+        HistoryItem::User { text } | HistoryItem::Notice { text } => {
+            json!({"role": "user", "content": text})
+        }
+        HistoryItem::ToolResult {
+            call_id, output, ..
+        } => json!({"role": "tool", "tool_call_id": call_id, "content": output}),
+        HistoryItem::Assistant(message) => {
+            let text = message.text();
+            let calls: Vec<Value> = message
+                .blocks
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolCall(call) => Some(json!({
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": canonical_arguments(&call.arguments)},
+                    })),
+                    _ => None,
+                })
+                .collect();
+            let mut m = serde_json::Map::new();
+            m.insert("role".into(), json!("assistant"));
+            m.insert(
+                "content".into(),
+                if text.is_empty() && !calls.is_empty() {
+                    Value::Null
+                } else {
+                    json!(text)
+                },
+            );
+            if !calls.is_empty() {
+                m.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(m)
+        }
+    };
+    encode(&message)
+}
+
+/// Tool-call arguments as sent back: the text the model produced when it is valid JSON;
+/// otherwise a JSON object holding it, because servers that parse the history (vLLM,
+/// llama.cpp) would reject the whole request over one malformed call.
+pub fn canonical_arguments(arguments: &str) -> String {
+    if serde_json::from_str::<Value>(arguments).is_ok() {
+        arguments.to_string()
+    } else {
+        json!({ "_raw": arguments }).to_string()
+    }
+}
+
+fn encode(value: &Value) -> Vec<u8> {
+    // Serializing a `Value` cannot fail (keys are strings).
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// A whole body from its parts (used by tests and `vis context --json`).
+pub fn body(req: &OpenAiRequest<'_>, items: &[HistoryItem]) -> Vec<u8> {
+    let mut out = header(req);
+    for item in items {
+        out.push(b',');
+        out.extend_from_slice(&encode_item(item));
+    }
+    out.extend_from_slice(FOOTER);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{AssistantMessage, ToolCall};
+
+    fn tool() -> ToolSpec {
+        ToolSpec {
+            name: "python_execution".into(),
+            description: "Run Python.".into(),
+            parameters: json!({"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}),
+        }
+    }
+
+    #[test]
+    fn the_body_is_valid_json_with_messages_last() {
+        let tool = tool();
+        let req = OpenAiRequest {
+            model: "m",
+            session_id: "s-1",
+            system: "sys",
+            tool: &tool,
+            max_tokens: None,
+        };
+        let items = vec![
+            HistoryItem::User { text: "hi".into() },
+            HistoryItem::Assistant(AssistantMessage {
+                blocks: vec![ContentBlock::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "python_execution".into(),
+                    arguments: "{\"code\": \"1\"".into(),
+                })],
+                reasoning: Some("thinking".into()),
+            }),
+            HistoryItem::ToolResult {
+                call_id: "c1".into(),
+                output: "1\n".into(),
+                is_error: false,
+            },
+        ];
+        let body: Value = serde_json::from_slice(&body(&req, &items)).unwrap();
+        let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+        assert_eq!(keys.last().unwrap().as_str(), "messages");
+        assert_eq!(body["prompt_cache_key"], "s-1");
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["role"], "system");
+        assert_eq!(messages[2]["content"], Value::Null);
+        // A malformed call is sent back as valid JSON holding its text; reasoning is not sent.
+        assert_eq!(
+            messages[2]["tool_calls"][0]["function"]["arguments"],
+            "{\"_raw\":\"{\\\"code\\\": \\\"1\\\"\"}"
+        );
+        assert!(!String::from_utf8(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+            .contains("thinking"));
+        assert_eq!(messages[3]["role"], "tool");
+    }
+}

@@ -1,0 +1,359 @@
+//! Chat sessions in the store: the fixed request prefix, the conversation in order, and one
+//! health record per model request.
+//!
+//! The conversation (`history`) is append-only and ordered by `seq`. A tool result's text is
+//! not copied into it: the row points at the iteration that holds the output, and both are
+//! written in one transaction, so a completed iteration is always part of the conversation and
+//! an interrupted one never half is.
+
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+
+use super::{now_millis, IterationRecord, Result, Store};
+
+/// The prefix every request of a chat session starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChatPrefix {
+    pub system: String,
+    /// JSON: `{"name", "description", "parameters"}`.
+    pub tool: String,
+    pub catalog_hash: String,
+    pub agents_md: Option<String>,
+    pub tokens: i64,
+}
+
+/// The kinds of conversation items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryKind {
+    User,
+    Assistant,
+    ToolResult,
+    Notice,
+}
+
+impl HistoryKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            HistoryKind::User => "user",
+            HistoryKind::Assistant => "assistant",
+            HistoryKind::ToolResult => "tool_result",
+            HistoryKind::Notice => "notice",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "user" => HistoryKind::User,
+            "assistant" => HistoryKind::Assistant,
+            "tool_result" => HistoryKind::ToolResult,
+            "notice" => HistoryKind::Notice,
+            _ => return None,
+        })
+    }
+}
+
+/// One conversation item as stored. For a tool result, `body` is the iteration's output and
+/// `status` its status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryRow {
+    pub seq: i64,
+    pub turn: i64,
+    pub kind: HistoryKind,
+    pub iteration: Option<i64>,
+    pub call_id: Option<String>,
+    pub body: String,
+    pub status: Option<String>,
+    pub tokens: i64,
+    pub meta: Option<String>,
+}
+
+/// A conversation item to append (tool results go through [`Store::record_tool_result`]).
+#[derive(Debug, Clone)]
+pub struct NewHistoryItem<'a> {
+    pub turn: i64,
+    pub kind: HistoryKind,
+    pub body: &'a str,
+    pub tokens: i64,
+    pub meta: Option<&'a str>,
+}
+
+/// One model request's health record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RequestRecord {
+    pub seq: i64,
+    pub turn: i64,
+    pub provider: String,
+    pub model: String,
+    pub started_at: i64,
+    pub latency_ms: i64,
+    pub ttft_ms: Option<i64>,
+    pub retries: i64,
+    pub input_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
+    pub cache_creation_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub estimate_tokens: i64,
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    pub fold_measurement: Option<String>,
+}
+
+impl Store {
+    pub fn chat_prefix(&self, session_id: &str) -> Result<Option<ChatPrefix>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT system, tool, catalog_hash, agents_md, tokens FROM chat_prefix WHERE session_id = ?1",
+                [session_id],
+                |r| {
+                    Ok(ChatPrefix {
+                        system: r.get(0)?,
+                        tool: r.get(1)?,
+                        catalog_hash: r.get(2)?,
+                        agents_md: r.get(3)?,
+                        tokens: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Records the prefix of a session's first request (a second call keeps the first).
+    pub fn save_chat_prefix(&self, session_id: &str, prefix: &ChatPrefix) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO chat_prefix (session_id, system, tool, catalog_hash, agents_md, tokens, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                session_id,
+                prefix.system,
+                prefix.tool,
+                prefix.catalog_hash,
+                prefix.agents_md,
+                prefix.tokens,
+                now_millis()
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The provider and model the session last used.
+    pub fn session_model(&self, session_id: &str) -> Result<Option<(String, String)>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT provider, model FROM sessions WHERE id = ?1 AND provider IS NOT NULL",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
+    }
+
+    pub fn set_session_model(&self, session_id: &str, provider: &str, model: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sessions SET provider = ?2, model = ?3 WHERE id = ?1",
+            params![session_id, provider, model],
+        )?;
+        Ok(())
+    }
+
+    /// Appends one item; returns its `seq`.
+    pub fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let seq = next_history_seq(&tx, session_id)?;
+        tx.execute(
+            "INSERT INTO history (session_id, seq, turn, kind, body, tokens, meta)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                session_id,
+                seq,
+                item.turn,
+                item.kind.as_str(),
+                item.body,
+                item.tokens,
+                item.meta
+            ],
+        )?;
+        tx.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![session_id, now_millis()],
+        )?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// Commits a completed iteration and its place in the conversation (answering
+    /// `call_id`) together.
+    pub fn record_tool_result(
+        &mut self,
+        rec: &IterationRecord<'_>,
+        call_id: &str,
+        tokens: i64,
+    ) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        super::insert_iteration(&tx, rec)?;
+        tx.execute(
+            "UPDATE iterations SET call_id = ?4 WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3",
+            params![rec.session_id, rec.turn, rec.iteration, call_id],
+        )?;
+        let seq = next_history_seq(&tx, rec.session_id)?;
+        tx.execute(
+            "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
+             VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",
+            params![rec.session_id, seq, rec.turn, rec.iteration, call_id, tokens],
+        )?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    /// The whole conversation in order, tool results with their outputs.
+    pub fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT h.seq, h.turn, h.kind, h.iteration, h.call_id,
+                    CASE WHEN h.kind = 'tool_result' THEN i.output ELSE h.body END,
+                    i.status, h.tokens, h.meta
+             FROM history h
+             LEFT JOIN iterations i
+               ON h.kind = 'tool_result' AND i.session_id = h.session_id
+              AND i.turn = h.turn AND i.iteration = h.iteration
+             WHERE h.session_id = ?1 ORDER BY h.seq",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            let kind: String = r.get(2)?;
+            Ok(HistoryRow {
+                seq: r.get(0)?,
+                turn: r.get(1)?,
+                kind: HistoryKind::parse(&kind).ok_or_else(|| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        2,
+                        rusqlite::types::Type::Text,
+                        format!("unknown history kind '{kind}'").into(),
+                    )
+                })?,
+                iteration: r.get(3)?,
+                call_id: r.get(4)?,
+                body: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+                status: r.get(6)?,
+                tokens: r.get(7)?,
+                meta: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Sets how a turn ended.
+    pub fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn, status, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// Turns still marked running (their gateway stopped without ending them).
+    pub fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, kind FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
+        )?;
+        let rows = stmt.query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The most recently used chat session whose first workspace root is `root`.
+    pub fn latest_chat_session(&self, root: &str) -> Result<Option<String>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.workspace_roots FROM sessions s
+             WHERE EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.kind = 'chat')
+             ORDER BY s.updated_at DESC, s.id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let roots: String = row.get(1)?;
+            let roots: Vec<String> = serde_json::from_str(&roots).unwrap_or_default();
+            if roots.first().map(String::as_str) == Some(root) {
+                return Ok(Some(row.get(0)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Stores a request's health record; `seq` is assigned here and returned.
+    pub fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let seq: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM requests WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,
+                input_tokens, cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error, fold_measurement)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            params![
+                session_id,
+                seq,
+                rec.turn,
+                rec.provider,
+                rec.model,
+                rec.started_at,
+                rec.latency_ms,
+                rec.ttft_ms,
+                rec.retries,
+                rec.input_tokens,
+                rec.cached_tokens,
+                rec.cache_creation_tokens,
+                rec.output_tokens,
+                rec.estimate_tokens,
+                rec.error_kind,
+                rec.error,
+                rec.fold_measurement
+            ],
+        )?;
+        tx.commit()?;
+        Ok(seq)
+    }
+
+    pub fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
+                    cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
+                    fold_measurement
+             FROM requests WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(RequestRecord {
+                seq: r.get(0)?,
+                turn: r.get(1)?,
+                provider: r.get(2)?,
+                model: r.get(3)?,
+                started_at: r.get(4)?,
+                latency_ms: r.get(5)?,
+                ttft_ms: r.get(6)?,
+                retries: r.get(7)?,
+                input_tokens: r.get(8)?,
+                cached_tokens: r.get(9)?,
+                cache_creation_tokens: r.get(10)?,
+                output_tokens: r.get(11)?,
+                estimate_tokens: r.get(12)?,
+                error_kind: r.get(13)?,
+                error: r.get(14)?,
+                fold_measurement: r.get(15)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+fn next_history_seq(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<i64> {
+    Ok(tx.query_row(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM history WHERE session_id = ?1",
+        [session_id],
+        |r| r.get(0),
+    )?)
+}
