@@ -1,6 +1,7 @@
 //! Vis: a coding gateway whose model has one tool, `python_execution`.
 //!
 //! - `protocol`: the types every layer shares (blocks, definitions, the conversation);
+//! - `providers`: streaming clients for OpenAI-compatible and Anthropic models, with retries;
 //! - `catalog`: the manifest, `apropos`/`doc`, and the token-budgeted catalog;
 //! - `runtime`: the embedded CPython worker and the host API that supervises it;
 //! - `store`: the SQLite session store;

@@ -1,4 +1,200 @@
-//! Model providers: encoding the conversation as each provider's request body.
+//! Model providers: streaming HTTP clients for OpenAI-compatible Chat Completions and Anthropic
+//! Messages, decoding into the provider-neutral conversation types of [`crate::protocol`].
+//!
+//! ```text
+//! gateway ── body: Bytes ──► Provider::stream ── POST (reqwest, rustls/ring) ──► provider
+//!                                  │ retry loop (retry.rs): backoff, retry-after, Retrying event
+//!                                  ▼
+//!                   bytes ─► sse.rs (idle timeout, EOF flush, eventsource-stream)
+//!                                  ▼
+//!                   openai.rs | anthropic.rs  (Decode: events ─► AssistantMessage, Usage)
+//!                                  ▼
+//!           ModelResponse { message, stop_reason, usage, model, ttft, latency, retries }
+//! ```
+//!
+//! Design notes:
+//! - The gateway serializes the request body (canonically, so prompt caches keep hitting) and
+//!   this module sends those bytes untouched; it never parses or rebuilds a request.
+//! - One `reqwest::Client` per `Provider`, so connections (and TLS sessions) are reused from
+//!   one request to the next.
+//! - TLS is rustls with the `ring` provider (installed process-wide on first use unless
+//!   another provider already is) and the platform's root certificates. Proxies from the
+//!   environment are honoured, except for loopback base URLs, which are always reached
+//!   directly (a local model server behind a corporate proxy setting is a classic trap).
+//! - Timeouts: `connect_timeout` for the TCP/TLS connect, `request_timeout` until the response
+//!   headers, `idle_timeout` between any two pieces of the body (comments and pings count). No
+//!   overall deadline: a long answer that keeps streaming is fine.
+//! - Errors are [`ProviderError`]s whose `Display` is one line naming the cause and the fix.
+//!   A failed attempt's partial output is never returned: callers get a whole response or an
+//!   error, and a `StreamEvent::Retrying` tells a live display to discard what it showed.
+//! - Dropping the future of [`Provider::stream`] drops the response, which closes the
+//!   connection; nothing keeps running in the background.
+//!
+//! The public API is the one sketched for the gateway, with these additions: `ProviderKind`
+//! also implements serde (lower-case names) and has `as_str`; `ProviderError` has
+//! `retry_after()` and `last_cause()`; [`ProviderSettings::endpoint`] gives the URL a request
+//! goes to. `Provider::new` performs the missing-key check (so it fails before anything is
+//! sent) and validates the base URL.
 
+mod anthropic;
 pub mod anthropic_request;
+mod client;
+mod error;
+mod openai;
 pub mod openai_request;
+mod retry;
+mod sse;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use client::{ModelResponse, Provider};
+pub use error::ProviderError;
+pub use retry::RETRY_AFTER_CEILING;
+
+use crate::protocol::{AssistantMessage, StreamEvent, Usage};
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions (OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, LM Studio, ...).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Ok(ProviderKind::OpenAi),
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            _ => Err(ProviderError::Config(format!(
+                "unknown provider '{}'; use --provider openai (any OpenAI-compatible server) or --provider anthropic",
+                error::clean_message(s, 40)
+            ))),
+        }
+    }
+}
+
+/// Everything needed to talk to one provider and model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    pub model: String,
+    /// OpenAI-compatible: includes `/v1` (`https://api.openai.com/v1`,
+    /// `http://localhost:11434/v1`); Anthropic: the root (`https://api.anthropic.com`).
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    /// Until the response headers arrive.
+    pub request_timeout: Duration,
+    /// The longest silence between two pieces of the streamed body.
+    pub idle_timeout: Duration,
+    /// Retries after the first attempt (so `max_retries + 1` attempts at most).
+    pub max_retries: u32,
+    /// The backoff base: retry `n` waits a random time in `[0, base * 2^n]`, capped below.
+    pub retry_base_delay: Duration,
+    pub retry_max_delay: Duration,
+}
+
+impl ProviderSettings {
+    /// Settings with the default timeouts and retries (see `docs/providers.md`).
+    pub fn new(
+        kind: ProviderKind,
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+    ) -> ProviderSettings {
+        ProviderSettings {
+            kind,
+            model: model.into(),
+            base_url: base_url.into(),
+            api_key,
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(120),
+            // Reasoning models can think for minutes without sending a byte.
+            idle_timeout: Duration::from_secs(300),
+            max_retries: 4,
+            retry_base_delay: Duration::from_millis(500),
+            retry_max_delay: Duration::from_secs(20),
+        }
+    }
+
+    pub fn default_base_url(kind: ProviderKind) -> &'static str {
+        match kind {
+            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+        }
+    }
+
+    /// The environment variable that holds the key for `kind`.
+    pub fn key_env(kind: ProviderKind) -> &'static str {
+        match kind {
+            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// The URL requests are POSTed to (base URL without its trailing `/`, plus the path).
+    pub fn endpoint(&self) -> String {
+        let base = self.base_url.trim().trim_end_matches('/');
+        match self.kind {
+            ProviderKind::OpenAi => format!("{base}/chat/completions"),
+            ProviderKind::Anthropic => format!("{base}/v1/messages"),
+        }
+    }
+}
+
+/// What a decoder made of one complete stream.
+pub(crate) struct Decoded {
+    pub message: AssistantMessage,
+    pub stop_reason: Option<String>,
+    pub usage: Usage,
+    pub model: Option<String>,
+}
+
+/// One provider's stream decoder: events in, a complete response out.
+pub(crate) trait Decode: Send {
+    /// Takes one event; `Ok(true)` when it completed the response (`[DONE]`, `message_stop`).
+    fn feed(
+        &mut self,
+        event: &sse::SseEvent,
+        emit: &mut dyn FnMut(StreamEvent),
+    ) -> Result<bool, ProviderError>;
+
+    /// The body is over (`done`: a completing event was seen): the response, or why it is not
+    /// complete.
+    fn finish(self, done: bool) -> Result<Decoded, ProviderError>;
+}
+
+/// The innermost cause of an error chain ("Connection refused (os error 111)"): reqwest's own
+/// top-level message repeats the URL, which the callers' messages already name.
+pub(crate) fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    error::clean_message(&cause.to_string(), 160)
+}
