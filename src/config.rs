@@ -72,6 +72,20 @@ pub enum ConfigError {
 /// timeout = 300                   # block timeout, seconds
 /// memory_limit_mb = 4096          # the worker's memory cap
 /// output_limit = 20000            # block output cap, characters
+///
+/// [provider]
+/// name = "anthropic"              # or "openai" (any OpenAI-compatible server)
+/// model = "claude-sonnet-4-5"
+/// base_url = "http://localhost:11434/v1"
+/// api_key = "…"                   # prefer OPENAI_API_KEY / ANTHROPIC_API_KEY
+/// max_output_tokens = 16000       # Anthropic's max_tokens
+/// thinking_budget = 4000          # Anthropic extended thinking (off when absent)
+/// request_timeout = 120           # seconds until the response starts
+/// idle_timeout = 300              # seconds of silence allowed mid-stream
+/// max_retries = 4
+///
+/// [gateway]
+/// max_iterations = 100            # tool calls per turn
 /// ```
 ///
 /// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`) override
@@ -90,6 +104,39 @@ pub struct Config {
     pub memory_limit_mb: Option<u64>,
     /// `[runtime] output_limit`, characters.
     pub output_limit: Option<usize>,
+    /// `[provider]`.
+    pub provider: ProviderConfig,
+    /// `[gateway]`.
+    pub gateway: GatewayConfig,
+}
+
+/// `[provider]`: which model to talk to and how.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct ProviderConfig {
+    pub name: Option<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub max_output_tokens: Option<u32>,
+    pub thinking_budget: Option<u32>,
+    pub request_timeout: Option<f64>,
+    pub idle_timeout: Option<f64>,
+    pub max_retries: Option<u32>,
+}
+
+/// `[gateway]`: the agent loop.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct GatewayConfig {
+    pub max_iterations: Option<u32>,
+}
+
+/// The tables read with serde (their errors carry toml's own positions).
+#[derive(Debug, Default, serde::Deserialize)]
+struct Typed {
+    #[serde(default)]
+    provider: ProviderConfig,
+    #[serde(default)]
+    gateway: GatewayConfig,
 }
 
 impl Config {
@@ -216,6 +263,40 @@ impl Config {
             config.memory_limit_mb = number("memory_limit_mb", 64.0, "4096")?.map(|n| n as u64);
             config.output_limit = number("output_limit", 100.0, "20000")?.map(|n| n as usize);
         }
+        let typed: Typed = toml::from_str(text).map_err(|e: toml::de::Error| {
+            let place = e
+                .span()
+                .map(|s| {
+                    let start = s.start.min(text.len());
+                    let line = text[..start].matches('\n').count() + 1;
+                    let content = text.lines().nth(line - 1).unwrap_or_default().trim();
+                    format!("line {line} (`{}`): ", crate::protocol::clip(content, 60))
+                })
+                .unwrap_or_default();
+            invalid(format!(
+                "{place}{}; see the documented keys in docs/gateway.md",
+                e.message().trim_end()
+            ))
+        })?;
+        for (key, value) in [
+            ("request_timeout", typed.provider.request_timeout),
+            ("idle_timeout", typed.provider.idle_timeout),
+        ] {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(invalid(format!(
+                    "{}`provider.{key}` must be a positive number of seconds, got {v}",
+                    line_of(key)
+                )));
+            }
+        }
+        if typed.gateway.max_iterations == Some(0) {
+            return Err(invalid(format!(
+                "{}`gateway.max_iterations` must be at least 1",
+                line_of("max_iterations")
+            )));
+        }
+        config.provider = typed.provider;
+        config.gateway = typed.gateway;
         Ok(config)
     }
 }
@@ -255,6 +336,26 @@ mod tests {
             e.contains("`runtime.output_limit` must be a number of at least 100"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn reads_provider_and_gateway_tables() {
+        let c = parse("[provider]\nname = \"anthropic\"\nmodel = \"m\"\nmax_retries = 2\n[gateway]\nmax_iterations = 7\n").unwrap();
+        assert_eq!(c.provider.name.as_deref(), Some("anthropic"));
+        assert_eq!(c.provider.max_retries, Some(2));
+        assert_eq!(c.gateway.max_iterations, Some(7));
+        let e = parse("[provider]\n\nmax_retries = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3") && e.contains("max_retries"), "{e}");
+        let e = parse("[gateway]\nmax_iterations = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = parse("[provider]\nidle_timeout = -3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("positive number of seconds"), "{e}");
     }
 
     #[test]

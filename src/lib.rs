@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod gateway;
 pub mod protocol;
 pub mod providers;
 pub mod runtime;

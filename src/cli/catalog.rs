@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::settings::{load_config, worker_options};
 use super::CliError;
 use crate::catalog::{render_catalog, store_snapshot, DEFAULT_BUDGET_TOKENS};
-use crate::config::Config;
-use crate::runtime::{Runtime, WorkerOptions};
+use crate::runtime::Runtime;
 use crate::store::Store;
 
 #[derive(Debug, Args)]
@@ -32,22 +32,6 @@ fn parse_budget(text: &str) -> Result<usize, String> {
     }
 }
 
-/// Loads the user's config; errors are usage errors (exit 2).
-pub fn load_config() -> Result<Config, CliError> {
-    Config::load_default().map_err(|e| CliError::usage(format!("vis: {e}")))
-}
-
-/// Worker options for `workspace` with the config's extensions, skills and deny list.
-pub fn worker_options(config: &Config, workspace: &Path) -> Result<WorkerOptions, CliError> {
-    let program = std::env::current_exe()
-        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))?;
-    let mut opts = WorkerOptions::new(program);
-    opts.workspace = Some(workspace.to_path_buf());
-    opts.config_dir = Some(config.dir.clone());
-    opts.deny = config.deny.clone();
-    Ok(opts)
-}
-
 pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
     let config = load_config()?;
     let workspace = match &args.workspace {
@@ -69,7 +53,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         .budget
         .or(config.catalog_budget)
         .unwrap_or(DEFAULT_BUDGET_TOKENS);
-    let mut runtime = Runtime::new(worker_options(&config, &workspace)?, Vec::new());
+    let mut runtime = Runtime::new(worker_options(&config, Some(&workspace))?, Vec::new());
     runtime.start().map_err(|e| CliError {
         code: 1,
         message: format!("vis catalog: {e}"),

@@ -2,15 +2,15 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::CliError;
-use crate::runtime::{
-    BlockRequest, RuntimeError, Status, Supervisor, WorkerOptions, DEFAULT_OUTPUT_LIMIT,
+use super::settings::{
+    current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
 };
+use super::CliError;
+use crate::runtime::{BlockRequest, RuntimeError, Status, Supervisor};
 use crate::session::{new_session_id, session_dict, validate_session_id};
 use crate::store::{now_millis, IterationRecord, Store};
 
@@ -22,17 +22,8 @@ pub struct ExecArgs {
     /// Workspace directory (default: the session's, or the current directory).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Block timeout in seconds (default 300; env VIS_TIMEOUT; config [runtime] timeout).
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<f64>,
-    /// Cap on the worker's memory, in MiB (default 4096; env VIS_WORKER_MEMORY_MB; config
-    /// [runtime] memory_limit_mb).
-    #[arg(long, value_name = "MIB")]
-    pub memory_limit: Option<u64>,
-    /// Output cap in characters (default 20000; env VIS_OUTPUT_LIMIT; config [runtime]
-    /// output_limit).
-    #[arg(long, value_name = "CHARS")]
-    pub output_limit: Option<usize>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// The block's code, or `-` to read it from standard input.
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
@@ -59,79 +50,11 @@ fn read_code(arg: Option<String>) -> Result<String, CliError> {
     }
 }
 
-fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
-    let Some(dir) = flag else { return Ok(None) };
-    let canonical = dir.canonicalize().map_err(|e| {
-        CliError::usage(format!(
-            "workspace {} is not usable: {e}; pass an existing directory",
-            dir.display()
-        ))
-    })?;
-    if !canonical.is_dir() {
-        return Err(CliError::usage(format!(
-            "workspace {} is not a directory",
-            dir.display()
-        )));
-    }
-    Ok(Some(canonical))
-}
-
-/// A setting from the flag, else the environment variable, else the config file, else the
-/// default (SPEC §1: later sources win).
-fn setting<T: std::str::FromStr>(
-    flag: Option<T>,
-    env: &str,
-    config: Option<T>,
-    default: T,
-    what: &str,
-) -> Result<T, CliError> {
-    if let Some(v) = flag {
-        return Ok(v);
-    }
-    match std::env::var(env) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map_err(|_| CliError::usage(format!("{env} must be {what}, got '{v}'"))),
-        Err(_) => Ok(config.unwrap_or(default)),
-    }
-}
-
 pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
-    let config = super::catalog::load_config()?;
-    let timeout = setting(
-        args.timeout,
-        "VIS_TIMEOUT",
-        config.timeout,
-        crate::runtime::DEFAULT_TIMEOUT.as_secs_f64(),
-        "a number of seconds",
-    )?;
-    if !(timeout.is_finite() && timeout > 0.0) {
-        return Err(CliError::usage(format!(
-            "--timeout must be a positive number of seconds, got {timeout}"
-        )));
-    }
-    let output_limit = setting(
-        args.output_limit,
-        "VIS_OUTPUT_LIMIT",
-        config.output_limit,
-        DEFAULT_OUTPUT_LIMIT,
-        "a whole number of characters",
-    )?;
-    if output_limit < 100 {
-        return Err(CliError::usage(format!(
-            "--output-limit must be at least 100 characters, got {output_limit}"
-        )));
-    }
-    let memory_limit_mb = setting(
-        args.memory_limit,
-        "VIS_WORKER_MEMORY_MB",
-        config.memory_limit_mb,
-        crate::runtime::DEFAULT_MEMORY_LIMIT_MB,
-        "a whole number of MiB",
-    )?;
+    let config = load_config()?;
+    let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
@@ -144,8 +67,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let mut store = Store::open(db)?;
     let default_root = match &workspace {
         Some(w) => w.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+        None => current_dir()?,
     };
     let root_strings = vec![default_root.to_string_lossy().into_owned()];
     let row = store.ensure_session(&session_id, &root_strings)?;
@@ -168,13 +90,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let iteration = store.next_iteration(&session_id, turn)?;
     let counts = store.counts(&session_id)?;
     let defs = store.load_defs(&session_id)?;
-    let program = std::env::current_exe()
-        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))?;
-    let mut opts = WorkerOptions::new(program);
-    opts.memory_limit_mb = memory_limit_mb;
-    opts.workspace = roots.first().map(PathBuf::from);
-    opts.config_dir = Some(config.dir.clone());
-    opts.deny = config.deny.clone();
+    let mut opts = worker_options(&config, roots.first().map(Path::new))?;
+    opts.memory_limit_mb = limits.memory_limit_mb;
     let mut supervisor = Supervisor::new(opts, defs);
 
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
@@ -182,11 +99,11 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         code: code.clone(),
         filename: format!("<t{turn}/i{iteration}>"),
         session: session_dict(&session_id, turn, iteration, counts, &roots),
-        output_limit,
+        output_limit: limits.output_limit,
         artifact_path: artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
         artifact_dir,
         workspace_roots: roots.iter().map(PathBuf::from).collect(),
-        timeout: Duration::from_secs_f64(timeout),
+        timeout: limits.timeout,
     };
     let started_at = now_millis();
     let outcome = match run_block(&mut supervisor, request)? {

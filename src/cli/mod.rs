@@ -2,14 +2,21 @@
 //! (2 for usage and configuration problems) and one line naming the cause and the fix.
 
 mod catalog;
+mod chat;
+mod chat_ui;
+mod context;
 mod exec;
 mod sessions;
+pub mod settings;
+mod term;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 pub use catalog::CatalogArgs;
+pub use chat::ChatArgs;
+pub use context::ContextArgs;
 pub use exec::ExecArgs;
 
 #[derive(Debug, Parser)]
@@ -34,6 +41,10 @@ pub enum Command {
     Sessions(SessionsArgs),
     /// Print the prompt catalog (functions, pages, skills) of a workspace and its hash.
     Catalog(CatalogArgs),
+    /// Chat with a model in this workspace (or run turns with -m and print the transcript).
+    Chat(ChatArgs),
+    /// Print the exact next model request of a session.
+    Context(ContextArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -101,6 +112,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Exec(args) => exec::run(args, &db),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
         Command::Catalog(args) => catalog::run(args, &db),
+        Command::Chat(args) => chat::run(args, &db),
+        Command::Context(args) => context::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,

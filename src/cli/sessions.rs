@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::term::escape_controls;
 use super::{format_time, CliError, SessionsAction};
 use crate::store::Store;
 
@@ -53,7 +54,10 @@ fn list(store: &Store) -> Result<i32, CliError> {
 }
 
 fn indent(text: &str, prefix: &str) -> String {
-    text.lines().map(|l| format!("{prefix}{l}\n")).collect()
+    escape_controls(text)
+        .lines()
+        .map(|l| format!("{prefix}{l}\n"))
+        .collect()
 }
 
 fn show(store: &Store, id: &str) -> Result<i32, CliError> {
@@ -97,6 +101,47 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
             }
         }
     }
+    let requests = store.requests(id)?;
+    if !requests.is_empty() {
+        println!("\nmodel requests:");
+        println!(
+            "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>6}  status",
+            "#",
+            "turn",
+            "provider/model",
+            "input",
+            "cached",
+            "output",
+            "retries",
+            "estimate",
+            "latency",
+            "ttft"
+        );
+        for r in &requests {
+            let n = |v: Option<i64>| v.map_or_else(|| "n/a".to_string(), |v| v.to_string());
+            let status = match (&r.error_kind, &r.error) {
+                (Some(kind), Some(e)) => format!("{kind}: {}", escape_controls(e)),
+                _ => "ok".into(),
+            };
+            println!(
+                "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>6}  {status}",
+                r.seq,
+                r.turn,
+                crate::protocol::clip(&format!("{}/{}", r.provider, r.model), 28),
+                n(r.input_tokens),
+                n(r.cached_tokens),
+                n(r.output_tokens),
+                r.retries,
+                r.estimate_tokens,
+                r.latency_ms,
+                r.ttft_ms.map_or_else(|| "n/a".into(), |t| format!("{t}ms")),
+            );
+            if let Some(m) = &r.fold_measurement {
+                println!("        fold measurement: {}", escape_controls(m));
+            }
+        }
+        println!("  (n/a: the provider did not report it)");
+    }
     if !defs.is_empty() {
         println!("\ndefinitions:");
         for d in defs {
@@ -118,6 +163,8 @@ fn export(store: &Store, id: &str) -> Result<i32, CliError> {
         "turns": store.turns(id)?,
         "iterations": store.iterations(id)?,
         "defs": store.load_defs(id)?,
+        "history": store.history(id)?,
+        "requests": store.requests(id)?,
     });
     let text = serde_json::to_string_pretty(&value).map_err(|e| CliError::usage(e.to_string()))?;
     println!("{text}");

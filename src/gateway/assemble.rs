@@ -62,8 +62,7 @@ impl Assembler {
             self.messages.truncate(entries.len());
         }
         for entry in &entries[self.messages.len()..] {
-            self.messages
-                .push(openai_request::encode_item(&entry.item));
+            self.messages.push(openai_request::encode_item(&entry.item));
         }
         let size = self.header.len()
             + self.messages.iter().map(|m| m.len() + 1).sum::<usize>()
@@ -157,7 +156,12 @@ fn breakpoints(entries: &[Entry], ranges: &[Range<usize>]) -> Vec<usize> {
     out
 }
 
-fn encode(entries: &[Entry], range: &Range<usize>, breakpoint: bool, keep_thinking: bool) -> Vec<u8> {
+fn encode(
+    entries: &[Entry],
+    range: &Range<usize>,
+    breakpoint: bool,
+    keep_thinking: bool,
+) -> Vec<u8> {
     let items: Vec<HistoryItem> = entries[range.clone()]
         .iter()
         .map(|e| e.item.clone())

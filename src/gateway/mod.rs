@@ -36,7 +36,7 @@ use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store, StoreError};
 use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
-pub use turn::{EventSink, TurnEnd};
+pub use turn::{code_of, EventSink, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
@@ -80,7 +80,8 @@ pub struct ChatSession {
     id: String,
     store: Store,
     supervisor: Supervisor,
-    provider: Provider,
+    /// Made at the first request (so inspecting a session needs no API key).
+    provider: Option<Provider>,
     settings: ChatSettings,
     roots: Vec<String>,
     artifact_dir: PathBuf,
@@ -129,18 +130,18 @@ impl ChatSession {
             return Err(GatewayError::WorkspaceGone(missing.clone()));
         }
         let mut notes = Vec::new();
-        let provider = Provider::new(settings.provider.clone())?;
         let (kind, model) = (
             settings.provider.kind.as_str(),
             settings.provider.model.clone(),
         );
         match store.session_model(id)? {
-            Some((p, m)) if p != kind || m != model => notes.push(format!(
-                "[vis] this session used {p}/{m}; it continues with {kind}/{model}"
+            Some(m) if m.provider != kind || m.model != model => notes.push(format!(
+                "[vis] this session used {}/{}; it continues with {kind}/{model}",
+                m.provider, m.model
             )),
             _ => {}
         }
-        store.set_session_model(id, kind, &model)?;
+        store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
         let prefix = store.chat_prefix(id)?;
         let mut entries = history::from_rows(store.history(id)?)?;
         notes.extend(turn::repair_running_turns(&mut store, id, &mut entries)?);
@@ -154,7 +155,7 @@ impl ChatSession {
             id: id.to_string(),
             store,
             supervisor,
-            provider,
+            provider: None,
             artifact_dir: crate::config::artifact_dir(db, id),
             roots: row.workspace_roots,
             settings,
@@ -203,6 +204,17 @@ impl ChatSession {
     /// o200k estimate of the next request (prefix + conversation).
     pub fn estimate_tokens(&self) -> u64 {
         self.state.estimate
+    }
+
+    /// The provider client, made on first use.
+    fn provider(&mut self) -> Result<&Provider, ProviderError> {
+        if self.provider.is_none() {
+            self.provider = Some(Provider::new(self.settings.provider.clone())?);
+        }
+        match &self.provider {
+            Some(p) => Ok(p),
+            None => Err(ProviderError::Config("no provider".into())),
+        }
     }
 
     /// Stops the worker.

@@ -71,7 +71,9 @@ pub fn read_agents_md(workspace: &Path) -> Option<String> {
             cut -= 1;
         }
         text.truncate(cut);
-        text.push_str("\n[vis] AGENTS.md was cut here: it is longer than 32 KiB; cat() it for the rest.\n");
+        text.push_str(
+            "\n[vis] AGENTS.md was cut here: it is longer than 32 KiB; cat() it for the rest.\n",
+        );
     }
     Some(text)
 }
@@ -95,7 +97,9 @@ mod tests {
     fn the_prompt_is_short_and_names_the_tool_surface() {
         let tokens = crate::catalog::tokens::count_tokens(SYSTEM_PROMPT).unwrap();
         assert!(tokens < 450, "{tokens} tokens");
-        for name in ["cat(", "grep(", "patch(", "sh(", "apropos(", "doc(", "defs()"] {
+        for name in [
+            "cat(", "grep(", "patch(", "sh(", "apropos(", "doc(", "defs()",
+        ] {
             assert!(SYSTEM_PROMPT.contains(name), "{name}");
         }
         let text = system_text(&Snapshot::empty(), Some("Use tabs."));

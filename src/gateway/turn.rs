@@ -15,12 +15,13 @@ use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
 use super::{to_bytes, ChatSession, GatewayError, State};
 use crate::protocol::{
-    AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus,
-    REJECTED,
+    AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
 };
 use crate::providers::{ModelResponse, ProviderError};
 use crate::runtime::{BlockRequest, RuntimeError};
-use crate::store::{now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store};
+use crate::store::{
+    now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
+};
 
 /// Where a turn's events go (a closed receiver is fine: events are for display only).
 pub type EventSink = tokio::sync::mpsc::UnboundedSender<Event>;
@@ -104,12 +105,30 @@ impl ChatSession {
             warm_up = false;
             let response = match answer {
                 None => {
-                    self.record_request(turn, started_at, estimate, None, Some(("interrupted", "the request was interrupted".into())))?;
-                    return self.end_turn(turn, TurnStatus::Interrupted, String::new(), None, events);
+                    self.record_request(
+                        turn,
+                        started_at,
+                        estimate,
+                        None,
+                        Some(("interrupted", "the request was interrupted".into())),
+                    )?;
+                    return self.end_turn(
+                        turn,
+                        TurnStatus::Interrupted,
+                        String::new(),
+                        None,
+                        events,
+                    );
                 }
                 Some(Err(e)) => {
                     let (kind, message) = (e.kind().to_string(), e.to_string());
-                    self.record_request(turn, started_at, estimate, None, Some((e.kind(), message.clone())))?;
+                    self.record_request(
+                        turn,
+                        started_at,
+                        estimate,
+                        None,
+                        Some((e.kind(), message.clone())),
+                    )?;
                     let _ = events.send(Event::Error {
                         kind: kind.clone(),
                         message: message.clone(),
@@ -166,24 +185,26 @@ impl ChatSession {
                         Err(correction) => {
                             CallResult::note(call.arguments.clone(), correction, REJECTED)
                         }
-                        Ok(code) => match self.run_block(turn, iteration, code, events, stop).await? {
-                            Ok(result) => result,
-                            Err((result, error)) => {
-                                self.record_call(turn, iteration, &call.id, result, events)?;
-                                let message = format!("the block could not run: {error}");
-                                let _ = events.send(Event::Error {
-                                    kind: "runtime".into(),
-                                    message: message.clone(),
-                                });
-                                return self.end_turn(
-                                    turn,
-                                    TurnStatus::Failed,
-                                    String::new(),
-                                    Some(("runtime".into(), message)),
-                                    events,
-                                );
+                        Ok(code) => {
+                            match self.run_block(turn, iteration, code, events, stop).await? {
+                                Ok(result) => result,
+                                Err((result, error)) => {
+                                    self.record_call(turn, iteration, &call.id, result, events)?;
+                                    let message = format!("the block could not run: {error}");
+                                    let _ = events.send(Event::Error {
+                                        kind: "runtime".into(),
+                                        message: message.clone(),
+                                    });
+                                    return self.end_turn(
+                                        turn,
+                                        TurnStatus::Failed,
+                                        String::new(),
+                                        Some(("runtime".into(), message)),
+                                        events,
+                                    );
+                                }
                             }
-                        },
+                        }
                     }
                 };
                 self.record_call(turn, iteration, &call.id, result, events)?;
@@ -211,7 +232,12 @@ impl ChatSession {
         stop: &CancellationToken,
         warm_up: bool,
     ) -> Option<Result<ModelResponse, ProviderError>> {
-        let provider = &self.provider;
+        if let Err(e) = self.provider() {
+            return Some(Err(e));
+        }
+        let Some(provider) = self.provider.as_ref() else {
+            return Some(Err(ProviderError::Config("no provider".into())));
+        };
         let supervisor = &mut self.supervisor;
         let sink = events.clone();
         let mut on_event = move |event: StreamEvent| {
@@ -525,7 +551,7 @@ fn with_call_ids(mut message: AssistantMessage, turn: i64, n: u32) -> AssistantM
 }
 
 /// The code of a `python_execution` call, or the one-line correction the model gets instead.
-pub(crate) fn code_of(call: &ToolCall) -> Result<String, String> {
+pub fn code_of(call: &ToolCall) -> Result<String, String> {
     const FORM: &str = "call python_execution with {\"code\": \"<Python source>\"}";
     if call.name != TOOL_NAME {
         return Err(format!(
@@ -557,10 +583,11 @@ pub(crate) fn code_of(call: &ToolCall) -> Result<String, String> {
             "[vis] python_execution takes one argument, \"code\" (a string), but got {}; {FORM}.",
             match &value {
                 Value::Object(map) if map.is_empty() => "no arguments".to_string(),
-                Value::Object(map) => format!(
-                    "{}",
-                    map.keys().map(|k| format!("\"{}\"", crate::protocol::clip(k, 30))).collect::<Vec<_>>().join(", ")
-                ),
+                Value::Object(map) => map
+                    .keys()
+                    .map(|k| format!("\"{}\"", crate::protocol::clip(k, 30)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 other => json_kind(other).to_string(),
             }
         )),

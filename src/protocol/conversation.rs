@@ -108,7 +108,9 @@ pub struct ToolSpec {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HistoryItem {
     /// The person's message (starts a turn).
-    User { text: String },
+    User {
+        text: String,
+    },
     Assistant(AssistantMessage),
     /// The answer to one tool call.
     ToolResult {
@@ -118,7 +120,9 @@ pub enum HistoryItem {
     },
     /// A note from the gateway to the model (a catalog update, an interrupted turn), sent on
     /// the user side.
-    Notice { text: String },
+    Notice {
+        text: String,
+    },
 }
 
 impl HistoryItem {

@@ -22,6 +22,14 @@ pub struct ChatPrefix {
     pub tokens: i64,
 }
 
+/// Which model a session talks to (never its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionModel {
+    pub provider: String,
+    pub model: String,
+    pub base_url: Option<String>,
+}
+
 /// The kinds of conversation items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -137,22 +145,34 @@ impl Store {
         Ok(())
     }
 
-    /// The provider and model the session last used.
-    pub fn session_model(&self, session_id: &str) -> Result<Option<(String, String)>> {
+    /// The provider, model and base URL the session last used.
+    pub fn session_model(&self, session_id: &str) -> Result<Option<SessionModel>> {
         Ok(self
             .conn
             .query_row(
-                "SELECT provider, model FROM sessions WHERE id = ?1 AND provider IS NOT NULL",
+                "SELECT provider, model, base_url FROM sessions WHERE id = ?1 AND provider IS NOT NULL",
                 [session_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| {
+                    Ok(SessionModel {
+                        provider: r.get(0)?,
+                        model: r.get(1)?,
+                        base_url: r.get(2)?,
+                    })
+                },
             )
             .optional()?)
     }
 
-    pub fn set_session_model(&self, session_id: &str, provider: &str, model: &str) -> Result<()> {
+    pub fn set_session_model(
+        &self,
+        session_id: &str,
+        provider: &str,
+        model: &str,
+        base_url: &str,
+    ) -> Result<()> {
         self.conn.execute(
-            "UPDATE sessions SET provider = ?2, model = ?3 WHERE id = ?1",
-            params![session_id, provider, model],
+            "UPDATE sessions SET provider = ?2, model = ?3, base_url = ?4 WHERE id = ?1",
+            params![session_id, provider, model, base_url],
         )?;
         Ok(())
     }
@@ -204,7 +224,14 @@ impl Store {
         tx.execute(
             "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
              VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",
-            params![rec.session_id, seq, rec.turn, rec.iteration, call_id, tokens],
+            params![
+                rec.session_id,
+                seq,
+                rec.turn,
+                rec.iteration,
+                call_id,
+                tokens
+            ],
         )?;
         tx.commit()?;
         Ok(seq)

@@ -75,6 +75,7 @@ CREATE TABLE worker_events (
         r#"
 ALTER TABLE sessions ADD COLUMN provider TEXT;
 ALTER TABLE sessions ADD COLUMN model TEXT;
+ALTER TABLE sessions ADD COLUMN base_url TEXT;
 ALTER TABLE iterations ADD COLUMN call_id TEXT;  -- the tool call this iteration answered
 
 -- Fixed at a chat session's first request and never changed, so every later request (also

@@ -14,7 +14,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 use serde::Serialize;
 
 use crate::protocol::PersistedDef;
-pub use chat::{ChatPrefix, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord};
+pub use chat::{ChatPrefix, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord, SessionModel};
 pub use migrations::latest_version;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,239 @@
+//! `vis chat`: a session with a model in the terminal.
+//!
+//! With `-m TEXT` (repeatable) the messages run as turns without prompting and the transcript
+//! goes to standard output (for scripts; exit 1 when a provider error ended a turn).
+//! Otherwise the interactive program in `chat_ui` runs.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::settings::{
+    chat_settings, current_dir, limits, load_config, provider_settings, resolve_workspace,
+    LimitArgs, ProviderArgs,
+};
+use super::term::escape_controls;
+use super::CliError;
+use crate::gateway::{ChatSession, GatewayError};
+use crate::protocol::{Event, TurnStatus};
+use crate::session::{new_session_id, validate_session_id};
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Continue a session: its id, or nothing for the latest session of this workspace.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+    /// Workspace directory (default: the session's, or the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Run this message as a turn without prompting (repeatable), print the transcript, exit.
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    pub messages: Vec<String>,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Opens the session the flags name (a new one unless `--resume`); returns it and what the
+/// person should be told first.
+pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<String>), CliError> {
+    let config = load_config()?;
+    let limits = limits(&args.limits, &config)?;
+    let workspace = resolve_workspace(args.workspace.as_deref())?;
+    let root = match &workspace {
+        Some(w) => w.clone(),
+        None => current_dir()?,
+    };
+    let root_string = root.to_string_lossy().into_owned();
+    let store = Store::open(db)?;
+    let gateway = |e: GatewayError| CliError::usage(format!("vis chat: {e}"));
+    match &args.resume {
+        None => {
+            let provider = provider_settings(&args.provider, &config, None)?;
+            let settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let id = new_session_id();
+            let session = ChatSession::create(store, db, &id, vec![root_string], settings)
+                .map_err(gateway)?;
+            let note = format!("vis: new session {id} (resume it with vis chat --resume {id})");
+            Ok((session, vec![note]))
+        }
+        Some(id) => {
+            let id = if id.is_empty() {
+                store.latest_chat_session(&root_string)?.ok_or_else(|| {
+                    CliError::usage(format!(
+                        "vis chat: no chat session for the workspace {root_string} yet; start one with `vis chat`, or name one with --resume ID (`vis sessions list` shows them)"
+                    ))
+                })?
+            } else {
+                validate_session_id(id).map_err(CliError::usage)?;
+                id.clone()
+            };
+            let row = store.require_session(&id)?;
+            if workspace.is_some() && row.workspace_roots != [root_string.clone()] {
+                store.set_workspace_roots(&id, &[root_string])?;
+            }
+            let stored = store.session_model(&id)?;
+            let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
+            let settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let (session, mut notes) =
+                ChatSession::open(store, db, &id, settings).map_err(gateway)?;
+            notes.insert(0, format!("vis: resuming session {id}"));
+            Ok((session, notes))
+        }
+    }
+}
+
+pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
+    let events = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis chat: cannot start the event loop: {e}"),
+        })?;
+    if args.messages.is_empty() {
+        return events.block_on(super::chat_ui::run(args, db.to_path_buf()));
+    }
+    events.block_on(run_messages(args, db))
+}
+
+/// `-m` mode: each message is a turn; the transcript goes to stdout.
+async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
+    let (mut session, notes) = open_session(&args, db)?;
+    for note in notes {
+        eprintln!("{}", escape_controls(&note));
+    }
+    let mut code = 0;
+    for message in &args.messages {
+        let stop = CancellationToken::new();
+        let on_ctrl_c = stop.clone();
+        let listener = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+            }
+        });
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        println!("> {}", escape_controls(message).replace('\n', "\n> "));
+        let printer = tokio::spawn(async move {
+            let mut printer = Transcript::default();
+            while let Some(event) = rx.recv().await {
+                printer.print(&event);
+            }
+            printer.finish();
+        });
+        let end = session.run_turn(message, &tx, &stop).await;
+        drop(tx);
+        let _ = printer.await;
+        listener.abort();
+        let end = match end {
+            Ok(end) => end,
+            Err(e) => {
+                session.shutdown().await;
+                return Err(CliError {
+                    code: 1,
+                    message: format!("vis chat: {e}"),
+                });
+            }
+        };
+        match end.status {
+            TurnStatus::Failed => code = 1,
+            TurnStatus::Interrupted if stop.is_cancelled() => {
+                code = 130;
+                break;
+            }
+            _ => {}
+        }
+    }
+    session.shutdown().await;
+    Ok(code)
+}
+
+/// The plain transcript of `-m` mode: assistant text as it streams, each block with its code
+/// and whole output, errors and notices, one line per turn's end.
+#[derive(Default)]
+struct Transcript {
+    /// The current line has text (so a block starts on a fresh line).
+    mid_line: bool,
+}
+
+impl Transcript {
+    fn out(&mut self, text: &str) {
+        let text = escape_controls(text);
+        print!("{text}");
+        self.mid_line = !text.is_empty() && !text.ends_with('\n');
+        let _ = std::io::stdout().flush();
+    }
+
+    fn line(&mut self, text: &str) {
+        if self.mid_line {
+            self.out("\n");
+        }
+        self.out(text);
+        self.out("\n");
+    }
+
+    fn print(&mut self, event: &Event) {
+        match event {
+            Event::TextDelta { text } => self.out(text),
+            Event::ReasoningDelta { .. }
+            | Event::RequestStarted { .. }
+            | Event::TurnStarted { .. } => {}
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => self.line(&format!(
+                "[vis] retrying (attempt {}, in {:.1} s): {reason}",
+                attempt + 1,
+                *delay_ms as f64 / 1000.0
+            )),
+            Event::ResponseFinished { .. } => {}
+            Event::BlockStarted {
+                turn,
+                iteration,
+                code,
+            } => {
+                self.line(&format!("── t{turn}/i{iteration} python ──"));
+                self.line(code.trim_end());
+            }
+            Event::BlockFinished {
+                status,
+                output,
+                wall_ms,
+                ..
+            } => {
+                self.line(&format!("── {status} · {} ──", seconds(*wall_ms)));
+                self.line(output.trim_end());
+            }
+            Event::Notice { text } => {
+                self.line(&format!("[vis] {}", text.trim_start_matches("[vis] ")))
+            }
+            Event::Error { message, .. } => self.line(&format!("[vis] error: {message}")),
+            Event::TurnFinished { turn, status, .. } => {
+                self.line(&format!("── turn {turn} {status} ──"));
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.mid_line {
+            self.out("\n");
+        }
+    }
+}
+
+/// `0.4 s`, `12 s`, `3 min 5 s`.
+pub fn seconds(millis: u64) -> String {
+    if millis < 10_000 {
+        format!("{:.1} s", millis as f64 / 1000.0)
+    } else if millis < 60_000 {
+        format!("{} s", millis / 1000)
+    } else {
+        format!("{} min {} s", millis / 60_000, millis % 60_000 / 1000)
+    }
+}

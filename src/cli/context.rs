@@ -1,0 +1,140 @@
+//! `vis context ID [--json]`: the exact next model request of a session.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::settings::{
+    chat_settings, limits, load_config, provider_settings, LimitArgs, ProviderArgs,
+};
+use super::term::escape_controls;
+use super::CliError;
+use crate::gateway::ChatSession;
+use crate::protocol::{ContentBlock, HistoryItem};
+use crate::session::validate_session_id;
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    /// The session.
+    pub id: String,
+    /// Print the provider's request body (JSON) instead of the readable form.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
+    validate_session_id(&args.id).map_err(CliError::usage)?;
+    if !db.exists() {
+        return Err(CliError::usage(format!(
+            "no session '{}': the database {} does not exist yet",
+            args.id,
+            db.display()
+        )));
+    }
+    let config = load_config()?;
+    let store = Store::open(db)?;
+    let row = store.require_session(&args.id)?;
+    let stored = store.session_model(&args.id)?;
+    let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
+    let limits = limits(&LimitArgs::default(), &config)?;
+    let root = row.workspace_roots.first().map(std::path::PathBuf::from);
+    let settings = chat_settings(provider, &config, limits, root.as_deref())?;
+    let events = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis context: cannot start the event loop: {e}"),
+        })?;
+    events.block_on(async move {
+        let (mut session, _) = ChatSession::open(store, db, &args.id, settings)
+            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+        if session.prefix().is_none() {
+            session.shutdown().await;
+            return Err(CliError::usage(format!(
+                "session '{}' has no model requests yet (it was only used by `vis exec`); `vis chat --resume {}` starts its conversation",
+                args.id, args.id
+            )));
+        }
+        let body = session
+            .next_request_body()
+            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+        if args.json {
+            println!("{}", String::from_utf8_lossy(&body));
+            session.shutdown().await;
+            return Ok(0);
+        }
+        let pending = session.pending_catalog_update().await;
+        session.shutdown().await;
+        print_readable(&session, pending);
+        Ok(0)
+    })
+}
+
+fn print_readable(
+    session: &ChatSession,
+    pending: Result<Option<String>, crate::gateway::GatewayError>,
+) {
+    let (prefix, entries) = session.context_parts();
+    let settings = &session.settings().provider;
+    println!(
+        "session {} · next request to {}/{} · about {} tokens (o200k)",
+        session.id(),
+        settings.kind,
+        settings.model,
+        session.estimate_tokens()
+    );
+    if let Some(prefix) = prefix {
+        println!("\n== system ({} tokens with the tool) ==", prefix.tokens);
+        print!("{}", escape_controls(&prefix.system));
+        println!("\n== tool ==\n{}", escape_controls(&prefix.tool));
+    }
+    println!("\n== messages ({}) ==", entries.len());
+    for entry in entries {
+        let place = match entry.iteration {
+            Some(i) => format!("t{}/i{i}", entry.turn),
+            None => format!("t{}", entry.turn),
+        };
+        match &entry.item {
+            HistoryItem::User { text } => println!("[user {place}]\n{}", escape_controls(text)),
+            HistoryItem::Notice { text } => println!("[notice {place}]\n{}", escape_controls(text)),
+            HistoryItem::ToolResult {
+                output, is_error, ..
+            } => println!(
+                "[tool result {place}{}]\n{}",
+                if *is_error { ", error" } else { "" },
+                escape_controls(output.trim_end())
+            ),
+            HistoryItem::Assistant(message) => {
+                println!("[assistant {place}]");
+                for block in &message.blocks {
+                    match block {
+                        ContentBlock::Text { text } => println!("{}", escape_controls(text)),
+                        ContentBlock::ToolCall(call) => {
+                            let code = crate::gateway::code_of(call)
+                                .unwrap_or_else(|_| call.arguments.clone());
+                            println!(
+                                "<{} call {}>\n{}",
+                                call.name,
+                                call.id,
+                                escape_controls(code.trim_end())
+                            );
+                        }
+                        ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
+                            println!("<thinking, kept with its signature>")
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("\n== pending catalog update ==");
+    match pending {
+        Ok(None) => println!("(none)"),
+        Ok(Some(text)) => println!("{}", escape_controls(&text)),
+        Err(e) => println!("(unknown: {})", escape_controls(&e.to_string())),
+    }
+}
