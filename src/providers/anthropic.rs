@@ -228,8 +228,7 @@ impl Decode for Decoder {
         if data.is_empty() {
             return Ok(false);
         }
-        let value: serde_json::Value = serde_json::from_str(data)
-            .map_err(|err| ProviderError::malformed(format!("a data line is not JSON: {err}")))?;
+        let value = super::data_json(data)?;
         let kind = value
             .get("type")
             .and_then(|t| t.as_str())
@@ -281,15 +280,20 @@ impl Decode for Decoder {
         Ok(false)
     }
 
+    fn open_call(&self) -> Option<String> {
+        self.blocks.values().find_map(|slot| match &slot.block {
+            Partial::ToolUse { id, name, .. } if slot.open => {
+                Some(format!("tool call '{name}' ({id})"))
+            }
+            _ => None,
+        })
+    }
+
     fn finish(self, done: bool) -> Result<Decoded, ProviderError> {
         if !done {
-            let open_call = self.blocks.values().find_map(|slot| match &slot.block {
-                Partial::ToolUse { id, name, .. } if slot.open => Some((id, name)),
-                _ => None,
-            });
-            let detail = match open_call {
-                Some((id, name)) => format!(
-                    "the body ended inside tool call '{name}' ({id}) before message_stop; the call was not run"
+            let detail = match self.open_call() {
+                Some(call) => format!(
+                    "the body ended inside {call} before message_stop; the call was not run"
                 ),
                 None => "the body ended before message_stop".to_string(),
             };

@@ -373,7 +373,17 @@ async fn read<D: Decode>(
     let mut events = std::pin::pin!(events);
     let mut done = false;
     while let Some(event) = events.next().await {
-        let event = event?;
+        let event = match event {
+            Ok(event) => event,
+            Err(ProviderError::Truncated { detail }) => {
+                let detail = match decoder.open_call() {
+                    Some(call) => format!("{detail}, inside {call}; the call was not run"),
+                    None => detail,
+                };
+                return Err(ProviderError::Truncated { detail });
+            }
+            Err(err) => return Err(err),
+        };
         match decoder.feed(&event, emit) {
             Ok(false) => {}
             Ok(true) => {
@@ -382,9 +392,13 @@ async fn read<D: Decode>(
             }
             // Half a JSON object at the very end is a cut body, not garbage.
             Err(ProviderError::Malformed { .. }) if event.at_eof => {
-                return Err(ProviderError::truncated(
-                    "the body ended in the middle of an event",
-                ))
+                let detail = match decoder.open_call() {
+                    Some(call) => format!(
+                        "the body ended in the middle of an event, inside {call}; the call was not run"
+                    ),
+                    None => "the body ended in the middle of an event".to_string(),
+                };
+                return Err(ProviderError::truncated(detail));
             }
             Err(err) => return Err(err),
         }

@@ -58,8 +58,8 @@ pub enum ProviderError {
         no_retry: bool,
     },
 
-    /// HTTP 5xx (500, 502, 503, 504, 529 overloaded, ...).
-    #[error("the provider failed (HTTP {status}: {message}); it is down or overloaded, retry later{wait}")]
+    /// HTTP 5xx (500, 502, 503, 504, 529 overloaded, ...) and 408.
+    #[error("the provider failed (HTTP {status}: {message}); {}{wait}", if *.no_retry { "it says a retry will not help, check the provider's status" } else { "it is down or overloaded, retry later" })]
     Server {
         status: u16,
         message: String,

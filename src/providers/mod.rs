@@ -184,9 +184,22 @@ pub(crate) trait Decode: Send {
         emit: &mut dyn FnMut(StreamEvent),
     ) -> Result<bool, ProviderError>;
 
+    /// The tool call still arriving, as "tool call 'NAME' (ID)", for truncation messages.
+    fn open_call(&self) -> Option<String>;
+
     /// The body is over (`done`: a completing event was seen): the response, or why it is not
     /// complete.
     fn finish(self, done: bool) -> Result<Decoded, ProviderError>;
+}
+
+/// The JSON of one `data:` field, or a `Malformed` error quoting the start of it.
+pub(crate) fn data_json(data: &str) -> Result<serde_json::Value, ProviderError> {
+    serde_json::from_str(data).map_err(|err| {
+        ProviderError::malformed(format!(
+            "a data line is not JSON ({err}): {}",
+            error::clean_message(data, 80)
+        ))
+    })
 }
 
 /// The innermost cause of an error chain ("Connection refused (os error 111)"): reqwest's own

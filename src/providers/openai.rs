@@ -223,8 +223,7 @@ impl Decode for Decoder {
         if data.is_empty() {
             return Ok(false);
         }
-        let value: serde_json::Value = serde_json::from_str(data)
-            .map_err(|err| ProviderError::malformed(format!("a data line is not JSON: {err}")))?;
+        let value = super::data_json(data)?;
         if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
             return Err(chunk_error(&value, error));
         }
@@ -272,12 +271,20 @@ impl Decode for Decoder {
         Ok(false)
     }
 
+    fn open_call(&self) -> Option<String> {
+        if self.finish_reason.is_some() {
+            return None;
+        }
+        self.calls
+            .last()
+            .map(|call| format!("tool call '{}' ({})", call.name, call.id))
+    }
+
     fn finish(self, done: bool) -> Result<Decoded, ProviderError> {
         if !done && self.finish_reason.is_none() {
-            let detail = match self.calls.last() {
+            let detail = match self.open_call() {
                 Some(call) => format!(
-                    "the body ended inside tool call '{}' ({}) before a finish_reason; the call was not run",
-                    call.name, call.id
+                    "the body ended inside {call} before a finish_reason; the call was not run"
                 ),
                 None => "the body ended before a finish_reason".to_string(),
             };

@@ -10,6 +10,7 @@ mod discovery;
 mod editing;
 mod extensions;
 mod faults;
+mod providers;
 mod shell;
 mod store;
 mod supervisor;
