@@ -10,6 +10,7 @@ mod discovery;
 mod editing;
 mod extensions;
 mod faults;
+mod gateway;
 mod providers;
 mod shell;
 mod store;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod chat;
 pub mod fake_provider;
 
 use std::path::{Path, PathBuf};
