@@ -4,6 +4,7 @@ mod support;
 
 mod blocks;
 mod catalog;
+mod chat;
 mod cli;
 mod defs;
 mod discovery;

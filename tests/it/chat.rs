@@ -1,0 +1,289 @@
+//! `vis chat` as a program: `-m` end to end, exit codes, Ctrl-C, and resume after `kill -9`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use vis::providers::ProviderKind;
+
+use crate::support::chat::{answer, calls, messages};
+use crate::support::fake_provider::{FakeProvider, Reply};
+use crate::support::{pids_with, wait_until, TestEnv};
+use crate::vistest;
+
+/// `vis chat` flags pointing at the fake provider.
+fn chat_args(fake: &FakeProvider, kind: ProviderKind) -> Vec<String> {
+    vec![
+        "chat".into(),
+        "--provider".into(),
+        kind.as_str().into(),
+        "--base-url".into(),
+        fake.base_url(kind),
+        "--model".into(),
+        "fake-model".into(),
+    ]
+}
+
+fn chat(
+    env: &TestEnv,
+    fake: &FakeProvider,
+    kind: ProviderKind,
+    extra: &[&str],
+) -> crate::support::Run {
+    let mut args = chat_args(fake, kind);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    env.vis(&args)
+}
+
+vistest!(
+    chat_with_messages_runs_turns_and_prints_the_transcript,
+    |env| {
+        let fake = FakeProvider::start();
+        let kind = ProviderKind::OpenAi;
+        fake.push(calls(
+            kind,
+            "a",
+            &["def square(n):\n    return n * n\nprint(square(7))"],
+        ));
+        fake.push(answer(kind, "7 squared is 49."));
+        fake.push(calls(kind, "b", &["print(square(8))"]));
+        fake.push(answer(kind, "And 8 squared is 64."));
+        let run = chat(&env, &fake, kind, &["-m", "square 7", "-m", "now 8"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let out = &run.stdout;
+        for needle in [
+            "> square 7",
+            "── t1/i1 python ──",
+            "print(square(7))",
+            "── ok · ",
+            "49\n",
+            "7 squared is 49.",
+            "── turn 1 done ──",
+            "> now 8",
+            "64\n",
+            "── turn 2 done ──",
+        ] {
+            assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+        }
+        assert!(run.stderr.contains("vis: new session s-"), "{}", run.stderr);
+        // The session is listed and shows its requests.
+        let list = env.vis(&["sessions", "list"]);
+        let id = list
+            .stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        let show = env.vis(&["sessions", "show", &id]);
+        assert!(show.stdout.contains("model requests:"), "{}", show.stdout);
+        assert!(show.stdout.contains("openai/gpt-fake"), "{}", show.stdout);
+        // `vis context` prints the next request: readable, and as the provider's body.
+        let ctx = env.vis(&["context", &id]);
+        assert_eq!(ctx.code, 0, "{}", ctx.stderr);
+        assert!(
+            ctx.stdout.contains("== system") && ctx.stdout.contains("[tool result t2/i1]"),
+            "{}",
+            ctx.stdout
+        );
+        let ctx_json = env.vis(&["context", &id, "--json"]);
+        let body: serde_json::Value = serde_json::from_str(&ctx_json.stdout).unwrap();
+        // What `vis context --json` prints is the last request plus the final answer.
+        let last = fake.requests().last().unwrap().json();
+        let n = last["messages"].as_array().unwrap().len();
+        assert_eq!(
+            body["messages"].as_array().unwrap()[..n],
+            last["messages"].as_array().unwrap()[..]
+        );
+    }
+);
+
+vistest!(a_provider_error_makes_chat_exit_1, |env| {
+    let fake = FakeProvider::start();
+    fake.push(Reply::error(404, "not_found_error", "model: fake-model"));
+    let run = chat(&env, &fake, ProviderKind::Anthropic, &["-m", "hi"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("[vis] error:") && run.stdout.contains("--model"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("── turn 1 failed ──"), "{}", run.stdout);
+});
+
+vistest!(chat_flag_errors_are_one_line_usage_errors, |env| {
+    let fake = FakeProvider::start();
+    let bad = env.vis(&["chat", "--provider", "gemini", "-m", "x"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("unknown provider 'gemini'"),
+        "{}",
+        bad.stderr
+    );
+    let bad = chat(&env, &fake, ProviderKind::OpenAi, &["--resume", "-m", "x"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("no chat session for the workspace"),
+        "{}",
+        bad.stderr
+    );
+    let bad = chat(
+        &env,
+        &fake,
+        ProviderKind::OpenAi,
+        &["--resume", "no/such", "-m", "x"],
+    );
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("invalid session id"), "{}", bad.stderr);
+    let bad = chat(
+        &env,
+        &fake,
+        ProviderKind::OpenAi,
+        &["--resume", "nosuch", "-m", "x"],
+    );
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("no session 'nosuch'"), "{}", bad.stderr);
+    let bad = env.vis(&["context", "nosuch"]);
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.stderr.lines().count(), 1, "{}", bad.stderr);
+    assert_eq!(fake.request_count(), 0);
+});
+
+vistest!(ctrl_c_during_a_block_interrupts_the_turn, |env| {
+    let fake = FakeProvider::start();
+    let kind = ProviderKind::OpenAi;
+    fake.push(calls(
+        kind,
+        "a",
+        &["import time\nopen('started', 'w').close()\ntime.sleep(60)"],
+    ));
+    let args = chat_args(&fake, kind);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["-m", "sleep"]);
+    let child = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(30), || env
+        .workspace()
+        .join("started")
+        .exists()));
+    // SAFETY: signalling the child we spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("── interrupted ·"), "{stdout}");
+    assert!(stdout.contains("KeyboardInterrupt"), "{stdout}");
+    assert!(stdout.contains("── turn 1 interrupted ──"), "{stdout}");
+    // No request was made after the interrupt.
+    assert_eq!(fake.request_count(), 1);
+});
+
+vistest!(resume_after_kill_9_mid_block_for_each_provider, |env| {
+    for kind in [ProviderKind::OpenAi, ProviderKind::Anthropic] {
+        let _ = std::fs::remove_file(env.workspace().join("started"));
+        let fake = FakeProvider::start();
+        fake.push(calls(kind, "a", &["def helper():\n    return 41"]));
+        fake.push(answer(kind, "defined"));
+        fake.push(calls(
+            kind,
+            "b",
+            &["import time, subprocess\nsubprocess.Popen(['sleep', '2718.28'], start_new_session=True)\nopen('started', 'w').close()\ntime.sleep(600)", "print('never')"],
+        ));
+        let args = chat_args(&fake, kind);
+        let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+        args.extend(["-m", "define it", "-m", "now sleep"]);
+        let mut gateway = env
+            .command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(30), || env
+            .workspace()
+            .join("started")
+            .exists()));
+        gateway.kill().unwrap(); // SIGKILL, mid-block
+        gateway.wait().unwrap();
+        let ws = env.workspace().to_string_lossy().into_owned();
+        assert!(
+            wait_until(Duration::from_secs(5), || pids_with(&format!(
+                "--workspace {ws}"
+            ))
+            .is_empty()
+                && pids_with("2718.28").is_empty()),
+            "a worker or its child survived the gateway"
+        );
+        let before_kill = fake.requests().last().unwrap().body.clone();
+
+        fake.push(calls(kind, "c", &["print(helper() + 1)"]));
+        fake.push(answer(kind, "42, after the restart."));
+        let run = chat(&env, &fake, kind, &["--resume", "-m", "continue"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("resuming session"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("interrupted by a restart"),
+            "{}",
+            run.stderr
+        );
+        // The worker came back with the definition.
+        assert!(
+            run.stdout.contains("restored 1 definition: helper"),
+            "{}",
+            run.stdout
+        );
+        assert!(run.stdout.contains("42\n"), "{}", run.stdout);
+
+        // The first request after the restart continues the last one before it exactly, then
+        // the interrupted calls' results (the model is told), then the new message.
+        let reqs = fake.requests();
+        let resumed = &reqs[reqs.len() - 2].body;
+        if kind == ProviderKind::OpenAi {
+            assert!(resumed.starts_with(&before_kill[..before_kill.len() - 2]));
+        }
+        let (a, b) = (messages(&before_kill), messages(resumed));
+        assert_eq!(&b[..a.len()], &a[..]);
+        let tail = serde_json::to_string(&b[a.len()..]).unwrap();
+        assert!(
+            tail.contains("interrupted by a restart of the gateway"),
+            "{tail}"
+        );
+        assert!(
+            tail.contains("not run: the gateway stopped before this call ran"),
+            "{tail}"
+        );
+        assert!(tail.contains("continue"), "{tail}");
+
+        let id = env
+            .vis(&["sessions", "list"])
+            .stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        let show = env.vis(&["sessions", "show", &id]);
+        assert!(
+            show.stdout.contains("t2/i1  interrupted"),
+            "{}",
+            show.stdout
+        );
+        assert!(
+            show.stdout.contains("turn 2 (chat) [interrupted]"),
+            "{}",
+            show.stdout
+        );
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", env.db().display()));
+        }
+    }
+});
