@@ -221,9 +221,11 @@ impl WorkerProcess {
 /// when `include_root`). Descendants are stopped first so none can fork while the tree is
 /// collected.
 pub fn kill_tree(root: i32, include_root: bool) {
-    // SAFETY: signalling a process group we created; errors (already gone) are fine.
+    // SAFETY: signalling a process group we created; errors (already gone) are fine. The
+    // root is stopped first so it can neither fork nor react to its children's deaths.
     unsafe {
         if include_root {
+            libc::kill(root, libc::SIGSTOP);
             libc::kill(-root, libc::SIGKILL);
         }
     }
