@@ -109,7 +109,9 @@ fn bench_assembly() {
                 }),
             ),
             ProviderKind::Anthropic => Assembler::new(
-                Wire::Anthropic { keep_thinking: false },
+                Wire::Anthropic {
+                    keep_thinking: false,
+                },
                 anthropic_request::header(&anthropic_request::AnthropicRequest {
                     model: "m",
                     system: &system,
@@ -155,6 +157,7 @@ fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings
         block_timeout: Duration::from_secs(60),
         output_limit: 20_000,
         catalog_budget: 2000,
+        folding: Default::default(),
     }
 }
 
@@ -174,7 +177,11 @@ fn script(fake: &FakeProvider, n: usize, code: &'static str) {
             Reply::openai().text("done").usage(usage).build()
         } else {
             Reply::openai()
-                .tool_call(&format!("c{c}"), "python_execution", &json!({"code": code}).to_string())
+                .tool_call(
+                    &format!("c{c}"),
+                    "python_execution",
+                    &json!({"code": code}).to_string(),
+                )
                 .usage(usage)
                 .build()
         }
@@ -190,13 +197,22 @@ fn bench_overhead(rt: &tokio::runtime::Runtime) {
     let db = dir.path().join("vis.db");
     let store = Store::open(&db).unwrap();
     let roots = vec![dir.path().join("ws").to_string_lossy().into_owned()];
-    let mut session =
-        ChatSession::create(store, &db, "s-overhead", roots, settings(dir.path(), &fake, ProviderKind::OpenAi)).unwrap();
+    let mut session = ChatSession::create(
+        store,
+        &db,
+        "s-overhead",
+        roots,
+        settings(dir.path(), &fake, ProviderKind::OpenAi),
+    )
+    .unwrap();
     let (total, model, blocks) = rt.block_on(async {
         // Warm the worker and the encoder outside the measurement.
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         script(&fake, 1, "1");
-        session.run_turn("warm up", &tx, &CancellationToken::new()).await.unwrap();
+        session
+            .run_turn("warm up", &tx, &CancellationToken::new())
+            .await
+            .unwrap();
         script(&fake, n, "1");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         let stamps = tokio::spawn(async move {
@@ -207,7 +223,10 @@ fn bench_overhead(rt: &tokio::runtime::Runtime) {
             out
         });
         let start = Instant::now();
-        session.run_turn("go", &tx, &CancellationToken::new()).await.unwrap();
+        session
+            .run_turn("go", &tx, &CancellationToken::new())
+            .await
+            .unwrap();
         let total = start.elapsed();
         drop(tx);
         let stamps = stamps.await.unwrap();
@@ -244,12 +263,21 @@ fn bench_resume(rt: &tokio::runtime::Runtime) {
         script(&fake, 100, "print('\\n'.join(f'{i}: value = compute(items[{i}], limit=40) # edge case' for i in range(8)))");
         let store = Store::open(&db).unwrap();
         let roots = vec![dir.path().join("ws").to_string_lossy().into_owned()];
-        let mut session =
-            ChatSession::create(store, &db, id, roots, settings(dir.path(), &fake, ProviderKind::OpenAi)).unwrap();
+        let mut session = ChatSession::create(
+            store,
+            &db,
+            id,
+            roots,
+            settings(dir.path(), &fake, ProviderKind::OpenAi),
+        )
+        .unwrap();
         rt.block_on(async {
             let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
             for t in 0..10 {
-                session.run_turn(&format!("turn {t}"), &tx, &CancellationToken::new()).await.unwrap();
+                session
+                    .run_turn(&format!("turn {t}"), &tx, &CancellationToken::new())
+                    .await
+                    .unwrap();
             }
             session.shutdown().await;
         });
@@ -268,10 +296,18 @@ fn bench_resume(rt: &tokio::runtime::Runtime) {
         let start = Instant::now();
         rt.block_on(async {
             let store = Store::open(&db).unwrap();
-            let (mut session, _) =
-                ChatSession::open(store, &db, id, settings(dir.path(), &fake, ProviderKind::OpenAi)).unwrap();
+            let (mut session, _) = ChatSession::open(
+                store,
+                &db,
+                id,
+                settings(dir.path(), &fake, ProviderKind::OpenAi),
+            )
+            .unwrap();
             let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-            session.run_turn("and now?", &tx, &CancellationToken::new()).await.unwrap();
+            session
+                .run_turn("and now?", &tx, &CancellationToken::new())
+                .await
+                .unwrap();
             session.shutdown().await;
         });
         let at = arrived.lock().unwrap().take().unwrap();
@@ -286,7 +322,16 @@ fn bench_resume(rt: &tokio::runtime::Runtime) {
         let status = std::process::Command::new(env!("CARGO_BIN_EXE_vis"))
             .arg("--db")
             .arg(&db)
-            .args(["chat", "--resume", id, "--provider", "openai", "--model", "fake-model", "--base-url"])
+            .args([
+                "chat",
+                "--resume",
+                id,
+                "--provider",
+                "openai",
+                "--model",
+                "fake-model",
+                "--base-url",
+            ])
             .arg(fake.base_url(ProviderKind::OpenAi))
             .args(["-m", "and now?"])
             .env("VIS_CONFIG_DIR", dir.path().join("config"))

@@ -86,6 +86,12 @@ pub enum ConfigError {
 ///
 /// [gateway]
 /// max_iterations = 100            # tool calls per turn
+///
+/// [folding]
+/// introspection = false           # read_session returns originals (also vis chat --introspection)
+/// gist_max_tokens = 1000          # longer gists are rejected
+/// input_limit = 168000            # override the model table (the hard limit)
+/// auto_compress_above = 142800    # override where folding becomes required
 /// ```
 ///
 /// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`) override
@@ -108,6 +114,17 @@ pub struct Config {
     pub provider: ProviderConfig,
     /// `[gateway]`.
     pub gateway: GatewayConfig,
+    /// `[folding]`.
+    pub folding: FoldingConfig,
+}
+
+/// `[folding]`: context folding and its limits.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct FoldingConfig {
+    pub introspection: Option<bool>,
+    pub gist_max_tokens: Option<u64>,
+    pub input_limit: Option<u64>,
+    pub auto_compress_above: Option<u64>,
 }
 
 /// `[provider]`: which model to talk to and how.
@@ -137,6 +154,8 @@ struct Typed {
     provider: ProviderConfig,
     #[serde(default)]
     gateway: GatewayConfig,
+    #[serde(default)]
+    folding: FoldingConfig,
 }
 
 impl Config {
@@ -295,8 +314,29 @@ impl Config {
                 line_of("max_iterations")
             )));
         }
+        for (key, value) in [
+            ("gist_max_tokens", typed.folding.gist_max_tokens),
+            ("input_limit", typed.folding.input_limit),
+            ("auto_compress_above", typed.folding.auto_compress_above),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(format!(
+                    "{}`folding.{key}` must be at least 1 token",
+                    line_of(key)
+                )));
+            }
+        }
+        if let (Some(a), Some(l)) = (typed.folding.auto_compress_above, typed.folding.input_limit) {
+            if a > l {
+                return Err(invalid(format!(
+                    "{}`folding.auto_compress_above` ({a}) must not exceed `folding.input_limit` ({l})",
+                    line_of("auto_compress_above")
+                )));
+            }
+        }
         config.provider = typed.provider;
         config.gateway = typed.gateway;
+        config.folding = typed.folding;
         Ok(config)
     }
 }

@@ -9,6 +9,7 @@ from pathlib import Path
 from vis._state import session
 from vis.defs import DefRegistry, defs
 from vis.discovery import apropos, doc
+from vis.folding import FoldReceipt, fold_session, read_session
 from vis.promote import promote
 from vis.shell import ShellResult, sh
 from vis.text import AddressError, PatchError, cat, grep, patch
@@ -16,4 +17,4 @@ from vis.text import AddressError, PatchError, cat, grep, patch
 _registry: DefRegistry | None = None
 
 __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]
-__all__ += ["apropos", "doc", "promote"]
+__all__ += ["apropos", "doc", "promote", "fold_session", "read_session"]

@@ -32,6 +32,10 @@ pub struct ChatArgs {
     /// Run this message as a turn without prompting (repeatable), print the transcript, exit.
     #[arg(short = 'm', long = "message", value_name = "TEXT")]
     pub messages: Vec<String>,
+    /// Let `read_session` return the originals of folded ranges (config [folding]
+    /// introspection).
+    #[arg(long)]
+    pub introspection: bool,
     #[command(flatten)]
     pub provider: ProviderArgs,
     #[command(flatten)]
@@ -54,7 +58,8 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
     match &args.resume {
         None => {
             let provider = provider_settings(&args.provider, &config, None)?;
-            let settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
+            settings.folding.introspection |= args.introspection;
             let id = new_session_id();
             let session = ChatSession::create(store, db, &id, vec![root_string], settings)
                 .map_err(gateway)?;
@@ -78,7 +83,8 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
             }
             let stored = store.session_model(&id)?;
             let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
-            let settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
+            settings.folding.introspection |= args.introspection;
             let (session, mut notes) =
                 ChatSession::open(store, db, &id, settings).map_err(gateway)?;
             notes.insert(0, format!("vis: resuming session {id}"));

@@ -98,7 +98,14 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let request = BlockRequest {
         code: code.clone(),
         filename: format!("<t{turn}/i{iteration}>"),
-        session: session_dict(&session_id, turn, iteration, counts, &roots),
+        session: session_dict(
+            &session_id,
+            turn,
+            iteration,
+            counts,
+            &roots,
+            crate::session::utilization_without_requests(),
+        ),
         output_limit: limits.output_limit,
         artifact_path: artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
         artifact_dir,

@@ -8,7 +8,9 @@ use clap::Args;
 
 use super::CliError;
 use crate::config::Config;
-use crate::gateway::{ChatSettings, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_OUTPUT_TOKENS};
+use crate::gateway::{
+    ChatSettings, FoldSettings, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_OUTPUT_TOKENS,
+};
 use crate::providers::{ProviderKind, ProviderSettings};
 use crate::runtime::{WorkerOptions, DEFAULT_OUTPUT_LIMIT};
 use crate::store::SessionModel;
@@ -259,5 +261,14 @@ pub fn chat_settings(
         catalog_budget: config
             .catalog_budget
             .unwrap_or(crate::catalog::DEFAULT_BUDGET_TOKENS),
+        folding: FoldSettings {
+            introspection: config.folding.introspection.unwrap_or(false),
+            gist_max_tokens: config
+                .folding
+                .gist_max_tokens
+                .unwrap_or(crate::gateway::folds::DEFAULT_GIST_MAX_TOKENS),
+            input_limit: config.folding.input_limit,
+            auto_compress_above: config.folding.auto_compress_above,
+        },
     })
 }

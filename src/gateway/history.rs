@@ -27,6 +27,12 @@ pub struct Entry {
 pub enum NoticeMeta {
     CatalogHash(String),
     AgentsMd(Option<String>),
+    /// The item that stands for folded items (made in memory, never stored as history).
+    Fold {
+        id: i64,
+        first_seq: i64,
+        last_seq: i64,
+    },
 }
 
 /// Rebuilds the items from stored rows.

@@ -16,6 +16,8 @@
 //! ```
 
 pub mod assemble;
+mod folding;
+pub mod folds;
 pub mod history;
 pub mod prompt;
 mod turn;
@@ -36,6 +38,7 @@ use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store, StoreError};
 use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
+pub use folding::receipt_line;
 pub use turn::{code_of, EventSink, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.
@@ -55,6 +58,30 @@ pub struct ChatSettings {
     pub block_timeout: Duration,
     pub output_limit: usize,
     pub catalog_budget: usize,
+    pub folding: FoldSettings,
+}
+
+/// `[folding]` settings (and `vis chat --introspection`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldSettings {
+    /// `read_session` returns originals only when this is on.
+    pub introspection: bool,
+    /// Gists longer than this many o200k tokens are rejected.
+    pub gist_max_tokens: u64,
+    /// Overrides of the model table (see `session::utilization`).
+    pub input_limit: Option<u64>,
+    pub auto_compress_above: Option<u64>,
+}
+
+impl Default for FoldSettings {
+    fn default() -> Self {
+        FoldSettings {
+            introspection: false,
+            gist_max_tokens: folds::DEFAULT_GIST_MAX_TOKENS,
+            input_limit: None,
+            auto_compress_above: None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +119,19 @@ pub struct ChatSession {
 /// host calls it makes can be served at once).
 struct State {
     prefix: Option<ChatPrefix>,
+    /// The conversation as requests carry it: stored items, folded ranges replaced.
     entries: Vec<Entry>,
+    /// Where every stored item sits (folded or not), for resolving fold keys.
+    marks: Vec<folds::Mark>,
+    folds: Vec<folds::Fold>,
+    /// Folds made since the last request: their group, ids and the request before them.
+    pending_group: Option<(i64, Vec<i64>, folds::Before)>,
+    /// The latest fold measurement (shown in `session["utilization"]`).
+    latest_measurement: Option<serde_json::Value>,
+    /// The last answered request: reported input tokens, the estimate then, and who answered.
+    last_request: Option<LastRequest>,
+    /// The turn in progress and the iteration whose block runs.
+    now: folds::Now,
     assembler: Option<Assembler>,
     /// The catalog the conversation shows now (the prefix's or the last update's).
     shown_catalog: Option<String>,
@@ -102,6 +141,16 @@ struct State {
     seen_manifest: Option<u64>,
     /// o200k estimate of prefix + conversation.
     estimate: u64,
+}
+
+/// What the last answered request tells about the context's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LastRequest {
+    input_tokens: Option<u64>,
+    estimate: u64,
+    provider: String,
+    model: String,
+    turn: i64,
 }
 
 impl ChatSession {
@@ -145,6 +194,37 @@ impl ChatSession {
         let prefix = store.chat_prefix(id)?;
         let mut entries = history::from_rows(store.history(id)?)?;
         notes.extend(turn::repair_running_turns(&mut store, id, &mut entries)?);
+        let marks: Vec<folds::Mark> = entries.iter().map(folds::Mark::of).collect();
+        let fold_list = folds::load(&store, id, &mut entries)?;
+        let pending_group = fold_list
+            .iter()
+            .filter(|f| f.measurement["status"] == "pending")
+            .filter_map(|f| {
+                folds::Before::from_pending(&f.measurement).map(|b| (f.group_id, f.id, b))
+            })
+            .fold(
+                None,
+                |acc: Option<(i64, Vec<i64>, folds::Before)>, (g, id, b)| match acc {
+                    Some((group, mut ids, before)) if group == g => {
+                        ids.push(id);
+                        Some((group, ids, before))
+                    }
+                    _ => Some((g, vec![id], b)),
+                },
+            );
+        let latest_measurement = fold_list.last().map(|f| f.measurement.clone());
+        let last_request = store
+            .requests(id)?
+            .into_iter()
+            .rev()
+            .find(|r| r.error.is_none())
+            .map(|r| LastRequest {
+                input_tokens: r.input_tokens.map(|n| n.max(0) as u64),
+                estimate: r.estimate_tokens.max(0) as u64,
+                provider: r.provider,
+                model: r.model,
+                turn: r.turn,
+            });
         let defs = store.load_defs(id)?;
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
         let supervisor = Supervisor::new(settings.worker.clone(), defs);
@@ -162,6 +242,15 @@ impl ChatSession {
             state: State {
                 prefix,
                 entries,
+                marks,
+                folds: fold_list,
+                pending_group,
+                latest_measurement,
+                last_request,
+                now: folds::Now {
+                    turn: None,
+                    running: None,
+                },
                 assembler: None,
                 shown_catalog,
                 shown_agents,
@@ -329,6 +418,7 @@ impl ChatSession {
 
     fn push_entry(&mut self, entry: Entry) {
         self.state.estimate += entry.tokens;
+        self.state.marks.push(folds::Mark::of(&entry));
         self.state.entries.push(entry);
     }
 
@@ -381,7 +471,7 @@ fn shown_state(
         match &entry.meta {
             Some(NoticeMeta::CatalogHash(h)) => catalog = Some(h.clone()),
             Some(NoticeMeta::AgentsMd(a)) => agents = Some(a.clone()),
-            None => {}
+            Some(NoticeMeta::Fold { .. }) | None => {}
         }
     }
     (catalog, agents)

@@ -11,9 +11,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::folding::{self, FoldCtx};
+use super::folds;
 use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
-use super::{to_bytes, ChatSession, GatewayError, State};
+use super::{to_bytes, ChatSession, GatewayError};
 use crate::protocol::{
     AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
 };
@@ -84,6 +86,10 @@ impl ChatSession {
         }
         self.ensure_prefix().await?;
         let turn = self.store.begin_turn(&self.id, "chat", Some(text))?;
+        self.state.now = folds::Now {
+            turn: Some(turn),
+            running: None,
+        };
         let _ = events.send(Event::TurnStarted { turn });
         self.append_item(turn, None, HistoryItem::User { text: text.into() })?;
         let mut iterations = 0u32;
@@ -96,6 +102,33 @@ impl ChatSession {
             for notice in self.append_updates(turn)? {
                 let first = notice.lines().next().unwrap_or_default().to_string();
                 let _ = events.send(Event::Notice { text: first });
+            }
+            let limited = folding::enforce_limit(&mut FoldCtx {
+                state: &mut self.state,
+                store: &mut self.store,
+                id: &self.id,
+                settings: &self.settings,
+            });
+            match limited {
+                Ok(Some(receipt)) => {
+                    let _ = events.send(Event::Notice {
+                        text: folding::receipt_line(&receipt),
+                    });
+                }
+                Ok(None) => {}
+                Err(message) => {
+                    let _ = events.send(Event::Error {
+                        kind: "context_limit".into(),
+                        message: message.clone(),
+                    });
+                    return self.end_turn(
+                        turn,
+                        TurnStatus::Failed,
+                        String::new(),
+                        Some(("context_limit".into(), message)),
+                        events,
+                    );
+                }
             }
             let body = self.next_request_body()?;
             let estimate = self.state.estimate;
@@ -283,7 +316,16 @@ impl ChatSession {
         stop: &CancellationToken,
     ) -> Result<Result<CallResult, (CallResult, RuntimeError)>, GatewayError> {
         let counts = self.store.counts(&self.id)?;
-        let session = crate::session::session_dict(&self.id, turn, iteration, counts, &self.roots);
+        self.state.now.running = Some((turn, iteration));
+        let utilization = folding::utilization(&self.state, &self.settings).to_json();
+        let session = crate::session::session_dict(
+            &self.id,
+            turn,
+            iteration,
+            counts,
+            &self.roots,
+            utilization,
+        );
         let request = BlockRequest {
             code: code.clone(),
             filename: format!("<t{turn}/i{iteration}>"),
@@ -308,25 +350,46 @@ impl ChatSession {
                 tokio::select! {
                     outcome = &mut run => break outcome,
                     Some(call) = calls.recv() => {
-                        let answer = answer_host_call(&mut self.state, &mut self.store, &call.method, &call.params);
+                        let answer = answer_host_call(
+                            &mut FoldCtx { state: &mut self.state, store: &mut self.store, id: &self.id, settings: &self.settings },
+                            &call.method,
+                            &call.params,
+                        );
                         call.reply(answer);
                     }
                 }
             }
         };
         while let Ok(call) = calls.try_recv() {
-            let answer =
-                answer_host_call(&mut self.state, &mut self.store, &call.method, &call.params);
+            let answer = answer_host_call(
+                &mut FoldCtx {
+                    state: &mut self.state,
+                    store: &mut self.store,
+                    id: &self.id,
+                    settings: &self.settings,
+                },
+                &call.method,
+                &call.params,
+            );
             call.reply(answer);
         }
+        self.state.now.running = None;
         let wall_ms = now_millis() - started_at;
         Ok(match outcome {
             Ok(outcome) => {
-                let output = if outcome.output.is_empty() {
+                let mut output = if outcome.output.is_empty() {
                     "(no output)".to_string()
                 } else {
                     outcome.output
                 };
+                // While the context is high, every block's output says so (SPEC §7).
+                if let Some(hint) = folding::hint(&self.state, &self.settings) {
+                    if !output.ends_with('\n') {
+                        output.push('\n');
+                    }
+                    output.push_str(&hint);
+                    output.push('\n');
+                }
                 Ok(CallResult {
                     code,
                     output,
@@ -465,6 +528,31 @@ impl ChatSession {
         error: Option<(&str, String)>,
     ) -> Result<(), GatewayError> {
         let as_i64 = |v: Option<u64>| v.map(|n| n as i64);
+        let provider_name = self.settings.provider.kind.as_str().to_string();
+        let model_name = response
+            .and_then(|r| r.model.clone())
+            .unwrap_or_else(|| self.settings.provider.model.clone());
+        let measurement = match response {
+            Some(r) => folding::measured(
+                &mut self.state,
+                &self.store,
+                &self.id,
+                r.usage.input_tokens,
+                &provider_name,
+                &model_name,
+                turn,
+            )?,
+            None => None,
+        };
+        if let Some(r) = response {
+            self.state.last_request = Some(super::LastRequest {
+                input_tokens: r.usage.input_tokens,
+                estimate,
+                provider: provider_name.clone(),
+                model: model_name.clone(),
+                turn,
+            });
+        }
         let settings = &self.settings.provider;
         let record = RequestRecord {
             seq: 0,
@@ -487,7 +575,7 @@ impl ChatSession {
             estimate_tokens: estimate as i64,
             error_kind: error.as_ref().map(|(k, _)| k.to_string()),
             error: error.map(|(_, m)| m),
-            fold_measurement: None,
+            fold_measurement: measurement.map(|m| m.to_string()),
         };
         self.store.record_request(&self.id, &record)?;
         Ok(())
@@ -502,6 +590,10 @@ impl ChatSession {
         events: &EventSink,
     ) -> Result<TurnEnd, GatewayError> {
         self.store.end_turn(&self.id, turn, status.as_str())?;
+        self.state.now = folds::Now {
+            turn: None,
+            running: None,
+        };
         let _ = events.send(Event::TurnFinished {
             turn,
             status: status.as_str().to_string(),
@@ -524,16 +616,22 @@ fn unreachable_turn(turn: i64) -> Result<TurnEnd, GatewayError> {
     })
 }
 
-/// Host calls a block makes while it runs (folding and MCP tools answer here).
-fn answer_host_call(
-    _state: &mut State,
-    _store: &mut Store,
-    method: &str,
-    _params: &Value,
-) -> Result<Value, String> {
-    Err(format!(
-        "the gateway has no '{method}' call; see doc('vis') for what blocks can call"
-    ))
+/// Host calls a block makes while it runs: folding now, MCP tools later.
+fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> Result<Value, String> {
+    let text = |name: &str| -> Result<String, String> {
+        match params.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(format!("{method}: `{name}` must be a string")),
+            None => Err(format!("{method}: `{name}` is missing")),
+        }
+    };
+    match method {
+        "fold_session" => folding::fold(ctx, &text("key")?, &text("gist")?, false),
+        "read_session" => folding::read(ctx, &text("key")?),
+        _ => Err(format!(
+            "the gateway has no '{method}' call; see doc('vis') for what blocks can call"
+        )),
+    }
 }
 
 /// Gives every tool call an id (some local servers send none), unique within the turn.

@@ -1,13 +1,14 @@
 //! Sessions as the runtime sees them: ids, the `session` dict rebuilt before every block, and
 //! the utilization figures that go in it.
 
+pub mod keys;
+pub mod utilization;
+
 use serde_json::{json, Value};
 
 use crate::store::Counts;
 
-/// The input-token level above which folding is required (SPEC §7), for models whose input
-/// window is not known to be smaller.
-pub const AUTO_COMPRESS_ABOVE: u64 = 200_000;
+pub use utilization::AUTO_COMPRESS_ABOVE;
 
 /// Checks a user-chosen session id: 1–64 characters of `[A-Za-z0-9_.-]`, starting with a
 /// letter or digit (ids appear in paths and commands, so nothing else is allowed).
@@ -48,7 +49,7 @@ pub fn new_session_id() -> String {
     id
 }
 
-/// Utilization before any model request has been made (SPEC §7).
+/// Utilization where no model is in the loop (`vis exec`): nothing is known (SPEC §7).
 pub fn utilization_without_requests() -> Value {
     json!({
         "last_request_tokens": null,
@@ -69,6 +70,7 @@ pub fn session_dict(
     iteration: i64,
     counts: Counts,
     roots: &[String],
+    utilization: Value,
 ) -> Value {
     json!({
         "id": id,
@@ -76,7 +78,7 @@ pub fn session_dict(
         "iteration": iteration,
         "counts": {"turns": counts.turns, "iterations": counts.iterations, "folds": counts.folds},
         "workspace_roots": roots,
-        "utilization": utilization_without_requests(),
+        "utilization": utilization,
         "extensions": {},
         "restored": null,
     })

@@ -384,3 +384,93 @@ fn next_history_seq(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<
         |r| r.get(0),
     )?)
 }
+
+/// One fold as stored (see the `folds` table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FoldRow {
+    pub id: i64,
+    pub turn: i64,
+    pub iteration: Option<i64>,
+    pub key: String,
+    /// JSON: `[{first_seq, last_seq, label, text}]`.
+    pub spans: String,
+    pub gist: String,
+    pub automatic: bool,
+    pub absorbed_by: Option<i64>,
+    pub receipt: String,
+    pub group_id: i64,
+    pub measurement: String,
+}
+
+impl Store {
+    /// Records a fold and marks the folds it absorbs, together.
+    pub fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO folds (session_id, id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10, ?11, ?12)",
+            params![
+                session_id,
+                fold.id,
+                fold.turn,
+                fold.iteration,
+                fold.key,
+                fold.spans,
+                fold.gist,
+                fold.automatic,
+                fold.receipt,
+                fold.group_id,
+                fold.measurement,
+                now_millis()
+            ],
+        )?;
+        for old in absorbs {
+            tx.execute(
+                "UPDATE folds SET absorbed_by = ?3 WHERE session_id = ?1 AND id = ?2",
+                params![session_id, old, fold.id],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every fold of the session, absorbed ones included, by id.
+    pub fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
+             FROM folds WHERE session_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(FoldRow {
+                id: r.get(0)?,
+                turn: r.get(1)?,
+                iteration: r.get(2)?,
+                key: r.get(3)?,
+                spans: r.get(4)?,
+                gist: r.get(5)?,
+                automatic: r.get(6)?,
+                absorbed_by: r.get(7)?,
+                receipt: r.get(8)?,
+                group_id: r.get(9)?,
+                measurement: r.get(10)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Sets the measurement of every fold of a group.
+    pub fn set_fold_measurement(
+        &self,
+        session_id: &str,
+        group_id: i64,
+        measurement: &str,
+    ) -> Result<()> {
+        self.conn.execute(
+            "UPDATE folds SET measurement = ?3 WHERE session_id = ?1 AND group_id = ?2",
+            params![session_id, group_id, measurement],
+        )?;
+        Ok(())
+    }
+}

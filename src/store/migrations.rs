@@ -105,6 +105,25 @@ CREATE TABLE history (
     PRIMARY KEY (session_id, seq)
 );
 
+-- Folds (SPEC §4, §7): which ranges of the conversation a gist replaces in requests. The
+-- originals stay in `history` and `iterations`.
+CREATE TABLE folds (
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    id          INTEGER NOT NULL,          -- fold number within the session
+    turn        INTEGER NOT NULL,          -- where it was made
+    iteration   INTEGER,                   -- the block that made it (NULL: the person, or automatic)
+    key         TEXT NOT NULL,             -- the key as given
+    spans       TEXT NOT NULL,             -- JSON: [{first_seq, last_seq, label, text}]
+    gist        TEXT NOT NULL,
+    automatic   INTEGER NOT NULL,
+    absorbed_by INTEGER,                   -- a later fold that took this one in
+    receipt     TEXT NOT NULL,             -- JSON, as returned to the caller
+    group_id    INTEGER NOT NULL,          -- folds between two model requests share it
+    measurement TEXT NOT NULL,             -- JSON: pending, measured or unavailable
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (session_id, id)
+);
+
 -- One row per model request (SPEC §9).
 CREATE TABLE requests (
     session_id            TEXT NOT NULL REFERENCES sessions(id),

@@ -14,7 +14,9 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBeha
 use serde::Serialize;
 
 use crate::protocol::PersistedDef;
-pub use chat::{ChatPrefix, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord, SessionModel};
+pub use chat::{
+    ChatPrefix, FoldRow, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord, SessionModel,
+};
 pub use migrations::latest_version;
 
 #[derive(Debug, thiserror::Error)]
@@ -396,10 +398,15 @@ impl Store {
             [session_id],
             |r| r.get(0),
         )?;
+        let folds = self.conn.query_row(
+            "SELECT count(*) FROM folds WHERE session_id = ?1 AND absorbed_by IS NULL",
+            [session_id],
+            |r| r.get(0),
+        )?;
         Ok(Counts {
             turns,
             iterations,
-            folds: 0,
+            folds,
         })
     }
 

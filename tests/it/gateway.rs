@@ -431,23 +431,41 @@ vistest!(
 vistest!(agents_md_is_in_the_prefix_and_changes_are_appended, |env| {
     let rt = events();
     let fake = FakeProvider::start();
-    std::fs::write(env.workspace().join("AGENTS.md"), "Always run the tests with -q.\n").unwrap();
+    std::fs::write(
+        env.workspace().join("AGENTS.md"),
+        "Always run the tests with -q.\n",
+    )
+    .unwrap();
     let mut session = new_session(&env, settings(&env, &fake, ProviderKind::OpenAi), "agents");
     fake.push(answer(ProviderKind::OpenAi, "ok"));
     turn(&rt, &mut session, "one");
-    std::fs::write(env.workspace().join("AGENTS.md"), "Use tabs, never spaces.\n").unwrap();
+    std::fs::write(
+        env.workspace().join("AGENTS.md"),
+        "Use tabs, never spaces.\n",
+    )
+    .unwrap();
     fake.push(answer(ProviderKind::OpenAi, "ok"));
     turn(&rt, &mut session, "two");
     fake.push(answer(ProviderKind::OpenAi, "ok"));
     turn(&rt, &mut session, "three");
     let reqs = fake.requests();
-    let system = |i: usize| reqs[i].json()["messages"][0]["content"].as_str().unwrap().to_string();
-    assert!(system(0).contains("Project instructions (AGENTS.md in the workspace):\nAlways run the tests with -q."));
+    let system = |i: usize| {
+        reqs[i].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(system(0).contains(
+        "Project instructions (AGENTS.md in the workspace):\nAlways run the tests with -q."
+    ));
     // The prefix never changes; the new instructions come once, after the history.
     assert_eq!(system(0), system(2));
     let second = messages(&reqs[1].body);
     let all = serde_json::to_string(&second).unwrap();
-    assert!(all.contains("AGENTS.md changed") && all.contains("Use tabs, never spaces."), "{all}");
+    assert!(
+        all.contains("AGENTS.md changed") && all.contains("Use tabs, never spaces."),
+        "{all}"
+    );
     let third = serde_json::to_string(&messages(&reqs[2].body)).unwrap();
     assert_eq!(third.matches("AGENTS.md changed").count(), 1);
     rt.block_on(session.shutdown());

@@ -29,6 +29,7 @@ pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatS
         block_timeout: Duration::from_secs(60),
         output_limit: 20_000,
         catalog_budget: 2000,
+        folding: Default::default(),
     }
 }
 

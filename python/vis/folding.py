@@ -1,0 +1,74 @@
+"""`fold_session` and `read_session`: keep the conversation small by folding settled work.
+
+Both are calls to the gateway that owns the session (`vis chat`, `vis serve`, `vis mcp`);
+`vis exec` has no model and answers them with an error.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vis import _native
+
+
+class FoldReceipt(dict):  # type: ignore[type-arg]
+    """What a fold did. A dict (`fold`, `selected`, `widened`, `absorbed`, `tokens_removed`,
+    `gist_tokens`, `estimated_net_tokens`, `recache_tokens`, `fold_count`, `automatic`,
+    `measurement`) that prints as one line."""
+
+    def __repr__(self) -> str:
+        net = self.get("estimated_net_tokens", 0)
+        parts = [
+            "fold %s replaces %s" % (self.get("fold"), ", ".join(self.get("selected", []))),
+            "removes ~%s tokens, gist %s, net ~%s" % (
+                format(self.get("tokens_removed", 0), ","),
+                format(self.get("gist_tokens", 0), ","),
+                format(net, ","),
+            ),
+            "next request re-caches ~%s" % format(self.get("recache_tokens", 0), ","),
+            "fold_count %s, measurement %s" % (self.get("fold_count"), self.get("measurement")),
+        ]
+        if self.get("widened"):
+            parts.append("widened to whole responses")
+        if self.get("absorbed"):
+            parts.append("absorbed fold %s" % ", ".join(str(a) for a in self["absorbed"]))
+        return "; ".join(parts)
+
+    __str__ = __repr__
+
+
+class SessionText(str):
+    """Text from the conversation; its repr is the text itself."""
+
+    def __repr__(self) -> str:
+        return str(self).rstrip("\n")
+
+
+def _call(method: str, params: dict[str, Any]) -> Any:
+    return json.loads(_native.host_call(method, json.dumps(params)))
+
+
+def fold_session(key: str, gist: str) -> FoldReceipt:
+    """Replace settled steps in later requests with `gist` (they stay stored).
+
+    Keys: "t2" a whole turn, "t2/i4" one iteration, "t2/i4-i5" a range, "-t3" everything
+    through turn 3, "-t3/i9" everything through t3/i9; several separated by commas. An
+    iteration is folded with the whole response it belongs to. A bad key, an unknown turn or
+    iteration, or anything that includes the running iteration is rejected (RuntimeError) and
+    nothing is folded. Returns the receipt; its measurement comes with the next request (see
+    session["utilization"]["fold_measurement"]). Example:
+    fold_session("t2/i1-i6", "total() in src/app.py ignored qty (42:kodu); fixed; tests pass").
+    """
+    if not isinstance(key, str) or not isinstance(gist, str):
+        raise TypeError("fold_session(key, gist) takes two strings, e.g. fold_session('t2', 'what t2 found')")
+    return FoldReceipt(_call("fold_session", {"key": key, "gist": gist}))
+
+
+def read_session(key: str) -> SessionText:
+    """The original content of a range of the conversation (folded or not), keys as in
+    `fold_session`. Only when the session's introspection toggle is on; otherwise it says so
+    and returns nothing else."""
+    if not isinstance(key, str):
+        raise TypeError("read_session(key) takes a key such as 't2' or 't2/i4-i5'")
+    answer = _call("read_session", {"key": key})
+    return SessionText(answer.get("text", ""))
