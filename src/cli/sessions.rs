@@ -142,6 +142,42 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
         }
         println!("  (n/a: the provider did not report it)");
     }
+    let folds = store.folds(id)?;
+    if !folds.is_empty() {
+        println!("\nfolds:");
+        for f in &folds {
+            let spans: Vec<serde_json::Value> = serde_json::from_str(&f.spans).unwrap_or_default();
+            let labels: Vec<&str> = spans.iter().filter_map(|s| s["label"].as_str()).collect();
+            let measurement: serde_json::Value =
+                serde_json::from_str(&f.measurement).unwrap_or_default();
+            let state = match measurement["status"].as_str() {
+                Some("measured") => format!(
+                    "measured: {} → {} input tokens (net {})",
+                    measurement["before_input_tokens"],
+                    measurement["after_input_tokens"],
+                    measurement["net_reduction_tokens"]
+                ),
+                Some("unavailable") => format!(
+                    "unavailable: {}",
+                    measurement["reason"].as_str().unwrap_or("?")
+                ),
+                Some(other) => other.to_string(),
+                None => "?".into(),
+            };
+            println!(
+                "  fold {} (t{}{}) {}{}{}  — {state}",
+                f.id,
+                f.turn,
+                f.iteration.map(|i| format!("/i{i}")).unwrap_or_default(),
+                labels.join(", "),
+                if f.automatic { " [automatic]" } else { "" },
+                f.absorbed_by
+                    .map(|a| format!(" [absorbed by fold {a}]"))
+                    .unwrap_or_default(),
+            );
+            print!("{}", indent(&f.gist, "      gist: "));
+        }
+    }
     if !defs.is_empty() {
         println!("\ndefinitions:");
         for d in defs {
@@ -165,6 +201,7 @@ fn export(store: &Store, id: &str) -> Result<i32, CliError> {
         "defs": store.load_defs(id)?,
         "history": store.history(id)?,
         "requests": store.requests(id)?,
+        "folds": store.folds(id)?,
     });
     let text = serde_json::to_string_pretty(&value).map_err(|e| CliError::usage(e.to_string()))?;
     println!("{text}");

@@ -11,6 +11,7 @@ mod discovery;
 mod editing;
 mod extensions;
 mod faults;
+mod folding;
 mod gateway;
 mod providers;
 mod shell;
