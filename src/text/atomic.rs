@@ -21,12 +21,14 @@
 //! **Concurrent writers.** Other programs do not take the lock, so the file's identity (device,
 //! inode, size, mtime, ctime, mode, owner) is recorded when it is opened and compared again
 //! just before the commit, together with what its name points to and its content. The commit
-//! is a `renameat2(RENAME_EXCHANGE)`, which keeps the old file linked under the temp name, so
-//! a write that slipped in between the last check and the exchange is still caught: the
-//! exchange is undone and the batch rejected. (Where the filesystem cannot exchange, a plain
-//! rename is used after the same checks.) A process that keeps writing through a descriptor
-//! it opened before the commit writes into the replaced file, as with any editor that saves
-//! by rename.
+//! is a `renameat2(RENAME_EXCHANGE)`, which keeps the old file linked under the temp name; the
+//! old file is checked once more a moment (200 µs) later, so a write that slipped in between
+//! the last check and the exchange — typically an appender that opened the file just before
+//! it — is still caught: the exchange is undone (lines appended meanwhile to the new version
+//! are carried over to the restored file) and the batch rejected. Where the filesystem cannot
+//! exchange, a plain rename is used after the same checks. A process that keeps writing
+//! through a descriptor it opened long before writes into the replaced file, as with any
+//! editor that saves by rename.
 //!
 //! **Write.** Data written to the temp file, then owner copied (when permitted), then mode —
 //! in that order because `chown` and unprivileged writes clear the setuid/setgid bits — then
@@ -42,6 +44,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{
     fchmod, fchown, flock, fstat, fsync, openat, renameat, renameat_with, statat, unlinkat,
@@ -175,6 +178,8 @@ pub struct LockedFile {
     file: File,
     identity: Identity,
     root: (u64, u64),
+    /// Who opens, writes and closes the file while we work (None without inotify or /proc).
+    watch: std::cell::RefCell<Option<OpenWatch>>,
 }
 
 impl LockedFile {
@@ -211,12 +216,14 @@ impl LockedFile {
         if kind != Kind::File {
             return Err(OpenError::NotAFile(kind));
         }
+        let watch = OpenWatch::new(&fd);
         Ok(LockedFile {
             dir,
             name: located.name.clone(),
             file: File::from(fd),
             identity: Identity::of(&stat),
             root: located.root,
+            watch: std::cell::RefCell::new(watch),
         })
     }
 
@@ -251,11 +258,12 @@ impl LockedFile {
         if let Some(hook) = &faults.before_commit {
             (hook.0)();
         }
+        *temp.watch.borrow_mut() = OpenWatch::new(&temp.fd);
         self.check_unchanged(original)?;
         if !still_beneath(&self.dir, self.root)? {
             return Err(WriteError::Escaped);
         }
-        self.commit(temp)?;
+        self.commit(temp, bytes)?;
         fsync(&self.dir)?;
         Ok(())
     }
@@ -283,15 +291,24 @@ impl LockedFile {
 
     /// The file must be what was read: same identity, still at its name, same bytes.
     fn check_unchanged(&self, original: &[u8]) -> Result<(), WriteError> {
-        let now = Identity::of(&fstat(&self.file)?);
-        if now != self.identity {
-            return Err(WriteError::Changed(self.identity.difference(&now)));
-        }
+        // The name first: a file replaced by rename also shows a changed status below.
         match statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(at_name) if self.identity.same_object(&at_name) => {}
             Ok(_) => return Err(WriteError::Changed("its name now points to another file")),
             Err(Errno::NOENT) => return Err(WriteError::Changed("it was deleted or renamed")),
             Err(e) => return Err(e.into()),
+        }
+        let now = Identity::of(&fstat(&self.file)?);
+        if now != self.identity {
+            return Err(WriteError::Changed(self.identity.difference(&now)));
+        }
+        if let Some(watch) = self.watch.borrow_mut().as_mut() {
+            watch.drain();
+            if watch.modified {
+                return Err(WriteError::Changed(
+                    "another process wrote to it (its content changed)",
+                ));
+            }
         }
         // Timestamps are only as fine as the filesystem's clock tick, so a same-size rewrite
         // right after the read could keep them; the bytes settle it.
@@ -301,9 +318,10 @@ impl LockedFile {
         Ok(())
     }
 
-    /// Put the temp file in place. With `RENAME_EXCHANGE` the old file stays linked under the
-    /// temp name until it is checked once more, so a change that raced the exchange is undone.
-    fn commit(&self, temp: TempFile<'_>) -> Result<(), WriteError> {
+    /// Put the temp file (holding `bytes`) in place. With `RENAME_EXCHANGE` the old file stays
+    /// linked under the temp name until it is checked once more after [`SETTLE`], so a write
+    /// that raced the exchange is undone rather than lost.
+    fn commit(&self, temp: TempFile<'_>, bytes: &[u8]) -> Result<(), WriteError> {
         match renameat_with(
             &self.dir,
             &temp.name,
@@ -320,12 +338,17 @@ impl LockedFile {
             }
             Err(e) => return Err(e.into()),
         }
+        // A writer that opened the old version just before the exchange writes a moment later;
+        // wait for it (and for anyone who opened the file meanwhile to close it) so its write
+        // is seen below instead of going into the file about to be unlinked.
+        let modified = settle(&mut self.watch.borrow_mut());
         // The rename itself updates the old file's ctime; anything else must be as it was.
         let old_now = Identity::of(&fstat(&self.file)?);
-        let old_still_same = Identity {
-            ctime: self.identity.ctime,
-            ..old_now
-        } == self.identity;
+        let old_still_same = !modified
+            && Identity {
+                ctime: self.identity.ctime,
+                ..old_now
+            } == self.identity;
         let swapped_out_ours = statat(&self.dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW)
             .map(|st| self.identity.same_object(&st))
             .unwrap_or(false);
@@ -344,12 +367,130 @@ impl LockedFile {
             RenameFlags::EXCHANGE,
         )?;
         temp.armed.set(true);
-        let reason = if old_still_same {
-            "its name was pointed at another file during the write"
-        } else {
-            "another process wrote to it during the write"
-        };
-        Err(WriteError::Changed(reason))
+        if old_still_same {
+            return Err(WriteError::Changed(
+                "its name was pointed at another file during the write",
+            ));
+        }
+        settle(&mut temp.watch.borrow_mut());
+        self.keep_appends(&temp, bytes)?;
+        Err(WriteError::Changed(
+            "another process wrote to it during the write",
+        ))
+    }
+
+    /// After an undone commit: lines a writer appended to the new version while it was in
+    /// place belong to the file too, so they are appended to the restored original.
+    fn keep_appends(&self, temp: &TempFile<'_>, bytes: &[u8]) -> Result<(), WriteError> {
+        let size = fstat(&temp.fd)?.st_size as u64;
+        if size <= bytes.len() as u64 {
+            return Ok(());
+        }
+        let new = File::from(temp.fd.try_clone()?);
+        let mut tail = vec![0u8; (size - bytes.len() as u64) as usize];
+        new.read_exact_at(&mut tail, bytes.len() as u64)?;
+        let mut head = vec![0u8; bytes.len()];
+        new.read_exact_at(&mut head, 0)?;
+        if head != bytes {
+            // Not an append: nothing to carry over safely.
+            return Ok(());
+        }
+        let fd = openat(
+            &self.dir,
+            &self.name,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        if !self.identity.same_object(&fstat(&fd)?) {
+            return Ok(());
+        }
+        File::from(fd).write_all(&tail)?;
+        Ok(())
+    }
+}
+
+/// How long a commit waits before its last check: long enough for an `open` that found the
+/// old version just before the exchange to finish and announce itself.
+const SETTLE: Duration = Duration::from_micros(200);
+
+/// How long a commit waits at most for other processes to close a file they opened during
+/// the patch (a reader that keeps it open longer only delays the patch by this much).
+const CLOSE_WAIT: Duration = Duration::from_millis(50);
+
+/// Wait for writes in flight to land; true if the watched file was modified meanwhile.
+fn settle(watch: &mut Option<OpenWatch>) -> bool {
+    std::thread::sleep(SETTLE);
+    match watch {
+        Some(watch) => {
+            watch.wait_closed(CLOSE_WAIT);
+            watch.modified
+        }
+        None => false,
+    }
+}
+
+/// The opens, closes and writes of one file by anyone, through inotify. Writers that open,
+/// write and close (`echo >> file`) are seen opening, so a commit can wait until they are done
+/// instead of guessing.
+struct OpenWatch {
+    fd: OwnedFd,
+    /// Opens seen minus closes seen.
+    open: i64,
+    modified: bool,
+}
+
+impl OpenWatch {
+    /// Watch the file open as `file`; `None` when inotify or `/proc` is not available, in
+    /// which case commits rely on the status checks and [`SETTLE`] alone.
+    fn new(file: &OwnedFd) -> Option<OpenWatch> {
+        use rustix::fs::inotify;
+        use std::os::fd::AsRawFd;
+        let fd =
+            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
+        // The descriptor's /proc link names exactly the open file, even if renamed since.
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let flags = inotify::WatchFlags::OPEN
+            | inotify::WatchFlags::CLOSE_WRITE
+            | inotify::WatchFlags::CLOSE_NOWRITE
+            | inotify::WatchFlags::MODIFY;
+        inotify::add_watch(&fd, path, flags).ok()?;
+        Some(OpenWatch {
+            fd,
+            open: 0,
+            modified: false,
+        })
+    }
+
+    /// Read every pending event.
+    fn drain(&mut self) {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = Reader::new(&self.fd, &mut buf);
+        while let Ok(event) = reader.next() {
+            let flags = event.events();
+            if flags.contains(ReadFlags::OPEN) {
+                self.open += 1;
+            }
+            if flags.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE) {
+                self.open -= 1;
+            }
+            if flags.intersects(ReadFlags::MODIFY | ReadFlags::QUEUE_OVERFLOW) {
+                self.modified = true;
+            }
+        }
+    }
+
+    /// Wait (at most `limit`) until everyone who opened the file since the watch began has
+    /// closed it again.
+    fn wait_closed(&mut self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            self.drain();
+            if self.open <= 0 || Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 }
 
@@ -376,6 +517,8 @@ struct TempFile<'a> {
     name: OsString,
     fd: OwnedFd,
     armed: std::cell::Cell<bool>,
+    /// Watches the new version while it is in place, for a commit that has to be undone.
+    watch: std::cell::RefCell<Option<OpenWatch>>,
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -397,7 +540,7 @@ impl<'a> TempFile<'a> {
             match openat(
                 dir,
                 &name,
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::from_raw_mode(0o600),
             ) {
                 Ok(fd) => {
@@ -406,6 +549,7 @@ impl<'a> TempFile<'a> {
                         name,
                         fd,
                         armed: std::cell::Cell::new(true),
+                        watch: std::cell::RefCell::new(None),
                     })
                 }
                 Err(Errno::EXIST) => continue,

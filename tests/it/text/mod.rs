@@ -1,5 +1,6 @@
 //! Integration tests of the text tools (cat, grep, patch) through `vis::text`'s public API.
 
+mod attacks;
 mod bad_input;
 mod cat;
 mod faults;
