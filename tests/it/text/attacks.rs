@@ -94,7 +94,7 @@ fn symlink_swap_race_never_writes_outside() {
                 // The directory becomes a symlink to the outside directory, then comes back.
                 if fs::rename(&d, &away).is_ok() {
                     let _ = symlink(&out, &d);
-                    std::thread::yield_now();
+                    std::thread::sleep(Duration::from_micros(50));
                     let _ = fs::remove_file(&d);
                     let _ = fs::rename(&away, &d);
                 }
@@ -102,16 +102,17 @@ fn symlink_swap_race_never_writes_outside() {
                 let (g, g_away) = (d.join("g.txt"), d.join("g.away"));
                 if fs::rename(&g, &g_away).is_ok() {
                     let _ = symlink(out.join("g.txt"), &g);
-                    std::thread::yield_now();
+                    std::thread::sleep(Duration::from_micros(50));
                     let _ = fs::remove_file(&g);
                     let _ = fs::rename(&g_away, &g);
                 }
                 swaps.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(50));
             }
         })
     };
 
-    let deadline = Instant::now() + Duration::from_millis(1500);
+    let deadline = Instant::now() + Duration::from_millis(1000);
     let mut tries = 0;
     let mut applied = 0;
     while tries < 600 && Instant::now() < deadline {
