@@ -302,9 +302,8 @@ impl LockedFile {
         if now != self.identity {
             return Err(WriteError::Changed(self.identity.difference(&now)));
         }
-        if let Some(watch) = self.watch.borrow_mut().as_mut() {
-            watch.drain();
-            if watch.modified {
+        if let Some(watch) = self.watch.borrow().as_ref() {
+            if watch.modified() {
                 return Err(WriteError::Changed(
                     "another process wrote to it (its content changed)",
                 ));
@@ -341,7 +340,7 @@ impl LockedFile {
         // A writer that opened the old version just before the exchange writes a moment later;
         // wait for it (and for anyone who opened the file meanwhile to close it) so its write
         // is seen below instead of going into the file about to be unlinked.
-        let modified = settle(&mut self.watch.borrow_mut());
+        let modified = settle(&self.watch.borrow());
         // The rename itself updates the old file's ctime; anything else must be as it was.
         let old_now = Identity::of(&fstat(&self.file)?);
         let old_still_same = !modified
@@ -372,7 +371,7 @@ impl LockedFile {
                 "its name was pointed at another file during the write",
             ));
         }
-        settle(&mut temp.watch.borrow_mut());
+        settle(&temp.watch.borrow());
         self.keep_appends(&temp, bytes)?;
         Err(WriteError::Changed(
             "another process wrote to it during the write",
@@ -418,25 +417,85 @@ const SETTLE: Duration = Duration::from_micros(200);
 const CLOSE_WAIT: Duration = Duration::from_millis(50);
 
 /// Wait for writes in flight to land; true if the watched file was modified meanwhile.
-fn settle(watch: &mut Option<OpenWatch>) -> bool {
+fn settle(watch: &Option<OpenWatch>) -> bool {
     std::thread::sleep(SETTLE);
     match watch {
         Some(watch) => {
             watch.wait_closed(CLOSE_WAIT);
-            watch.modified
+            watch.modified()
         }
         None => false,
     }
+}
+
+/// What one watch has seen since it began.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    /// Opens seen minus closes seen.
+    open: i64,
+    modified: bool,
+}
+
+/// One inotify instance for the whole process, shared by every patch: closing an inotify
+/// descriptor waits for an RCU grace period (milliseconds), far too slow to pay per patch,
+/// while adding and removing a watch is cheap. Events are routed to watches by descriptor.
+struct Notifier {
+    fd: OwnedFd,
+    seen: std::collections::HashMap<i32, Seen>,
+}
+
+/// `None` inside once inotify turned out to be unavailable (then it is not retried).
+static NOTIFIER: std::sync::Mutex<Option<Option<Notifier>>> = std::sync::Mutex::new(None);
+
+impl Notifier {
+    fn drain(&mut self) {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = Reader::new(&self.fd, &mut buf);
+        while let Ok(event) = reader.next() {
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                // Events were dropped: every watch must assume the worst.
+                for seen in self.seen.values_mut() {
+                    seen.modified = true;
+                }
+                continue;
+            }
+            let Some(seen) = self.seen.get_mut(&event.wd()) else {
+                continue;
+            };
+            if flags.contains(ReadFlags::OPEN) {
+                seen.open += 1;
+            }
+            if flags.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE) {
+                seen.open -= 1;
+            }
+            if flags.contains(ReadFlags::MODIFY) {
+                seen.modified = true;
+            }
+        }
+    }
+}
+
+/// Run `f` on the shared notifier, creating it on first use; `None` without inotify.
+fn with_notifier<T>(f: impl FnOnce(&mut Notifier) -> T) -> Option<T> {
+    use rustix::fs::inotify;
+    let mut guard = NOTIFIER.lock().ok()?;
+    if guard.is_none() {
+        let fd = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK);
+        *guard = Some(fd.ok().map(|fd| Notifier {
+            fd,
+            seen: std::collections::HashMap::new(),
+        }));
+    }
+    guard.as_mut()?.as_mut().map(f)
 }
 
 /// The opens, closes and writes of one file by anyone, through inotify. Writers that open,
 /// write and close (`echo >> file`) are seen opening, so a commit can wait until they are done
 /// instead of guessing.
 struct OpenWatch {
-    fd: OwnedFd,
-    /// Opens seen minus closes seen.
-    open: i64,
-    modified: bool,
+    wd: i32,
 }
 
 impl OpenWatch {
@@ -445,52 +504,51 @@ impl OpenWatch {
     fn new(file: &OwnedFd) -> Option<OpenWatch> {
         use rustix::fs::inotify;
         use std::os::fd::AsRawFd;
-        let fd =
-            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
         // The descriptor's /proc link names exactly the open file, even if renamed since.
         let path = format!("/proc/self/fd/{}", file.as_raw_fd());
         let flags = inotify::WatchFlags::OPEN
             | inotify::WatchFlags::CLOSE_WRITE
             | inotify::WatchFlags::CLOSE_NOWRITE
             | inotify::WatchFlags::MODIFY;
-        inotify::add_watch(&fd, path, flags).ok()?;
-        Some(OpenWatch {
-            fd,
-            open: 0,
-            modified: false,
+        with_notifier(|n| {
+            // Events of an earlier watch with the same number must not count for this one.
+            n.drain();
+            let wd = inotify::add_watch(&n.fd, &path, flags).ok()?;
+            n.seen.insert(wd, Seen::default());
+            Some(OpenWatch { wd })
         })
+        .flatten()
     }
 
-    /// Read every pending event.
-    fn drain(&mut self) {
-        use rustix::fs::inotify::{ReadFlags, Reader};
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
-        let mut reader = Reader::new(&self.fd, &mut buf);
-        while let Ok(event) = reader.next() {
-            let flags = event.events();
-            if flags.contains(ReadFlags::OPEN) {
-                self.open += 1;
-            }
-            if flags.intersects(ReadFlags::CLOSE_WRITE | ReadFlags::CLOSE_NOWRITE) {
-                self.open -= 1;
-            }
-            if flags.intersects(ReadFlags::MODIFY | ReadFlags::QUEUE_OVERFLOW) {
-                self.modified = true;
-            }
-        }
+    /// Everything seen so far.
+    fn seen(&self) -> Seen {
+        with_notifier(|n| {
+            n.drain();
+            n.seen.get(&self.wd).copied().unwrap_or_default()
+        })
+        .unwrap_or_default()
+    }
+
+    fn modified(&self) -> bool {
+        self.seen().modified
     }
 
     /// Wait (at most `limit`) until everyone who opened the file since the watch began has
     /// closed it again.
-    fn wait_closed(&mut self, limit: Duration) {
+    fn wait_closed(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
-        loop {
-            self.drain();
-            if self.open <= 0 || Instant::now() >= deadline {
-                return;
-            }
+        while self.seen().open > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
         }
+    }
+}
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        with_notifier(|n| {
+            let _ = rustix::fs::inotify::remove_watch(&n.fd, self.wd);
+            n.seen.remove(&self.wd);
+        });
     }
 }
 

@@ -4,6 +4,7 @@ mod attacks;
 mod bad_input;
 mod cat;
 mod faults;
+mod fuzz;
 mod grep;
 mod oracle;
 mod patch;

@@ -21,7 +21,7 @@ fn python_dir() -> PathBuf {
 
 /// Make `import vis.text` work: a `vis` package pointing at python/vis and a `vis._native`
 /// module filled by `register`.
-fn setup() -> MutexGuard<'static, ()> {
+pub(super) fn setup() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     SETUP.call_once(|| {
         Python::initialize();
@@ -49,7 +49,7 @@ fn setup() -> MutexGuard<'static, ()> {
 
 /// Run `code` with `cat, grep, patch, ...` imported and `root` set as the workspace; returns
 /// the value of the variable `out`.
-fn run(root: &std::path::Path, code: &str) -> String {
+pub(super) fn run(root: &std::path::Path, code: &str) -> String {
     vis::text::python::set_workspace(vis::text::Workspace::new([root]));
     Python::attach(|py| {
         let globals = PyDict::new(py);
