@@ -449,3 +449,88 @@ fn run_python_check(py: Python<'_>, source: &[u8], filename: &str) -> PyResult<P
     };
     Ok(Problems::one(line, format!("{kind}: {msg}{position}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rows: &[usize]) -> Problems {
+        Problems {
+            count: rows.len(),
+            first: None,
+            errors: rows
+                .iter()
+                .map(|&row| SyntaxError {
+                    rows: Some((row, row)),
+                    message: format!("unexpected syntax at line {}, column 1", row + 1),
+                })
+                .collect(),
+        }
+    }
+
+    /// Three lines inserted before row 10.
+    const INSERT: Change = Change {
+        old: (10, 10),
+        new: (10, 13),
+    };
+
+    #[test]
+    fn old_errors_shifted_by_the_edit_are_not_new() {
+        let before = at(&[2, 40]);
+        let after = at(&[2, 43]);
+        assert_eq!(first_new_error(&before, &after, &[INSERT]), None);
+    }
+
+    #[test]
+    fn extra_errors_far_from_the_edit_do_not_count() {
+        // Error recovery elsewhere re-shuffled: 2 errors became 4, all far away.
+        let before = at(&[2, 40]);
+        let after = at(&[1, 2, 43, 60]);
+        assert_eq!(first_new_error(&before, &after, &[INSERT]), None);
+    }
+
+    #[test]
+    fn a_new_error_in_or_next_to_the_edit_counts() {
+        let before = at(&[2, 40]);
+        for row in [10, 12, 14] {
+            let after = at(&[2, row, 43]);
+            let found = first_new_error(&before, &after, &[INSERT]);
+            assert_eq!(found.and_then(|e| e.rows), Some((row, row)), "row {row}");
+        }
+        // Three rows past the edit is no longer "next to" it.
+        let after = at(&[2, 16, 43]);
+        assert_eq!(first_new_error(&before, &after, &[INSERT]), None);
+    }
+
+    #[test]
+    fn an_old_error_inside_a_replaced_range_may_stay() {
+        // Rows 10..12 replaced by 10..13; the error that was there is still there.
+        let change = Change {
+            old: (10, 12),
+            new: (10, 13),
+        };
+        assert_eq!(first_new_error(&at(&[11]), &at(&[12]), &[change]), None);
+        assert!(first_new_error(&at(&[11]), &at(&[11, 12]), &[change]).is_some());
+    }
+
+    #[test]
+    fn a_spanning_error_counts_in_every_window_it_covers() {
+        let span = |a, b| Problems {
+            count: 1,
+            first: None,
+            errors: vec![SyntaxError {
+                rows: Some((a, b)),
+                message: "unexpected syntax".into(),
+            }],
+        };
+        assert_eq!(first_new_error(&span(0, 50), &span(0, 53), &[INSERT]), None);
+        assert!(first_new_error(&at(&[40]), &span(5, 53), &[INSERT]).is_some());
+    }
+
+    #[test]
+    fn errors_without_a_position_count_everywhere() {
+        let unplaced = Problems::one(None, "broken".into());
+        assert!(first_new_error(&at(&[40]), &unplaced, &[INSERT]).is_some());
+        assert_eq!(first_new_error(&unplaced, &unplaced, &[INSERT]), None);
+    }
+}
