@@ -68,6 +68,8 @@ pub struct Identity {
     pub gid: u32,
 }
 
+// `Stat`'s field types differ between architectures; the casts are no-ops only on some.
+#[allow(clippy::unnecessary_cast)]
 impl Identity {
     pub fn of(stat: &Stat) -> Identity {
         Identity {

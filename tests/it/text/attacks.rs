@@ -1,12 +1,12 @@
 //! Regression tests for the security review of the text tools: one or more per finding, each
 //! checking that the attack fails *and* that the files involved are byte-for-byte intact.
 //!
-//! 1. symlink swaps racing `patch` (TOCTOU) · 2. read-only files patched as root ·
-//! 3. a concurrent appender losing lines · 4. `dirlink/..` resolved lexically ·
-//! 5. wrong hashes accepted by `cat` (in python.rs: `cat_checks_address_hashes_from_python`) ·
-//! 6. huge numbers (python.rs: `huge_and_negative_numbers_are_value_errors`) ·
-//! 7. a bare `\r` in new text · 8. setuid/setgid dropped · 9. the syntax gate refusing a correct
-//! Flow edit · 10. paths resolved as the OS does from the first root.
+//! Findings: (1) symlink swaps racing `patch` (TOCTOU); (2) read-only files patched as root;
+//! (3) a concurrent appender losing lines; (4) `dirlink/..` resolved lexically; (5) wrong
+//! hashes accepted by `cat` (also python.rs: `cat_checks_address_hashes_from_python`); (6) huge
+//! numbers (python.rs: `huge_and_negative_numbers_are_value_errors`); (7) a bare `\r` in new
+//! text; (8) setuid/setgid dropped; (9) the syntax gate refusing a correct Flow edit; (10) paths
+//! resolved as the OS does from the first root.
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
