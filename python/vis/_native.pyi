@@ -10,3 +10,81 @@ def interrupt_pending() -> bool:
 
 def host_call(method: str, params_json: str) -> str:
     """Call the host that owns the session; returns its JSON answer."""
+
+# --- text tools (src/text/python.rs; the documented wrappers are in vis/text.py) ---
+
+from os import PathLike
+
+class PatchError(ValueError):
+    """A patch was rejected (stale or conflicting addresses, or a new syntax error)."""
+
+class AddressError(PatchError):
+    """An address (a patch edit's, or cat's start/end) is malformed, past the end, or stale."""
+
+class FileChangedError(PatchError):
+    """The file changed while patch worked on it; nothing was written."""
+
+class CatResult:
+    text: str
+    path: str
+    total_lines: int
+    start: int
+    end: int
+    lines: list[tuple[int, str, str]]
+
+class GrepMatch:
+    path: str
+    line: int
+    address: str
+    text: str
+
+class GrepResult:
+    text: str
+    matches: list[GrepMatch]
+    count: int
+    files: list[str]
+    def __len__(self) -> int: ...
+    def __iter__(self): ...
+
+class PatchResult:
+    text: str
+    path: str
+    removed: int
+    added: int
+    lines_before: int
+    lines_after: int
+    changed: bool
+    checked: str | None
+    regions: list[tuple[int, int]]
+
+def text_cat(
+    path: str | PathLike[str], start: int | str | None = None, end: int | str | None = None
+) -> CatResult:
+    """start/end: a line number (any size; an end past the file is clamped) or an address."""
+
+def text_grep(
+    pattern: str,
+    paths: list[str | PathLike[str]],
+    *,
+    fixed: bool = False,
+    ignore_case: bool = False,
+    smart_case: bool = False,
+    word: bool = False,
+    globs: list[str] = ...,
+    types: list[str] = ...,
+    before: int = 0,
+    after: int = 0,
+    max_count: int | None = None,
+    limit: int | None = 100,
+    hidden: bool = False,
+    no_ignore: bool = False,
+) -> GrepResult: ...
+
+def text_patch(
+    path: str | PathLike[str],
+    edits: list[tuple],
+    *,
+    check_syntax: bool = True,
+    force: bool = False,
+) -> PatchResult:
+    """edits are canonical tuples from vis.text.patch; force edits read-only files."""

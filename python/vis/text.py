@@ -21,6 +21,7 @@ __all__ = [
     "patch",
     "PatchError",
     "AddressError",
+    "FileChangedError",
     "CatResult",
     "GrepResult",
     "GrepMatch",
@@ -31,20 +32,24 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 PatchError = _native.PatchError
 AddressError = _native.AddressError
+FileChangedError = _native.FileChangedError
 CatResult = _native.CatResult
 GrepResult = _native.GrepResult
 GrepMatch = _native.GrepMatch
 PatchResult = _native.PatchResult
 
 
-def _line_arg(name: str, value: object) -> int | None:
-    """Accept a line number or an address string ('42:kodu') for cat's start/end."""
-    if value is None or isinstance(value, int) and not isinstance(value, bool):
-        return value  # type: ignore[return-value]
-    if isinstance(value, str):
-        head = value.split(":", 1)[0].strip()
-        if head.isdigit():
-            return int(head)
+def _line_arg(name: str, value: object) -> int | str | None:
+    """Check the type of cat's start/end: a line number, an address string ('42:kodu'), or None.
+
+    Values are checked natively: an address must match the file (a stale or malformed one is
+    an AddressError showing the current line), a number below 1 is a ValueError, and a huge
+    end is clamped to the last line.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     raise TypeError(f"{name} must be a line number or an address like '42:kodu', got {value!r}")
 
 
@@ -52,7 +57,10 @@ def cat(path: PathArg, start: int | str | None = None, end: int | str | None = N
     """Show a file with an address on every line: ``LINE:HASH|content``.
 
     path: file to read (relative to the workspace). start, end: optional 1-based inclusive
-    line range (numbers, or addresses like '42:kodu'); end past the last line is fine.
+    line range, as numbers or as addresses like '42:kodu'. An address must still be current:
+    a stale or malformed one raises AddressError showing the line's fresh address (it is never
+    silently read as its number). A number end past the last line is clamped; a start past it,
+    or a number below 1, raises ValueError.
     The header gives the path and line count. Binary files are refused; text that is not valid
     UTF-8 is shown with U+FFFD and the header says so. Lines over 1000 characters are shown
     cut (their address still covers the whole line).
@@ -63,6 +71,21 @@ def cat(path: PathArg, start: int | str | None = None, end: int | str | None = N
     Example: ``cat("src/app.py", 40, 60)``
     """
     return _native.text_cat(path, _line_arg("start", start), _line_arg("end", end))
+
+
+# Counts above this behave as "unlimited" (and fit the native integer types).
+_MAX_COUNT = 2**62
+
+
+def _count_arg(name: str, value: object, *, optional: bool = False) -> int | None:
+    """A non-negative count for grep (context lines, limits); huge values are capped."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name}={value}: must be 0 or more")
+    return min(value, _MAX_COUNT)
 
 
 def _str_list(name: str, value: str | Iterable[str] | None) -> list[str]:
@@ -105,7 +128,7 @@ def grep(
     max_count: stop a file after this many matches. limit: at most this many matches shown
     in total (None = all); the output then says how many more exist and in how many files.
     Like ripgrep, .gitignore'd, hidden and binary files are skipped unless hidden=True /
-    no_ignore=True.
+    no_ignore=True. Counts must be 0 or more (ValueError otherwise).
 
     Output is grouped under one header per file, files sorted by path. The GrepResult prints
     as that text; ``.matches`` gives GrepMatch objects (path, line, address, text) for
@@ -128,10 +151,10 @@ def grep(
         word=word,
         globs=_str_list("glob", glob),
         types=_str_list("type", type),
-        before=context if before is None else before,
-        after=context if after is None else after,
-        max_count=max_count,
-        limit=limit,
+        before=_count_arg("context", context) if before is None else _count_arg("before", before),
+        after=_count_arg("context", context) if after is None else _count_arg("after", after),
+        max_count=_count_arg("max_count", max_count, optional=True),
+        limit=_count_arg("limit", limit, optional=True),
         hidden=hidden,
         no_ignore=no_ignore,
     )
@@ -193,7 +216,8 @@ class _Patch:
       patch.insert_at_start(text) / patch.insert_at_end(text)
     Addresses are ``LINE:HASH`` as printed by cat/grep. Empty text deletes. text is split on
     "\\n" (a trailing newline is optional; "\\n" alone is one empty line); new lines get the
-    file's line ending, and BOM, final newline and file mode are kept.
+    file's line ending (CRLF files stay CRLF), and BOM, final newline, file mode (setuid/setgid
+    too) and owner are kept. A "\\r" that is not part of "\\r\\n" is refused.
 
     All addresses refer to the file before this call, so list every edit of the batch with
     the addresses you read; do not adjust line numbers for earlier edits in the same batch.
@@ -201,6 +225,13 @@ class _Patch:
     overlapping edits, or a new syntax error (Python, JSON, TOML, Rust, JS/TS) raises
     AddressError/PatchError listing every problem with the current lines and fresh
     addresses, and the file is not touched. Edits are never moved to where a hash appears now.
+
+    Only new syntax errors in or next to the edited lines count: a file that was already
+    broken (or that the checker half-understands, such as Flow) can still be edited.
+
+    Read-only files (no write permission in their mode, even for root) raise PermissionError
+    unless force=True. If another process changes the file while patch works on it, the batch
+    raises FileChangedError and nothing is written: re-read the file and try again.
 
     Returns a PatchResult that prints a summary (lines removed/added, syntax check) and the
     changed region with fresh addresses; use those for the next patch.
@@ -212,14 +243,16 @@ class _Patch:
                          patch.insert_after("30:mexa", "log(x)")])
     """
 
-    def __call__(self, path: PathArg, edits: object) -> PatchResult:
+    def __call__(self, path: PathArg, edits: object, force: bool = False) -> PatchResult:
         if isinstance(edits, (tuple, Insert)) and not (
             isinstance(edits, tuple) and edits and isinstance(edits[0], (tuple, Insert))
         ):
             edits = [edits]
         if not isinstance(edits, (list, tuple)):
             raise TypeError(f"edits must be a list of edits, got {edits!r}")
-        return _native.text_patch(path, [_canonical(e) for e in edits])
+        if not isinstance(force, bool):
+            raise TypeError(f"force must be True or False, got {force!r}")
+        return _native.text_patch(path, [_canonical(e) for e in edits], force=force)
 
     @staticmethod
     def insert_before(addr: str, text: str) -> Insert:
@@ -242,7 +275,7 @@ class _Patch:
         return Insert("end", None, text)
 
     def __repr__(self) -> str:
-        return "<function patch(path, edits)>"
+        return "<function patch(path, edits, force=False)>"
 
 
 patch = _Patch()

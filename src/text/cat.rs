@@ -3,22 +3,58 @@
 //! Output: a header `PATH (N lines)` or `PATH (lines A-B of N)`, with a note when the file is
 //! not valid UTF-8, then one `LINE:HASH|content` row per line. Binary files (a NUL byte
 //! anywhere) are refused rather than shown as noise.
+//!
+//! `start` and `end` may be line numbers or addresses. An address is checked like patch checks
+//! it: a malformed, stale or past-the-end one is an error that shows the current lines there
+//! with fresh addresses, never silently read as its line number. A number `end` past the last
+//! line is clamped (as ranges usually are); an address `end` must name an existing line.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
+use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 
+use rustix::fs::{fstat, openat, Mode, OFlags};
+
 use crate::text::address::Address;
-use crate::text::confine::{Access, Workspace};
+use crate::text::confine::{kind_of, Access, Kind, Located, Workspace};
 use crate::text::lines::{display_text, find_nul, Document, DEFAULT_MAX_LINE_CHARS};
 use crate::text::{Result, TextError};
+
+/// A line given to cat: a number, or an address that must still be current.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineRef {
+    Number(usize),
+    /// `LINE:HASH` as printed by cat or grep (kept as given so a malformed one is reported
+    /// as such).
+    Address(String),
+}
+
+impl From<usize> for LineRef {
+    fn from(line: usize) -> LineRef {
+        LineRef::Number(line)
+    }
+}
+
+impl From<Address> for LineRef {
+    fn from(address: Address) -> LineRef {
+        LineRef::Address(address.to_string())
+    }
+}
+
+impl From<&str> for LineRef {
+    fn from(address: &str) -> LineRef {
+        LineRef::Address(address.to_string())
+    }
+}
 
 /// Which lines to show and how.
 #[derive(Clone, Debug)]
 pub struct CatOptions {
     /// First line to show, 1-based (default 1).
-    pub start: Option<usize>,
-    /// Last line to show, inclusive (default: the last line; clamped to it).
-    pub end: Option<usize>,
+    pub start: Option<LineRef>,
+    /// Last line to show, inclusive (default: the last line; a number past it is clamped).
+    pub end: Option<LineRef>,
     /// Lines longer than this many characters are shown cut.
     pub max_line_chars: usize,
 }
@@ -60,11 +96,13 @@ pub struct CatLine {
 
 /// Read `path` (resolved inside `workspace`) and address the requested lines.
 pub fn cat(workspace: &Workspace, path: &Path, options: &CatOptions) -> Result<CatOutput> {
-    let resolved = workspace.resolve(path, Access::Read)?;
-    let bytes = read_text_file(&resolved.real, &resolved.display, IS_DIR_HINT_CAT)?;
+    let located = workspace.locate(path, Access::Read)?;
+    let bytes = read_located(&located, IS_DIR_HINT_CAT)?;
+    let display = located.resolved.display;
     let document = Document::parse(bytes);
     let total = document.len();
-    let start = options.start.unwrap_or(1);
+    let (start, end) = check_addresses(&document, options, &display)?;
+    let start = start.unwrap_or(1);
     if start == 0 {
         return Err(TextError::InvalidArgument(
             "start must be 1 or more (line numbers start at 1)".into(),
@@ -72,20 +110,21 @@ pub fn cat(workspace: &Workspace, path: &Path, options: &CatOptions) -> Result<C
     }
     if start > total.max(1) {
         return Err(TextError::InvalidArgument(format!(
-            "start={start} is past the end of {} ({total} lines)",
-            resolved.display
+            "start={start} is past the end of {display} ({total} lines); give a line from 1 to \
+             {}",
+            total.max(1)
         )));
     }
-    let end = options.end.unwrap_or(total).min(total);
-    if let Some(requested) = options.end {
+    if let Some(requested) = end {
         if requested < start {
             return Err(TextError::InvalidArgument(format!(
                 "end={requested} is before start={start}; give start <= end"
             )));
         }
     }
+    let end = end.unwrap_or(total).min(total);
     Ok(CatOutput {
-        path: resolved.display,
+        path: display,
         total_lines: total,
         start,
         end,
@@ -95,32 +134,142 @@ pub fn cat(workspace: &Workspace, path: &Path, options: &CatOptions) -> Result<C
     })
 }
 
+/// Turn `start`/`end` into line numbers, checking address hashes against the file; every bad
+/// address is reported with the current lines there.
+fn check_addresses(
+    document: &Document,
+    options: &CatOptions,
+    display: &str,
+) -> Result<(Option<usize>, Option<usize>)> {
+    let total = document.len();
+    let mut report = String::new();
+    let mut problems = 0;
+    let mut resolve = |name: &str, value: &Option<LineRef>| -> Option<usize> {
+        let spec = match value {
+            None => return None,
+            Some(LineRef::Number(n)) => return Some(*n),
+            Some(LineRef::Address(spec)) => spec,
+        };
+        let (message, show) = match spec.parse::<Address>() {
+            Ok(address) if address.line > total => (
+                format!(
+                    "{name}={spec:?} is past the end: {display} has {total} line(s){}",
+                    if total > 0 {
+                        "; its last lines are"
+                    } else {
+                        ""
+                    }
+                ),
+                (total > 0).then(|| (total.saturating_sub(3), total)),
+            ),
+            Ok(address) => {
+                let current = document.hash(address.line - 1);
+                if current == address.hash {
+                    return Some(address.line);
+                }
+                (
+                    format!(
+                        "{name}={spec:?} is stale: line {} is now {}:{current}; current lines \
+                         there",
+                        address.line, address.line
+                    ),
+                    Some(around(address.line, total)),
+                )
+            }
+            Err(err) => {
+                // Show the line the model probably meant, if the number is usable.
+                let line = spec
+                    .trim()
+                    .split(':')
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| (1..=total).contains(n));
+                let mut message = format!("{name}: {err}");
+                if let Some(line) = line {
+                    let _ = write!(
+                        message,
+                        "; line {line} is now {}",
+                        document.address(line - 1)
+                    );
+                }
+                (message, line.map(|line| around(line, total)))
+            }
+        };
+        problems += 1;
+        report.push_str("- ");
+        report.push_str(&message);
+        match show {
+            Some((from, to)) => {
+                report.push_str(":\n");
+                document.render_range(from, to, options.max_line_chars, &mut report);
+            }
+            None => report.push('\n'),
+        }
+        None
+    };
+    let start = resolve("start", &options.start);
+    let end = resolve("end", &options.end);
+    if problems == 0 {
+        return Ok((start, end));
+    }
+    Err(TextError::Address {
+        path: display.to_string(),
+        report: format!(
+            "cat({display:?}): {problems} bad address{}\n{report}Addresses go stale when their \
+             line changes; use the fresh ones shown, or plain line numbers.",
+            if problems == 1 { "" } else { "es" }
+        ),
+    })
+}
+
+/// Lines `line-2 ..= line+2` as a 0-based half-open range.
+fn around(line: usize, total: usize) -> (usize, usize) {
+    (line.saturating_sub(3), (line + 2).min(total))
+}
+
 const IS_DIR_HINT_CAT: &str =
     "cat reads files — use grep(pattern, path) to search a directory or sorted(Path(p).iterdir()) to list it";
 
-/// Read a file the text tools may show: refuses directories, special files and binary data.
-pub(crate) fn read_text_file(
-    real: &Path,
-    display: &str,
-    dir_hint: &'static str,
-) -> Result<Vec<u8>> {
-    let io_err = |source| TextError::Io {
+/// Read a located file the text tools may show: refuses directories, special files and binary
+/// data. The file is opened relative to its directory's descriptor without following a
+/// symlink, so what is read is what was confined.
+pub(crate) fn read_located(located: &Located, dir_hint: &'static str) -> Result<Vec<u8>> {
+    let display = &located.resolved.display;
+    let io_err = |source: std::io::Error| TextError::Io {
         path: display.to_string(),
         source,
     };
-    let meta = std::fs::metadata(real).map_err(io_err)?;
-    if meta.is_dir() {
-        return Err(TextError::IsDirectory {
+    let not_a = |kind| match kind {
+        Kind::Directory => TextError::IsDirectory {
             path: display.to_string(),
             hint: dir_hint,
-        });
-    }
-    if !meta.is_file() {
-        return Err(TextError::NotAFile {
+        },
+        _ => TextError::NotAFile {
             path: display.to_string(),
-        });
+        },
+    };
+    if located.resolved.kind != Kind::File {
+        return Err(not_a(located.resolved.kind));
     }
-    let bytes = std::fs::read(real).map_err(io_err)?;
+    // O_NONBLOCK so a FIFO planted at the name cannot hang the open; it is refused below.
+    let fd = openat(
+        &located.parent,
+        &located.name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP => io_err(std::io::Error::other(
+            "a symlink replaced it after its path was checked; try again",
+        )),
+        e => io_err(e.into()),
+    })?;
+    let stat = fstat(&fd).map_err(|e| io_err(e.into()))?;
+    if kind_of(&stat) != Kind::File {
+        return Err(not_a(kind_of(&stat)));
+    }
+    let mut bytes = Vec::with_capacity(stat.st_size as usize);
+    File::from(fd).read_to_end(&mut bytes).map_err(io_err)?;
     if let Some(offset) = find_nul(&bytes) {
         return Err(TextError::Binary {
             path: display.to_string(),

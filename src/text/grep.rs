@@ -140,7 +140,8 @@ pub fn grep(
     options: &GrepOptions,
 ) -> Result<GrepOutput> {
     let matcher = build_matcher(pattern, options)?;
-    let base = workspace.base()?.to_path_buf();
+    // Walks start at real paths (resolved as the OS does), so globs match against the real base.
+    let base = workspace.real_base()?;
     let default_paths = [PathBuf::from(".")];
     let paths = if paths.is_empty() {
         &default_paths[..]
@@ -152,9 +153,11 @@ pub fn grep(
         .map(|p| workspace.resolve(p, Access::Read))
         .collect::<Result<_>>()?;
 
-    let mut walk = WalkBuilder::new(&resolved[0].absolute);
+    // Start at the real paths: what was confined is what gets walked, even if a symlink on
+    // the way is swapped afterwards.
+    let mut walk = WalkBuilder::new(&resolved[0].real);
     for r in &resolved[1..] {
-        walk.add(&r.absolute);
+        walk.add(&r.real);
     }
     let respect_ignores = !options.no_ignore;
     walk.hidden(!options.hidden)
@@ -220,7 +223,7 @@ pub fn grep(
     });
     let roots: Vec<(PathBuf, String)> = resolved
         .iter()
-        .map(|r| (r.absolute.clone(), r.display.clone()))
+        .map(|r| (r.real.clone(), r.display.clone()))
         .collect();
 
     walk.build_parallel().run(|| {

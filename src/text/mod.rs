@@ -11,10 +11,13 @@
 //! - **grep** ([`grep`]) is ripgrep's own crates (`ignore`, `grep-searcher`, `grep-regex`) with a
 //!   sink that addresses each line; results are sorted by path so output is deterministic.
 //! - **patch** ([`patch`]) validates all edits against the pre-batch file, applies them in one
-//!   pass, runs a syntax gate ([`syntax`]) that only rejects edits that make a file worse, and
-//!   writes atomically under a directory lock ([`atomic`]).
-//! - **Confinement** ([`confine`]): every path is canonicalized and must lie under a workspace
-//!   root.
+//!   pass, runs a syntax gate ([`syntax`]) that only rejects new errors where the batch edited,
+//!   and writes atomically under a directory lock ([`atomic`]), refusing read-only files and
+//!   files that changed since they were read.
+//! - **Confinement** ([`confine`]): every path is resolved as the OS resolves it, from `/`,
+//!   through directory descriptors, and must lie under a workspace root; reads and writes then
+//!   go through the descriptor of the file's directory, so a symlink swapped in later cannot
+//!   redirect them.
 //! - **Python** ([`python`]): the native side of `vis.text`; the model-facing wrappers and
 //!   their docstrings live in `python/vis/text.py`.
 //!
@@ -34,11 +37,12 @@ pub mod syntax;
 use std::path::PathBuf;
 
 pub use address::{Address, AddressParseError, LineHash};
-pub use cat::{cat, CatOptions, CatOutput};
-pub use confine::{Access, Workspace};
+pub use atomic::Hook;
+pub use cat::{cat, CatOptions, CatOutput, LineRef};
+pub use confine::{Access, Kind, Workspace};
 pub use grep::{grep, GrepLine, GrepMatch, GrepOptions, GrepOutput};
 pub use lines::Document;
-pub use patch::{patch, Edit, PatchOptions, PatchOutput};
+pub use patch::{apply_edits, patch, Edit, PatchOptions, PatchOutput};
 
 /// Everything that can go wrong in the text tools. Messages name the cause and what to do,
 /// because they are shown to the model as they are.
@@ -76,8 +80,33 @@ pub enum TextError {
     )]
     Binary { path: String, offset: usize },
 
-    #[error("{path} is not writable (permission denied); nothing was changed")]
-    NotWritable { path: String },
+    /// Refused by the file's mode bits (for root too); `force` overrides.
+    #[error(
+        "{path} is {reason}; nothing was changed. If it really should be edited, pass \
+         force=True: patch(path, edits, force=True) (the file keeps its mode)"
+    )]
+    NotWritable { path: String, reason: String },
+
+    /// The file changed between being read and being replaced; nothing was written.
+    #[error(
+        "{path} changed while patch was working on it ({reason}); nothing was written. Re-read \
+         it with cat({path:?}) and send the batch again with the fresh addresses"
+    )]
+    Changed { path: String, reason: &'static str },
+
+    /// A setuid/setgid file whose owner could not be kept.
+    #[error(
+        "{path} has mode {mode:04o} and is owned by uid {uid}, gid {gid}; patch runs as uid \
+         {euid} and cannot give the new version that owner and mode, so the setuid/setgid bit \
+         would be lost; nothing was changed. Edit it as its owner (or as root)"
+    )]
+    ModeNotKept {
+        path: String,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        euid: u32,
+    },
 
     #[error("{path}: {source}")]
     Io {
@@ -92,7 +121,8 @@ pub enum TextError {
     #[error("{0}")]
     Pattern(String),
 
-    /// Malformed, out-of-range, stale or conflicting addresses; the report lists every one.
+    /// Malformed, out-of-range, stale or conflicting addresses (patch edits or cat's
+    /// start/end); the report lists every one.
     #[error("{report}")]
     Address { path: String, report: String },
 

@@ -1,15 +1,20 @@
 //! `patch`: apply a batch of address-based edits to one file, all or nothing.
 //!
 //! Steps, under the directory lock (see [`crate::text::atomic`]):
-//! 1. read the file (refusing directories and binary files) and split it with the line model;
+//! 1. resolve the path as the OS does and confine it ([`crate::text::confine`]), keeping the
+//!    directory's descriptor; open the file through it without following symlinks; refuse
+//!    directories, binary files and read-only files (mode bits, whoever runs it — root too)
+//!    unless `force`;
 //! 2. validate every edit against that pre-batch text: addresses well-formed, in range, hashes
 //!    current, ranges ordered, no two edits touching the same lines or the same insertion
-//!    point. Every problem is collected so the model can fix them all in one retry;
+//!    point, no bare `\r` in new text. Every problem is collected so the model can fix them
+//!    all in one retry;
 //! 3. apply all edits in one pass over the original lines (untouched lines are copied
 //!    byte-for-byte, new lines get the file's dominant ending, BOM and final-newline state are
 //!    kept);
-//! 4. run the syntax gate, which rejects only edits that make the file worse;
-//! 5. write atomically and show the changed region with fresh addresses.
+//! 4. run the syntax gate, which rejects only new errors in or next to the edited lines;
+//! 5. write atomically — unless the file changed since it was read, which rejects the batch —
+//!    and show the changed region with fresh addresses.
 //!
 //! An edit is never moved to where its hash appears now: a stale address is an error, because
 //! silently relocating an edit is how automated edits corrupt files.
@@ -18,11 +23,10 @@ use std::fmt::{self, Write as _};
 use std::path::Path;
 
 use crate::text::address::{Address, LineHash};
-use crate::text::atomic::{write_atomically, DirLock, Faults, WriteError};
-use crate::text::cat::read_text_file;
-use crate::text::confine::{Access, Workspace};
-use crate::text::lines::{display_text, Document, Ending, BOM, DEFAULT_MAX_LINE_CHARS};
-use crate::text::syntax::{gate, Language, Verdict};
+use crate::text::atomic::{Faults, Hook, Identity, LockedFile, OpenError, WriteError};
+use crate::text::confine::{Access, Kind, Workspace};
+use crate::text::lines::{display_text, find_nul, Document, Ending, BOM, DEFAULT_MAX_LINE_CHARS};
+use crate::text::syntax::{gate_changes, Change, Verdict};
 use crate::text::{Result, TextError};
 
 /// One edit. Addresses are kept as the strings the caller gave so that malformed ones can be
@@ -130,8 +134,14 @@ impl Edit {
 pub struct PatchOptions {
     /// Run the syntax gate (default true).
     pub check_syntax: bool,
+    /// Edit a read-only file (no write bit for the caller) anyway; its mode is kept.
+    pub force: bool,
     /// Fault injection: fail after the temp file is written, before the rename.
     pub fail_before_rename: bool,
+    /// Testing hook: runs after the new version is written to the temp file, just before the
+    /// checks that precede the commit — where a concurrent writer or a symlink swap would
+    /// strike.
+    pub before_commit: Option<Hook>,
     pub max_line_chars: usize,
 }
 
@@ -139,7 +149,9 @@ impl Default for PatchOptions {
     fn default() -> Self {
         PatchOptions {
             check_syntax: true,
+            force: false,
             fail_before_rename: false,
+            before_commit: None,
             max_line_chars: DEFAULT_MAX_LINE_CHARS,
         }
     }
@@ -178,52 +190,75 @@ pub fn patch(
     edits: &[Edit],
     options: &PatchOptions,
 ) -> Result<PatchOutput> {
-    let resolved = workspace.resolve(path, Access::Write)?;
-    let display = resolved.display.clone();
-    let real = resolved.real;
+    let located = workspace.locate(path, Access::Write)?;
+    let display = located.resolved.display.clone();
+    let real = located.resolved.real.clone();
     if edits.is_empty() {
         return Err(TextError::InvalidArgument(
             "patch got no edits; pass a list like [(\"12:kodu\", \"new text\")]".into(),
         ));
     }
-    if real.is_dir() {
-        return Err(TextError::IsDirectory {
-            path: display,
-            hint: "patch edits one file — give the path of a file",
-        });
+    match located.resolved.kind {
+        Kind::Directory => return Err(is_directory(&display)),
+        Kind::Other => return Err(TextError::NotAFile { path: display }),
+        Kind::File => {}
     }
-    if !is_writable(&real) {
-        return Err(TextError::NotWritable { path: display });
+    let mut file = LockedFile::open(&located).map_err(|err| match err {
+        OpenError::Io(source) => TextError::Io {
+            path: display.clone(),
+            source,
+        },
+        OpenError::NotAFile(Kind::Directory) => is_directory(&display),
+        OpenError::NotAFile(_) => TextError::NotAFile {
+            path: display.clone(),
+        },
+        OpenError::Swapped => TextError::Changed {
+            path: display.clone(),
+            reason: "a symlink replaced it after its path was checked",
+        },
+    })?;
+    if !options.force {
+        if let Some(reason) = write_refusal(&file.identity()) {
+            return Err(TextError::NotWritable {
+                path: display,
+                reason,
+            });
+        }
     }
-    let dir = real.parent().unwrap_or(Path::new("/"));
-    let lock = DirLock::acquire(dir).map_err(|source| TextError::Io {
+    let original = file.read_all().map_err(|source| TextError::Io {
         path: display.clone(),
         source,
     })?;
-    let original = read_text_file(&real, &display, "patch edits one file — give a file path")?;
+    if let Some(offset) = find_nul(&original) {
+        return Err(TextError::Binary {
+            path: display,
+            offset,
+        });
+    }
     let document = Document::parse(original);
 
     let splices = validate(&document, edits, &display, options.max_line_chars)?;
     let (new_bytes, new_ranges) = apply(&document, &splices);
 
     let syntax = if options.check_syntax {
-        gate(&real, document.bytes(), &new_bytes)
+        let changes: Vec<Change> = splices
+            .iter()
+            .zip(&new_ranges)
+            .map(|(splice, &new)| Change {
+                old: (splice.from, splice.to),
+                new,
+            })
+            .collect();
+        gate_changes(&real, document.bytes(), &new_bytes, &changes)
     } else {
         Verdict::Unchecked
     };
-    if let Verdict::Worse {
-        language,
-        before,
-        after,
-    } = &syntax
-    {
+    if let Verdict::Worse { .. } = &syntax {
         return Err(TextError::Syntax {
             path: display.clone(),
             report: syntax_report(
                 &display,
-                *language,
-                *before,
-                after,
+                &syntax,
                 &new_bytes,
                 &new_ranges,
                 options.max_line_chars,
@@ -235,18 +270,12 @@ pub fn patch(
     if changed {
         let faults = Faults {
             fail_before_rename: options.fail_before_rename,
+            before_commit: options.before_commit.clone(),
         };
-        write_atomically(&real, &new_bytes, &lock, faults).map_err(|err| match err {
-            WriteError::Injected => TextError::Injected {
-                path: display.clone(),
-            },
-            WriteError::Io(source) => TextError::Io {
-                path: display.clone(),
-                source,
-            },
-        })?;
+        file.replace(document.bytes(), &new_bytes, &faults)
+            .map_err(|err| write_error(err, &display))?;
     }
-    drop(lock);
+    drop(file);
 
     let lines_removed = splices.iter().map(|s| s.to - s.from).sum();
     let lines_added = splices.iter().map(|s| s.lines.len()).sum();
@@ -267,13 +296,88 @@ pub fn patch(
     })
 }
 
-fn is_writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
+/// Validate and apply `edits` to `original` in memory, without touching any file or running
+/// the syntax gate: the same checks and the same bytes `patch` would write. `display` names
+/// the file in error reports.
+pub fn apply_edits(original: &[u8], edits: &[Edit], display: &str) -> Result<Vec<u8>> {
+    if edits.is_empty() {
+        return Err(TextError::InvalidArgument(
+            "patch got no edits; pass a list like [(\"12:kodu\", \"new text\")]".into(),
+        ));
+    }
+    let document = Document::parse(original.to_vec());
+    let splices = validate(&document, edits, display, DEFAULT_MAX_LINE_CHARS)?;
+    Ok(apply(&document, &splices).0)
+}
+
+fn is_directory(display: &str) -> TextError {
+    TextError::IsDirectory {
+        path: display.to_string(),
+        hint: "patch edits one file — give the path of a file",
+    }
+}
+
+fn write_error(err: WriteError, display: &str) -> TextError {
+    let path = display.to_string();
+    match err {
+        WriteError::Injected => TextError::Injected { path },
+        WriteError::Io(source) => TextError::Io { path, source },
+        WriteError::Changed(reason) => TextError::Changed { path, reason },
+        WriteError::Escaped => TextError::Changed {
+            path,
+            reason: "its directory was moved out of the workspace",
+        },
+        WriteError::ModeNotKept { mode, uid, gid } => TextError::ModeNotKept {
+            path,
+            mode: mode & 0o7777,
+            uid,
+            gid,
+            euid: rustix::process::geteuid().as_raw(),
+        },
+    }
+}
+
+/// Why the caller may not write a file with this mode, judged by the mode bits alone so the
+/// answer is the same for root: no write bit at all means read-only; otherwise the bit of the
+/// caller's class (owner, group, other) decides, except for root, who may write any file that
+/// has a write bit.
+fn write_refusal(identity: &Identity) -> Option<String> {
+    let mode = identity.mode & 0o7777;
+    if mode & 0o222 == 0 {
+        return Some(format!(
+            "read-only (mode {mode:04o}: nobody has write permission)"
+        ));
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if euid == 0 {
+        return None;
+    }
+    let in_group = rustix::process::getegid().as_raw() == identity.gid
+        || rustix::process::getgroups()
+            .map(|groups| groups.iter().any(|g| g.as_raw() == identity.gid))
+            .unwrap_or(false);
+    let (bit, class) = if euid == identity.uid {
+        (0o200, "its owner")
+    } else if in_group {
+        (0o020, "its group")
+    } else {
+        (0o002, "others")
     };
-    // SAFETY: access(2) on a NUL-terminated path.
-    unsafe { libc::access(c_path.as_ptr(), libc::W_OK) == 0 }
+    (mode & bit == 0).then(|| {
+        format!(
+            "not writable by you (mode {mode:04o}, owner uid {}, gid {}: no write permission for \
+             {class}, and you are uid {euid})",
+            identity.uid, identity.gid
+        )
+    })
+}
+
+/// Where `text` has a carriage return that does not end a line (`\r` not followed by `\n`):
+/// the 1-based line of the text it is on.
+fn bare_cr(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let at = memchr::memchr_iter(b'\r', bytes).find(|&i| bytes.get(i + 1) != Some(&b'\n'))?;
+    Some(memchr::memchr_iter(b'\n', &bytes[..at]).count() + 1)
 }
 
 /// Split replacement text into lines: `""` is no lines, one trailing `\n` is optional, and a
@@ -348,6 +452,18 @@ fn validate<'a>(
         };
 
     for (index, edit) in edits.iter().enumerate() {
+        if let Some(line) = bare_cr(edit.text()) {
+            // Written as is it would be a line break to some tools and not to others (and
+            // the line model keeps it inside the line), so it is refused, not guessed at.
+            problems.push(Problem {
+                message: format!(
+                    "edits[{index}]: the new text has a bare carriage return (\\r not followed \
+                     by \\n) on its line {line}; patch gives new lines the file's own ending, so \
+                     remove the \\r (separate lines with \\n only)"
+                ),
+                show: None,
+            });
+        }
         let lines = split_text(edit.text());
         if let Some(prefix) = lines.iter().find_map(|l| address_prefix(l)) {
             problems.push(Problem {
@@ -558,30 +674,42 @@ fn render_regions(document: &Document, regions: &[(usize, usize)], max_chars: us
 /// The message for an edit that breaks the syntax: the error and the would-be lines.
 fn syntax_report(
     display: &str,
-    language: Language,
-    before: usize,
-    after: &crate::text::syntax::Problems,
+    verdict: &Verdict,
     new_bytes: &[u8],
     new_ranges: &[(usize, usize)],
     max_chars: usize,
 ) -> String {
+    let Verdict::Worse {
+        language,
+        before,
+        after,
+        error,
+    } = verdict
+    else {
+        return format!("patch rejected, nothing changed in {display}: syntax check failed");
+    };
     let mut report = format!(
         "patch rejected, nothing changed in {display}: the edit introduces a {} syntax error",
         language.name()
     );
-    if after.count > 1 || before > 0 {
+    if *before > 0 {
         let _ = write!(
             report,
-            " ({} error(s) after the edit, {before} before)",
+            " in or next to the edited lines (the file had {before} error(s) before, {} after; \
+             errors elsewhere are not held against the edit)",
+            after.count
+        );
+    } else if after.count > 1 {
+        let _ = write!(
+            report,
+            " ({} error(s) after the edit, none before)",
             after.count
         );
     }
     report.push('\n');
-    let error_line = after.first.as_ref().and_then(|(line, _)| *line);
-    if let Some((_, message)) = &after.first {
-        report.push_str(message);
-        report.push('\n');
-    }
+    let error_line = error.rows.map(|(row, _)| row + 1);
+    report.push_str(&error.message);
+    report.push('\n');
     let new_document = Document::parse(new_bytes.to_vec());
     let total = new_document.len();
     let (from, to) = match error_line {
@@ -618,16 +746,31 @@ impl PatchOutput {
     fn syntax_note(&self) -> String {
         match &self.syntax {
             Verdict::Clean(language) => format!("{} syntax ok", language.name()),
-            Verdict::NoWorse { language, after } => format!(
-                "{} syntax: still {} error(s) as before{}",
-                language.name(),
-                after.count,
-                after
+            Verdict::NoWorse {
+                language,
+                before,
+                after,
+            } => {
+                let first = after
                     .first
                     .as_ref()
                     .map(|(_, m)| format!(", first: {m}"))
-                    .unwrap_or_default()
-            ),
+                    .unwrap_or_default();
+                if after.count <= *before {
+                    format!(
+                        "{} syntax: still {} error(s) as before{first}",
+                        language.name(),
+                        after.count
+                    )
+                } else {
+                    format!(
+                        "{} syntax: {} error(s) (before: {before}), none new in or next to the \
+                         edited lines{first}",
+                        language.name(),
+                        after.count
+                    )
+                }
+            }
             Verdict::Worse { .. } => "syntax worse (not written)".into(),
             Verdict::Unchecked => {
                 let ext = Path::new(&self.path)

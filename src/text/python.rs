@@ -13,12 +13,12 @@ use std::sync::RwLock;
 
 use pyo3::exceptions::{
     PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyRuntimeError,
-    PyValueError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
 
-use crate::text::cat::{cat, CatOptions, CatOutput};
+use crate::text::cat::{cat, CatOptions, CatOutput, LineRef};
 use crate::text::confine::Workspace;
 use crate::text::grep::{grep, GrepMatch, GrepOptions, GrepOutput};
 use crate::text::patch::{patch, Edit, PatchOptions, PatchOutput};
@@ -36,7 +36,15 @@ pyo3::create_exception!(
     vis.text,
     AddressError,
     PatchError,
-    "An address is malformed, past the end of the file, stale, or conflicts with another edit."
+    "An address (a patch edit's, or cat's start/end) is malformed, past the end of the file, \
+     stale, or conflicts with another edit."
+);
+pyo3::create_exception!(
+    vis.text,
+    FileChangedError,
+    PatchError,
+    "The file changed (another process wrote, replaced or swapped it) while patch was working on \
+     it; nothing was written. Re-read it with cat and send the batch again."
 );
 
 static WORKSPACE: RwLock<Workspace> = RwLock::new(Workspace {
@@ -69,6 +77,8 @@ pub fn to_pyerr(err: TextError) -> PyErr {
         TextError::Io { .. } => PyOSError::new_err(message),
         TextError::NoWorkspace => PyRuntimeError::new_err(message),
         TextError::Address { .. } => AddressError::new_err(message),
+        TextError::Changed { .. } => FileChangedError::new_err(message),
+        TextError::ModeNotKept { .. } => PyPermissionError::new_err(message),
         TextError::Syntax { .. } | TextError::Injected { .. } => PatchError::new_err(message),
         TextError::NotAFile { .. }
         | TextError::Binary { .. }
@@ -77,14 +87,65 @@ pub fn to_pyerr(err: TextError) -> PyErr {
     }
 }
 
-fn line_number(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
-    match value {
-        None => Ok(None),
-        Some(n) if n >= 1 => Ok(Some(n as usize)),
-        Some(n) => Err(PyValueError::new_err(format!(
-            "{name}={n}: line numbers start at 1"
-        ))),
+/// A Python int shown in a message, shortened if it is absurdly long.
+fn short_repr(value: &Bound<'_, PyAny>) -> String {
+    let text = value
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "?".into());
+    if text.chars().count() > 40 {
+        let head: String = text.chars().take(12).collect();
+        format!("{head}… ({} digits)", text.len())
+    } else {
+        text
     }
+}
+
+/// cat's `start`/`end`: an int (any size: never an OverflowError), an address string, or None.
+/// An `end` beyond any file is clamped like any end past the last line; a `start` that large
+/// is past the end of every file.
+fn line_ref(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<LineRef>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a line number or an address like '42:kodu', got {}",
+            short_repr(value)
+        )));
+    }
+    if value.is_instance_of::<PyInt>() {
+        if value.lt(1)? {
+            return Err(PyValueError::new_err(format!(
+                "{name}={}: line numbers start at 1; give a line number from 1 up (or an \
+                 address like '42:kodu')",
+                short_repr(value)
+            )));
+        }
+        return match value.extract::<usize>() {
+            Ok(n) => Ok(Some(LineRef::Number(n))),
+            Err(_) if name == "end" => Ok(Some(LineRef::Number(usize::MAX))),
+            Err(_) => Err(PyValueError::new_err(format!(
+                "{name}={} is past the end of any file; give a line number within the file \
+                 (the header of cat(path) says how many lines it has)",
+                short_repr(value)
+            ))),
+        };
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        let text = text.to_str()?;
+        let trimmed = text.trim();
+        if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            // A bare number in a string: same rules as an int.
+            let number = value.py().get_type::<PyInt>().call1((trimmed,))?;
+            return line_ref(name, Some(&number));
+        }
+        return Ok(Some(LineRef::Address(text.to_string())));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{name} must be a line number or an address like '42:kodu', got {}",
+        short_repr(value)
+    )))
 }
 
 /// `cat` result: prints as the addressed text.
@@ -283,12 +344,12 @@ impl PyPatchResult {
 fn text_cat(
     py: Python<'_>,
     path: PathBuf,
-    start: Option<i64>,
-    end: Option<i64>,
+    start: Option<Bound<'_, PyAny>>,
+    end: Option<Bound<'_, PyAny>>,
 ) -> PyResult<PyCatResult> {
     let options = CatOptions {
-        start: line_number("start", start)?,
-        end: line_number("end", end)?,
+        start: line_ref("start", start.as_ref())?,
+        end: line_ref("end", end.as_ref())?,
         ..CatOptions::default()
     };
     let ws = workspace();
@@ -368,16 +429,18 @@ fn edit_from_tuple(item: &Bound<'_, PyAny>) -> PyResult<Edit> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (path, edits, *, check_syntax=true))]
+#[pyo3(signature = (path, edits, *, check_syntax=true, force=false))]
 fn text_patch(
     py: Python<'_>,
     path: PathBuf,
     edits: Vec<Bound<'_, PyAny>>,
     check_syntax: bool,
+    force: bool,
 ) -> PyResult<PyPatchResult> {
     let edits: Vec<Edit> = edits.iter().map(edit_from_tuple).collect::<PyResult<_>>()?;
     let options = PatchOptions {
         check_syntax,
+        force,
         ..PatchOptions::default()
     };
     let ws = workspace();
@@ -400,5 +463,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPatchResult>()?;
     m.add("PatchError", py.get_type::<PatchError>())?;
     m.add("AddressError", py.get_type::<AddressError>())?;
+    m.add("FileChangedError", py.get_type::<FileChangedError>())?;
     Ok(())
 }

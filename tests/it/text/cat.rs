@@ -8,8 +8,8 @@ use super::support::Ws;
 
 fn cat_text(w: &Ws, rel: &str, start: Option<usize>, end: Option<usize>) -> String {
     let options = CatOptions {
-        start,
-        end,
+        start: start.map(Into::into),
+        end: end.map(Into::into),
         ..CatOptions::default()
     };
     cat(&w.ws, Path::new(rel), &options).expect("cat").render()
@@ -50,7 +50,7 @@ fn start_past_end_is_an_error() {
         &w.ws,
         Path::new("n.txt"),
         &CatOptions {
-            start: Some(5),
+            start: Some(5.into()),
             ..Default::default()
         },
     )

@@ -21,7 +21,7 @@ fn python_dir() -> PathBuf {
 
 /// Make `import vis.text` work: a `vis` package pointing at python/vis and a `vis._native`
 /// module filled by `register`.
-fn setup() -> MutexGuard<'static, ()> {
+pub(super) fn setup() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     SETUP.call_once(|| {
         Python::initialize();
@@ -49,7 +49,7 @@ fn setup() -> MutexGuard<'static, ()> {
 
 /// Run `code` with `cat, grep, patch, ...` imported and `root` set as the workspace; returns
 /// the value of the variable `out`.
-fn run(root: &std::path::Path, code: &str) -> String {
+pub(super) fn run(root: &std::path::Path, code: &str) -> String {
     vis::text::python::set_workspace(vis::text::Workspace::new([root]));
     Python::attach(|py| {
         let globals = PyDict::new(py);
@@ -221,4 +221,155 @@ out = str(cat("c.py").total_lines)
 "#,
     );
     assert_eq!(out, "31");
+}
+
+#[test]
+fn cat_checks_address_hashes_from_python() {
+    let _g = setup();
+    let w = Ws::new();
+    w.write("f.txt", "one\ntwo\nthree\n");
+    let out = run(
+        w.dir.path(),
+        r#"
+fresh = cat("f.txt").lines[1][1]
+assert cat("f.txt", fresh).start == 2
+assert cat("f.txt", fresh, fresh).end == 2
+assert cat("f.txt", "2").start == 2          # a bare number in a string is a number
+msgs = []
+for bad in ["2:zzzz", "2:kodu" if fresh != "2:kodu" else "2:bate", "99:kodu", "nonsense"]:
+    try:
+        cat("f.txt", bad)
+    except AddressError as e:
+        msgs.append(str(e))
+    else:
+        raise AssertionError(f"cat accepted {bad!r}")
+try:
+    cat("f.txt", 1, "3:zzzz")
+except AddressError as e:
+    msgs.append(str(e))
+else:
+    raise AssertionError("end address not checked")
+out = "\n====\n".join(msgs + [fresh])
+"#,
+    );
+    let parts: Vec<&str> = out.split("\n====\n").collect();
+    let fresh = parts[5];
+    assert!(
+        parts[0].contains("malformed address \"2:zzzz\"")
+            && parts[0].contains(&format!("line 2 is now {fresh}"))
+            && parts[0].contains(&format!("{fresh}|two")),
+        "{out}"
+    );
+    assert!(
+        parts[1].contains(&format!("is stale: line 2 is now {fresh}")),
+        "{out}"
+    );
+    assert!(parts[2].contains("past the end"), "{out}");
+    assert!(parts[3].contains("malformed address \"nonsense\""), "{out}");
+    assert!(parts[4].contains("end:"), "{out}");
+}
+
+#[test]
+fn huge_and_negative_numbers_are_value_errors() {
+    let _g = setup();
+    let w = Ws::new();
+    w.write("f.txt", "one\ntwo\nthree\n");
+    let out = run(
+        w.dir.path(),
+        r#"
+def kind(fn, *args, **kw):
+    try:
+        fn(*args, **kw)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "ok"
+
+r = cat("f.txt", 1, 10**30)           # an end past the last line is clamped
+assert (r.start, r.end) == (1, 3), (r.start, r.end)
+assert cat("f.txt", 2, 2**64).end == 3
+rows = [
+    kind(cat, "f.txt", 10**30),
+    kind(cat, "f.txt", 10**1000),
+    kind(cat, "f.txt", -1),
+    kind(cat, "f.txt", 0),
+    kind(cat, "f.txt", 1, -(10**30)),
+    kind(cat, "f.txt", "-3"),
+    kind(cat, "f.txt", str(10**30)),
+    kind(cat, "f.txt", True),
+    kind(cat, "f.txt", 1.5),
+    kind(grep, "one", context=-1),
+    kind(grep, "one", limit=-5),
+    kind(grep, "one", max_count=-(10**30)),
+    kind(grep, "one", context=10**30),
+    kind(grep, "one", limit=10**30),
+    kind(grep, "one", max_count=10**30),
+]
+out = "\n@@\n".join(rows)
+"#,
+    );
+    let rows: Vec<&str> = out.split("\n@@\n").collect();
+    assert_eq!(rows.len(), 15, "{out}");
+    for row in &rows {
+        assert!(!row.contains("Overflow"), "{out}");
+    }
+    for (i, row) in rows[..7].iter().enumerate() {
+        assert!(
+            row.starts_with("ValueError: ") || row.starts_with("AddressError: "),
+            "{i}: {row}"
+        );
+    }
+    assert!(rows[0].contains("past the end of any file"), "{out}");
+    assert!(rows[1].contains("digits"), "{}", rows[1]);
+    assert!(rows[2].contains("line numbers start at 1"), "{out}");
+    assert!(
+        rows[7].starts_with("TypeError") && rows[8].starts_with("TypeError"),
+        "{out}"
+    );
+    for row in &rows[9..12] {
+        assert!(
+            row.starts_with("ValueError: ") && row.contains("must be 0 or more"),
+            "{row}"
+        );
+    }
+    for (row, name) in rows[9..12]
+        .iter()
+        .zip(["context=-1", "limit=-5", "max_count="])
+    {
+        assert!(row.contains(name), "{row}");
+    }
+    assert_eq!(&rows[12..], &["ok", "ok", "ok"], "{out}");
+}
+
+#[test]
+fn read_only_files_need_force_from_python() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = setup();
+    let w = Ws::new();
+    let path = w.write("ro.py", "x = 1\n");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    let out = run(
+        w.dir.path(),
+        r#"
+a = cat("ro.py").lines[0][1]
+try:
+    patch("ro.py", [(a, "x = 2")])
+except PermissionError as e:
+    msg = str(e)
+else:
+    raise AssertionError("a read-only file was patched")
+assert "read-only" in msg and "force=True" in msg, msg
+assert open("ro.py").read() == "x = 1\n"
+r = patch("ro.py", [(a, "x = 2")], force=True)
+assert r.changed
+try:
+    patch("ro.py", [(a, "x = 3")], force="yes")
+except TypeError as e:
+    assert "force must be True or False" in str(e)
+assert issubclass(FileChangedError, PatchError)
+out = open("ro.py").read()
+"#,
+    );
+    assert_eq!(out, "x = 2\n");
+    let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o444);
 }
