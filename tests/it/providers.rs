@@ -817,6 +817,9 @@ fn a_missing_key_for_an_official_host_fails_before_sending() {
             assert_mentions(&e, &["no API key for", url, &format!("set {env}")]);
         }
         assert_eq!(ProviderSettings::key_env(kind), env);
+        // With a key, the TLS client (rustls with ring) builds without touching the network.
+        let p = Provider::new(ProviderSettings::new(kind, "m", url, Some("k".into()))).unwrap();
+        assert_eq!(p.settings().kind, kind);
     }
 }
 
