@@ -265,6 +265,9 @@ fn turn_blocks(t: usize, fold: bool) -> Vec<String> {
     ]
 }
 
+/// Per request: input tokens, cached tokens, whether it came right after a fold.
+type Stats = (Vec<u64>, Vec<u64>, Vec<bool>);
+
 struct Replay {
     inputs: Vec<u64>,
     cached: Vec<u64>,
@@ -280,8 +283,7 @@ fn replay(rt: &tokio::runtime::Runtime, fold: bool) -> Replay {
     let script: Vec<Vec<String>> = (1..=turns).map(|t| turn_blocks(t, fold)).collect();
     let counter = Arc::new(Mutex::new((0usize, 0usize))); // (turn index, block index)
     let prev: Arc<Mutex<Vec<u8>>> = Arc::new(Mutex::new(Vec::new()));
-    let stats: Arc<Mutex<(Vec<u64>, Vec<u64>, Vec<bool>)>> =
-        Arc::new(Mutex::new(Default::default()));
+    let stats: Arc<Mutex<Stats>> = Arc::new(Mutex::new(Default::default()));
     let (c, p, s) = (counter.clone(), prev.clone(), stats.clone());
     fake.respond_with(move |req| {
         let body = req.body.to_vec();

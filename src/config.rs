@@ -87,6 +87,13 @@ pub enum ConfigError {
 /// [gateway]
 /// max_iterations = 100            # tool calls per turn
 ///
+/// [serve]
+/// listen = "127.0.0.1:7878"
+/// token = "…"                     # or VIS_SERVE_TOKEN; required beyond loopback
+/// max_live_workers = 32
+/// idle_park_after = 900           # seconds
+/// shutdown_grace = 30             # seconds running blocks get at shutdown
+///
 /// [folding]
 /// introspection = false           # read_session returns originals (also vis chat --introspection)
 /// gist_max_tokens = 1000          # longer gists are rejected
@@ -116,6 +123,18 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[folding]`.
     pub folding: FoldingConfig,
+    /// `[serve]`.
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: `vis serve`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct ServeConfig {
+    pub listen: Option<String>,
+    pub token: Option<String>,
+    pub max_live_workers: Option<usize>,
+    pub idle_park_after: Option<f64>,
+    pub shutdown_grace: Option<f64>,
 }
 
 /// `[folding]`: context folding and its limits.
@@ -156,6 +175,8 @@ struct Typed {
     gateway: GatewayConfig,
     #[serde(default)]
     folding: FoldingConfig,
+    #[serde(default)]
+    serve: ServeConfig,
 }
 
 impl Config {
@@ -336,7 +357,25 @@ impl Config {
         }
         config.provider = typed.provider;
         config.gateway = typed.gateway;
+        for (key, value) in [
+            ("idle_park_after", typed.serve.idle_park_after),
+            ("shutdown_grace", typed.serve.shutdown_grace),
+        ] {
+            if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0 && *v < 1e9)) {
+                return Err(invalid(format!(
+                    "{}`serve.{key}` must be a number of seconds, got {v}",
+                    line_of(key)
+                )));
+            }
+        }
+        if typed.serve.max_live_workers == Some(0) {
+            return Err(invalid(format!(
+                "{}`serve.max_live_workers` must be at least 1",
+                line_of("max_live_workers")
+            )));
+        }
         config.folding = typed.folding;
+        config.serve = typed.serve;
         Ok(config)
     }
 }

@@ -17,6 +17,7 @@ pub mod gateway;
 pub mod protocol;
 pub mod providers;
 pub mod runtime;
+pub mod serve;
 pub mod session;
 pub mod store;
 pub mod text;

@@ -6,6 +6,7 @@ mod chat;
 mod chat_ui;
 mod context;
 mod exec;
+mod serve;
 mod sessions;
 pub mod settings;
 mod term;
@@ -45,6 +46,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Print the exact next model request of a session.
     Context(ContextArgs),
+    /// Serve the gateway over HTTP for many sessions (API, SSE, OpenAPI, metrics, web view).
+    Serve(serve::ServeArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -114,6 +117,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Catalog(args) => catalog::run(args, &db),
         Command::Chat(args) => chat::run(args, &db),
         Command::Context(args) => context::run(args, &db),
+        Command::Serve(args) => serve::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,

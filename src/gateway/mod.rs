@@ -39,7 +39,7 @@ use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
 pub use folding::receipt_line;
-pub use turn::{code_of, EventSink, TurnEnd};
+pub use turn::{code_of, EventSink, ExecEnd, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
@@ -112,6 +112,9 @@ pub struct ChatSession {
     settings: ChatSettings,
     roots: Vec<String>,
     artifact_dir: PathBuf,
+    /// Cancelled when the gateway shuts down: turns stop before their next request (the
+    /// running block may finish).
+    drain: tokio_util::sync::CancellationToken,
     state: State,
 }
 
@@ -239,6 +242,7 @@ impl ChatSession {
             artifact_dir: crate::config::artifact_dir(db, id),
             roots: row.workspace_roots,
             settings,
+            drain: tokio_util::sync::CancellationToken::new(),
             state: State {
                 prefix,
                 entries,
@@ -309,6 +313,20 @@ impl ChatSession {
     /// Stops the worker.
     pub async fn shutdown(&mut self) {
         self.supervisor.shutdown().await;
+    }
+
+    /// Stops an idle worker to free its memory; the next block starts a new one, restores
+    /// the definitions and says why.
+    pub async fn park(&mut self) {
+        self.supervisor
+            .kill_worker("after the session was parked while idle")
+            .await;
+    }
+
+    /// Turns of this session stop before their next model request once `drain` is
+    /// cancelled (a gateway shutting down lets running blocks finish).
+    pub fn set_drain(&mut self, drain: tokio_util::sync::CancellationToken) {
+        self.drain = drain;
     }
 
     /// Makes sure the session has its prefix: a new session's first request fixes it from the

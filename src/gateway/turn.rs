@@ -39,6 +39,14 @@ pub struct TurnEnd {
     pub error: Option<(String, String)>,
 }
 
+/// How a direct block (`run_exec`) ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ExecEnd {
+    pub turn: i64,
+    pub status: String,
+    pub output: String,
+}
+
 /// A tool result as recorded: what the model gets back and how the call ended.
 struct CallResult {
     code: String,
@@ -98,6 +106,20 @@ impl ChatSession {
         for n in 1u32.. {
             if stop.is_cancelled() {
                 return self.end_turn(turn, TurnStatus::Interrupted, String::new(), None, events);
+            }
+            if self.drain.is_cancelled() {
+                let message = "the gateway is shutting down; the turn stopped before its next model request (resume the session to continue)".to_string();
+                let _ = events.send(Event::Error {
+                    kind: "shutdown".into(),
+                    message: message.clone(),
+                });
+                return self.end_turn(
+                    turn,
+                    TurnStatus::Interrupted,
+                    String::new(),
+                    Some(("shutdown".into(), message)),
+                    events,
+                );
             }
             for notice in self.append_updates(turn)? {
                 let first = notice.lines().next().unwrap_or_default().to_string();
@@ -254,6 +276,61 @@ impl ChatSession {
             }
         }
         unreachable_turn(turn)
+    }
+
+    /// Runs one block without the model, as `vis exec` does: a new turn of kind `exec` with
+    /// one iteration, recorded but not part of the conversation the model sees.
+    pub async fn run_exec(
+        &mut self,
+        code: &str,
+        events: &EventSink,
+        stop: &CancellationToken,
+    ) -> Result<ExecEnd, GatewayError> {
+        crate::runtime::validate_code(code)?;
+        let turn = self.store.begin_turn(&self.id, "exec", None)?;
+        let _ = events.send(Event::TurnStarted { turn });
+        let result = match self
+            .run_block(turn, 1, code.to_string(), events, stop)
+            .await?
+        {
+            Ok(result) => result,
+            Err((result, _)) => result,
+        };
+        let record = IterationRecord {
+            session_id: &self.id,
+            turn,
+            iteration: 1,
+            code: &result.code,
+            output: &result.output,
+            status: &result.status,
+            started_at: result.started_at,
+            duration_ms: result.wall_ms,
+            exec_us: result.exec_us,
+            artifact: result.artifact.as_deref(),
+            worker_exit: result.worker_exit.as_deref(),
+            defs_set: &result.defs_set,
+            defs_deleted: &result.defs_deleted,
+        };
+        self.store.record_iteration(&record)?;
+        let _ = events.send(Event::BlockFinished {
+            turn,
+            iteration: 1,
+            status: result.status.clone(),
+            output: result.output.clone(),
+            wall_ms: result.wall_ms.max(0) as u64,
+        });
+        self.store
+            .end_turn(&self.id, turn, TurnStatus::Done.as_str())?;
+        let _ = events.send(Event::TurnFinished {
+            turn,
+            status: TurnStatus::Done.as_str().into(),
+            text: String::new(),
+        });
+        Ok(ExecEnd {
+            turn,
+            status: result.status,
+            output: result.output,
+        })
     }
 
     /// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts

@@ -474,3 +474,42 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Removes a session and everything recorded for it.
+    pub fn delete_session(&mut self, session_id: &str) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for table in [
+            "history",
+            "requests",
+            "folds",
+            "chat_prefix",
+            "iterations",
+            "turns",
+            "defs",
+            "worker_events",
+        ] {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE session_id = ?1"),
+                [session_id],
+            )?;
+        }
+        tx.execute("DELETE FROM sessions WHERE id = ?1", [session_id])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Totals of a session's model requests: input, cached and output tokens (reported),
+    /// requests, failed requests.
+    pub fn request_totals(&self, session_id: &str) -> Result<(i64, i64, i64, i64, i64)> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                    count(*), COALESCE(SUM(error IS NOT NULL), 0)
+             FROM requests WHERE session_id = ?1",
+            [session_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?)
+    }
+}

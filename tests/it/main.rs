@@ -14,6 +14,7 @@ mod faults;
 mod folding;
 mod gateway;
 mod providers;
+mod serve;
 mod shell;
 mod store;
 mod supervisor;

@@ -1,0 +1,244 @@
+//! `/metrics` in the Prometheus text format (the `prometheus-client` crate): global and
+//! per-session figures, fed by the events of every turn.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::protocol::Event;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SessionLabel {
+    pub session: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub session: String,
+    pub kind: String,
+}
+
+/// What a turn has in progress, for the gauges.
+#[derive(Debug, Default)]
+pub struct Open {
+    request: bool,
+    block: bool,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub live_workers: Gauge,
+    pub sessions_open: Gauge,
+    blocks_running: Gauge,
+    requests_in_flight: Gauge,
+    tokens_input: Counter,
+    tokens_cached: Counter,
+    tokens_output: Counter,
+    errors: Counter,
+    s_blocks_running: Family<SessionLabel, Gauge>,
+    s_requests_in_flight: Family<SessionLabel, Gauge>,
+    s_tokens_input: Family<SessionLabel, Counter>,
+    s_tokens_cached: Family<SessionLabel, Counter>,
+    s_tokens_output: Family<SessionLabel, Counter>,
+    s_iterations: Family<SessionLabel, Counter>,
+    s_errors: Family<ErrorLabel, Counter>,
+    pub http_requests: Counter<u64, AtomicU64>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("vis");
+        let m = Metrics {
+            live_workers: Gauge::default(),
+            sessions_open: Gauge::default(),
+            blocks_running: Gauge::default(),
+            requests_in_flight: Gauge::default(),
+            tokens_input: Counter::default(),
+            tokens_cached: Counter::default(),
+            tokens_output: Counter::default(),
+            errors: Counter::default(),
+            s_blocks_running: Family::default(),
+            s_requests_in_flight: Family::default(),
+            s_tokens_input: Family::default(),
+            s_tokens_cached: Family::default(),
+            s_tokens_output: Family::default(),
+            s_iterations: Family::default(),
+            s_errors: Family::default(),
+            http_requests: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "live_workers",
+            "Worker processes alive",
+            m.live_workers.clone(),
+        );
+        registry.register(
+            "sessions_open",
+            "Sessions loaded in this server",
+            m.sessions_open.clone(),
+        );
+        registry.register(
+            "blocks_running",
+            "Blocks running now",
+            m.blocks_running.clone(),
+        );
+        registry.register(
+            "requests_in_flight",
+            "Model requests in flight",
+            m.requests_in_flight.clone(),
+        );
+        registry.register(
+            "input_tokens",
+            "Input tokens reported by providers",
+            m.tokens_input.clone(),
+        );
+        registry.register(
+            "cached_tokens",
+            "Input tokens served from prompt caches",
+            m.tokens_cached.clone(),
+        );
+        registry.register(
+            "output_tokens",
+            "Output tokens reported by providers",
+            m.tokens_output.clone(),
+        );
+        registry.register("errors", "Errors that ended turns", m.errors.clone());
+        registry.register(
+            "http_requests",
+            "HTTP requests served",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "session_blocks_running",
+            "Blocks running now, per session",
+            m.s_blocks_running.clone(),
+        );
+        registry.register(
+            "session_requests_in_flight",
+            "Model requests in flight, per session",
+            m.s_requests_in_flight.clone(),
+        );
+        registry.register(
+            "session_input_tokens",
+            "Input tokens, per session",
+            m.s_tokens_input.clone(),
+        );
+        registry.register(
+            "session_cached_tokens",
+            "Cached input tokens, per session",
+            m.s_tokens_cached.clone(),
+        );
+        registry.register(
+            "session_output_tokens",
+            "Output tokens, per session",
+            m.s_tokens_output.clone(),
+        );
+        registry.register(
+            "session_iterations",
+            "Iterations run, per session",
+            m.s_iterations.clone(),
+        );
+        registry.register(
+            "session_errors",
+            "Errors that ended turns, per session and kind",
+            m.s_errors.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts what one event of session `id` says; `open` tracks the turn's request and
+    /// block in progress (a failed request has no `ResponseFinished`, a rejected call no
+    /// `BlockStarted`).
+    pub fn observe(&self, id: &str, event: &Event, open: &mut Open) {
+        let label = SessionLabel {
+            session: id.to_string(),
+        };
+        let end_request = |m: &Metrics, open: &mut Open| {
+            if std::mem::take(&mut open.request) {
+                m.requests_in_flight.dec();
+                m.s_requests_in_flight.get_or_create(&label).dec();
+            }
+        };
+        let end_block = |m: &Metrics, open: &mut Open| {
+            if std::mem::take(&mut open.block) {
+                m.blocks_running.dec();
+                m.s_blocks_running.get_or_create(&label).dec();
+            }
+        };
+        match event {
+            Event::RequestStarted { .. } => {
+                end_request(self, open);
+                open.request = true;
+                self.requests_in_flight.inc();
+                self.s_requests_in_flight.get_or_create(&label).inc();
+            }
+            Event::ResponseFinished { usage, .. } => {
+                end_request(self, open);
+                for (total, family, value) in [
+                    (&self.tokens_input, &self.s_tokens_input, usage.input_tokens),
+                    (
+                        &self.tokens_cached,
+                        &self.s_tokens_cached,
+                        usage.cached_tokens,
+                    ),
+                    (
+                        &self.tokens_output,
+                        &self.s_tokens_output,
+                        usage.output_tokens,
+                    ),
+                ] {
+                    if let Some(n) = value {
+                        total.inc_by(n);
+                        family.get_or_create(&label).inc_by(n);
+                    }
+                }
+            }
+            Event::BlockStarted { .. } => {
+                end_block(self, open);
+                open.block = true;
+                self.blocks_running.inc();
+                self.s_blocks_running.get_or_create(&label).inc();
+            }
+            Event::BlockFinished { .. } => {
+                end_block(self, open);
+                self.s_iterations.get_or_create(&label).inc();
+            }
+            Event::TurnFinished { .. } => {
+                end_request(self, open);
+                end_block(self, open);
+            }
+            Event::Error { kind, .. } => {
+                // A failed request never reached ResponseFinished.
+                if matches!(kind.as_str(), "interrupted") {
+                    return;
+                }
+                self.errors.inc();
+                self.s_errors
+                    .get_or_create(&ErrorLabel {
+                        session: id.to_string(),
+                        kind: kind.clone(),
+                    })
+                    .inc();
+            }
+            _ => {}
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,294 @@
+//! The sessions a server holds: each a slot with its `ChatSession` (loaded on first use), a
+//! busy flag (one turn or block at a time), the stop token of what runs, its event log and
+//! its metrics. One session's hang or crash never blocks another: every slot has its own
+//! lock, worker and store connection.
+//!
+//! Live workers are capped: before a session starts a worker, the least recently used idle
+//! sessions are parked (their workers stopped; the next block restarts one, restores the
+//! definitions and says so), and a background sweep parks sessions idle for longer than the
+//! configured time.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::events::EventLog;
+use super::metrics::Metrics;
+use crate::gateway::{ChatSession, ChatSettings};
+use crate::store::{SessionModel, Store};
+
+/// Which model a new session talks to (unset fields come from the server's settings).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema,
+)]
+pub struct ModelChoice {
+    /// `openai` or `anthropic`.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+}
+
+/// Builds a session's settings from what it used before and what the client asked for.
+pub type SettingsFor = Arc<
+    dyn Fn(Option<&SessionModel>, &ModelChoice, &str) -> Result<ChatSettings, String> + Send + Sync,
+>;
+
+pub struct Slot {
+    pub id: String,
+    pub session: tokio::sync::Mutex<Option<ChatSession>>,
+    busy: AtomicBool,
+    working: AtomicBool,
+    stop: Mutex<CancellationToken>,
+    pub log: EventLog,
+    last_used: Mutex<Instant>,
+    /// The session's worker is alive (kept up to date after every turn and park).
+    pub live: AtomicBool,
+    /// The number of the first event of what runs now (or ran last).
+    pub work_start: std::sync::atomic::AtomicU64,
+}
+
+impl Slot {
+    /// Marks the slot busy; false when it already is.
+    fn claim(&self) -> bool {
+        self.busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Marks the slot busy with a turn or block; `None` when something already runs.
+    pub fn try_begin(&self) -> Option<CancellationToken> {
+        if !self.claim() {
+            return None;
+        }
+        self.working.store(true, Ordering::SeqCst);
+        let token = CancellationToken::new();
+        self.work_start.store(self.log.next(), Ordering::SeqCst);
+        if let Ok(mut stop) = self.stop.lock() {
+            *stop = token.clone();
+        }
+        Some(token)
+    }
+
+    pub fn end(&self, live: bool) {
+        self.live.store(live, Ordering::SeqCst);
+        self.working.store(false, Ordering::SeqCst);
+        if let Ok(mut at) = self.last_used.lock() {
+            *at = Instant::now();
+        }
+        self.busy.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// A turn or block runs (not just a park).
+    pub fn is_working(&self) -> bool {
+        self.working.load(Ordering::SeqCst)
+    }
+
+    /// Interrupts what runs; false when nothing does.
+    pub fn interrupt(&self) -> bool {
+        if !self.is_working() {
+            return false;
+        }
+        if let Ok(stop) = self.stop.lock() {
+            stop.cancel();
+        }
+        true
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .map(|t| t.elapsed())
+            .unwrap_or_default()
+    }
+}
+
+pub struct Registry {
+    pub db: PathBuf,
+    boot: String,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    settings_for: SettingsFor,
+    pub drain: CancellationToken,
+    pub max_live_workers: usize,
+    pub idle_park_after: Duration,
+    pub metrics: Metrics,
+}
+
+impl Registry {
+    pub fn new(
+        db: PathBuf,
+        settings_for: SettingsFor,
+        max_live_workers: usize,
+        idle_park_after: Duration,
+    ) -> Registry {
+        let boot = crate::session::new_session_id()
+            .trim_start_matches("s-")
+            .to_string();
+        Registry {
+            db,
+            boot,
+            slots: Mutex::new(HashMap::new()),
+            settings_for,
+            drain: CancellationToken::new(),
+            max_live_workers,
+            idle_park_after,
+            metrics: Metrics::new(),
+        }
+    }
+
+    /// The slot of session `id` (made empty if the server has not seen it yet).
+    pub fn slot(&self, id: &str) -> Arc<Slot> {
+        let mut slots = match self.slots.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        slots
+            .entry(id.to_string())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    id: id.to_string(),
+                    session: tokio::sync::Mutex::new(None),
+                    busy: AtomicBool::new(false),
+                    working: AtomicBool::new(false),
+                    stop: Mutex::new(CancellationToken::new()),
+                    log: EventLog::new(&self.boot),
+                    last_used: Mutex::new(Instant::now()),
+                    live: AtomicBool::new(false),
+                    work_start: std::sync::atomic::AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+
+    pub fn forget(&self, id: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.remove(id);
+        }
+    }
+
+    pub fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
+            .lock()
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Creates a session (its worker starts with the first turn or block).
+    pub fn create(&self, workspace: &str, choice: &ModelChoice) -> Result<String, String> {
+        let id = crate::session::new_session_id();
+        let settings = (self.settings_for)(None, choice, workspace)?;
+        let store = Store::open(&self.db).map_err(|e| e.to_string())?;
+        let session =
+            ChatSession::create(store, &self.db, &id, vec![workspace.to_string()], settings)
+                .map_err(|e| e.to_string())?;
+        let slot = self.slot(&id);
+        if let Ok(mut guard) = slot.session.try_lock() {
+            *guard = Some(self.with_drain(session));
+            self.metrics.sessions_open.inc();
+        }
+        Ok(id)
+    }
+
+    fn with_drain(&self, mut session: ChatSession) -> ChatSession {
+        session.set_drain(self.drain.clone());
+        session
+    }
+
+    /// Loads the stored session into `guard` if it is not loaded yet.
+    pub fn load(&self, id: &str, guard: &mut Option<ChatSession>) -> Result<Vec<String>, String> {
+        if guard.is_some() {
+            return Ok(Vec::new());
+        }
+        let store = Store::open(&self.db).map_err(|e| e.to_string())?;
+        let row = store.require_session(id).map_err(|e| e.to_string())?;
+        let stored = store.session_model(id).map_err(|e| e.to_string())?;
+        let workspace = row.workspace_roots.first().cloned().unwrap_or_default();
+        let settings = (self.settings_for)(stored.as_ref(), &ModelChoice::default(), &workspace)?;
+        let (session, notes) =
+            ChatSession::open(store, &self.db, id, settings).map_err(|e| e.to_string())?;
+        *guard = Some(self.with_drain(session));
+        self.metrics.sessions_open.inc();
+        Ok(notes)
+    }
+
+    /// Parks idle sessions, least recently used first, until a new worker fits the cap.
+    pub async fn make_room(&self, for_id: &str) {
+        let mut live: Vec<Arc<Slot>> = self
+            .slots()
+            .into_iter()
+            .filter(|s| s.id != for_id && s.live.load(Ordering::SeqCst))
+            .collect();
+        if live.len() < self.max_live_workers {
+            return;
+        }
+        live.sort_by_key(|s| std::cmp::Reverse(s.idle_for()));
+        let mut excess = live.len() + 1 - self.max_live_workers;
+        for slot in live {
+            if excess == 0 {
+                break;
+            }
+            if self.park(&slot).await {
+                excess -= 1;
+            }
+        }
+    }
+
+    /// Stops an idle session's worker; false when it is busy or has none.
+    pub async fn park(&self, slot: &Slot) -> bool {
+        if !slot.claim() {
+            return false;
+        }
+        let mut parked = false;
+        if let Ok(mut guard) = slot.session.try_lock() {
+            if let Some(session) = guard.as_mut() {
+                if session.supervisor().is_running() {
+                    session.park().await;
+                    parked = true;
+                }
+            }
+        }
+        slot.end(false);
+        parked
+    }
+
+    /// Parks every session idle for longer than `idle_park_after`.
+    pub async fn sweep(&self) {
+        for slot in self.slots() {
+            if slot.live.load(Ordering::SeqCst)
+                && !slot.is_busy()
+                && slot.idle_for() >= self.idle_park_after
+            {
+                self.park(&slot).await;
+            }
+        }
+        self.update_live_gauge();
+    }
+
+    pub fn update_live_gauge(&self) {
+        let n = self
+            .slots()
+            .iter()
+            .filter(|s| s.live.load(Ordering::SeqCst))
+            .count();
+        self.metrics.live_workers.set(n as i64);
+    }
+
+    /// Stops every worker (at shutdown).
+    pub async fn shutdown_all(&self) {
+        for slot in self.slots() {
+            let mut guard = slot.session.lock().await;
+            if let Some(session) = guard.as_mut() {
+                session.shutdown().await;
+            }
+            slot.live.store(false, Ordering::SeqCst);
+        }
+        self.update_live_gauge();
+    }
+}
