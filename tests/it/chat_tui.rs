@@ -154,7 +154,7 @@ vistest!(slash_commands_show_the_session, |env| {
     for needle in [
         "session         s-",
         "model           openai/fake-model at http://127.0.0.1:",
-        "turns           1 turns, 1 iterations, 1 definitions, 0 folds",
+        "turns           1 turn, 1 iteration, 1 definition, 0 folds",
         "last request    in 1,200, cached 1,000 (83% cached), out 10",
         "session tokens  in 2,200, cached 1,800 (82% cached), out 30 over 2 requests",
         "utilization     0.6% of 200k",
@@ -164,7 +164,10 @@ vistest!(slash_commands_show_the_session, |env| {
     }
     tmux.send_line("/defs");
     let screen = tmux.wait_text("Doubles x.");
-    assert!(screen.contains("helper(x)"), "{screen}");
+    assert!(
+        screen.contains("1 definition (restored after restarts):\n  def helper(x)  — Doubles x."),
+        "{screen}"
+    );
     tmux.send_line("/sessions");
     let screen = tmux.wait_text("* this session");
     assert!(screen.contains("* s-"), "{screen}");
@@ -212,17 +215,42 @@ vistest!(ctrl_c_twice_at_the_prompt_exits, |env| {
     let tmux = start(&env, &fake, &[]);
     tmux.type_text("some draft");
     tmux.wait_text("› some draft");
-    // The first Ctrl-C clears the line; on the empty line one says how to exit, the next exits.
+    // The first Ctrl-C clears the line and says how to exit; the next one exits.
     tmux.keys(&["C-c"]);
-    tmux.wait_for("a fresh prompt", |s| s.contains("› some draft\n› "));
-    tmux.keys(&["C-c"]);
-    tmux.wait_text("(Ctrl-C again to exit, or Ctrl-D)");
+    tmux.wait_text("› some draft\n(Ctrl-C again to exit, or Ctrl-D)\n› ");
     assert!(!tmux.dead());
     tmux.keys(&["C-c"]);
     assert_eq!(tmux.wait_exit(), 0);
     let screen = tmux.screen();
     assert!(screen.contains("vis chat --resume s-"), "{screen}");
     assert_eq!(fake.request_count(), 0);
+});
+
+vistest!(ctrl_c_interrupts_a_request_and_errors_are_one_line, |env| {
+    let fake = FakeProvider::start();
+    fake.push(Reply::delay(
+        std::time::Duration::from_secs(60),
+        answer(KIND, "too late"),
+    ));
+    fake.push(Reply::error(
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+    ));
+    let tmux = start(&env, &fake, &[]);
+    tmux.send_line("slow one");
+    tmux.wait_for("the spinner", |s| {
+        s.contains("thinking ") && s.contains(" s · Ctrl-C interrupts")
+    });
+    tmux.keys(&["C-c"]);
+    let screen = wait_turns(&tmux, 1);
+    assert!(screen.contains("⏹ turn 1 interrupted"), "{screen}");
+    assert!(screen.contains("no answered request yet"), "{screen}");
+    tmux.send_line("and now?");
+    let screen = wait_turns(&tmux, 2);
+    assert!(screen.contains("✗ error: "), "{screen}");
+    assert!(screen.contains("turn 2 failed"), "{screen}");
+    assert!(!tmux.dead());
 });
 
 vistest!(ctrl_d_at_the_prompt_exits, |env| {
@@ -282,9 +310,11 @@ vistest!(multi_line_input_is_one_message, |env| {
         user["content"], "first line\nsecond line\nthird line",
         "{user}"
     );
-    // History: Up brings the whole message back.
+    // History: Up brings the whole message back, and it is in the file beside the database.
     tmux.keys(&["Up"]);
     tmux.wait_count("third line", 2);
+    let history = std::fs::read_to_string(env.path().join("chat_history")).unwrap();
+    assert!(history.contains("first line"), "{history}");
 });
 
 vistest!(a_retry_voids_the_partial_answer, |env| {
@@ -359,4 +389,38 @@ vistest!(piped_input_runs_lines_as_turns, |env| {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
     assert!(!stdout.contains('\u{1b}'), "{stdout:?}");
+});
+
+vistest!(a_resumed_session_numbers_its_blocks_on, |env| {
+    let fake = FakeProvider::start();
+    fake.push(calls(KIND, "a", &["print('from the first run')"]));
+    fake.push(answer(KIND, "First run done."));
+    let base_url = fake.base_url(KIND);
+    let first = env.vis(&[
+        "chat",
+        "--provider",
+        KIND.as_str(),
+        "--base-url",
+        &base_url,
+        "--model",
+        "fake-model",
+        "-m",
+        "first",
+    ]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    fake.push(calls(KIND, "b", &["print('from the second run')"]));
+    fake.push(answer(KIND, "Second run done."));
+    let tmux = start(&env, &fake, &["--resume"]);
+    assert!(
+        tmux.screen().contains("vis: resuming session s-"),
+        "{}",
+        tmux.screen()
+    );
+    tmux.send_line("/expand");
+    tmux.wait_text("    from the first run");
+    tmux.send_line("again");
+    let screen = wait_turns(&tmux, 1);
+    assert!(screen.contains("● python t2/i1 · block 2"), "{screen}");
+    assert!(screen.contains("turn 2 · last in 1,200"), "{screen}");
+    assert!(screen.contains("session in 4,400 out 60"), "{screen}");
 });

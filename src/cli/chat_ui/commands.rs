@@ -115,6 +115,7 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
             }
         }
         "/expand" => expand(session, args),
+        // "/fold" => … (context folding: KEY GIST, added with the folding work)
         "/exit" | "/quit" | "/q" => return Flow::Exit,
         unknown => {
             let near = COMMANDS
@@ -174,10 +175,14 @@ fn defs(session: &ChatSession) {
         );
         return;
     }
-    println!("{} definitions (restored after restarts):", defs.len());
+    println!(
+        "{} (restored after restarts):",
+        plural(defs.len() as i64, "definition")
+    );
     for d in defs {
+        // Signatures read `def f(x)` / `class C`; a bare name gets its kind in front.
         let signature = if d.signature.trim().is_empty() {
-            d.name.clone()
+            format!("{} {}", d.kind, d.name)
         } else {
             d.signature.trim().to_string()
         };
@@ -186,11 +191,7 @@ fn defs(session: &ChatSession) {
         } else {
             DIM.paint(&format!("  — {}", escape_controls(&d.doc)))
         };
-        println!(
-            "  {} {}{doc}",
-            DIM.paint(&format!("{:<8}", d.kind)),
-            ACCENT.paint(&escape_controls(&signature))
-        );
+        println!("  {}{doc}", ACCENT.paint(&escape_controls(&signature)));
     }
 }
 
@@ -262,6 +263,16 @@ fn expand(session: &ChatSession, args: &str) {
         }
     };
     print!("{}", full_block(k, &rows[k - 1]));
+}
+
+/// `1 turn`, `2 turns`.
+pub fn plural(n: impl Into<i64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ use reedline::{
 pub enum Input {
     /// A message or a command (continuation backslashes removed).
     Line(String),
+    /// A command bound to a key (Ctrl-O); the typed line waits on the prompt.
+    Key(String),
     /// Ctrl-C; `had_text` tells whether it cleared a non-empty line.
     Interrupt { had_text: bool },
     /// Ctrl-D on an empty line.
@@ -78,8 +80,12 @@ impl Editor {
         let signal = self.line.read_line(&self.prompt)?;
         let last = std::mem::take(&mut *self.buffer.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(match signal {
-            Signal::Success(text) => Input::Line(join_continuations(&text)),
-            Signal::HostCommand(command) => Input::Line(command),
+            Signal::Success(text) => {
+                // Written now, not only at exit, so a killed program keeps its history.
+                let _ = self.line.sync_history();
+                Input::Line(join_continuations(&text))
+            }
+            Signal::HostCommand(command) => Input::Key(command),
             Signal::CtrlC => Input::Interrupt {
                 had_text: !last.is_empty(),
             },

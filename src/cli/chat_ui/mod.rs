@@ -32,6 +32,7 @@ use super::chat::{open_session, ChatArgs};
 use super::term::escape_controls;
 use super::CliError;
 use crate::gateway::ChatSession;
+use crate::protocol::TurnStatus;
 use commands::{Flow, Parsed};
 use editor::{Editor, Input};
 use render::View;
@@ -84,7 +85,7 @@ async fn interactive(
         println!("{}", DIM.paint(&escape_controls(&warning)));
     }
     let mut blocks = block_count(session);
-    // Set by a Ctrl-C on an empty line: the next one exits.
+    // Set by a Ctrl-C at the prompt: the next one on an empty line exits.
     let mut armed = false;
     loop {
         // Between two reads the terminal is in cooked mode, where a quick second Ctrl-C
@@ -104,12 +105,10 @@ async fn interactive(
         };
         let line = match input {
             Input::Eof => break,
-            Input::Interrupt { had_text: true } => {
-                armed = false;
-                continue;
-            }
-            Input::Interrupt { had_text: false } => {
-                if armed {
+            // The first Ctrl-C clears the line (reedline did) and arms; a second one on the
+            // empty line exits.
+            Input::Interrupt { had_text } => {
+                if armed && !had_text {
                     break;
                 }
                 armed = true;
@@ -117,6 +116,11 @@ async fn interactive(
                 continue;
             }
             Input::Line(line) => line,
+            Input::Key(line) => {
+                // The prompt line stays as it is: the output starts below it.
+                println!();
+                line
+            }
         };
         armed = false;
         if line.trim().is_empty() {
@@ -129,11 +133,10 @@ async fn interactive(
             },
             Parsed::Message(text) => text.into_owned(),
         };
-        let view = {
+        {
             let _mode = TurnMode::enter();
-            turn(session, &text, View::new(true, blocks), sigint).await?
-        };
-        drop(view);
+            turn(session, &text, View::new(true, blocks), sigint).await?;
+        }
         blocks = block_count(session);
         println!("{}", DIM.paint(&escape_controls(&status::line(session))));
     }
@@ -194,20 +197,24 @@ async fn piped(session: &mut ChatSession, db: &Path, sigint: &mut Signal) -> Res
         };
         println!("> {}", escape_controls(&text).replace('\n', "\n> "));
         let _ = std::io::stdout().flush();
-        turn(session, &text, View::new(false, blocks), sigint).await?;
+        let outcome = turn(session, &text, View::new(false, blocks), sigint).await?;
         blocks = block_count(session);
         println!("{}", escape_controls(&status::line(session)));
-        if session
-            .store()
-            .turns(session.id())
-            .ok()
-            .and_then(|t| t.last().map(|t| t.status == "failed"))
-            .unwrap_or(false)
-        {
+        // As with `-m`: Ctrl-C ends a script's run, a failed turn makes its exit code 1.
+        if outcome.interrupted {
+            return Ok(130);
+        }
+        if outcome.failed {
             code = 1;
         }
     }
     Ok(code)
+}
+
+/// How a turn went, for the caller's exit code.
+struct Outcome {
+    interrupted: bool,
+    failed: bool,
 }
 
 /// Runs one turn with `view` drawing it; Ctrl-C (SIGINT) interrupts it.
@@ -216,7 +223,7 @@ async fn turn(
     text: &str,
     view: View,
     sigint: &mut Signal,
-) -> Result<View, CliError> {
+) -> Result<Outcome, CliError> {
     // A Ctrl-C from before this turn is not meant for it.
     while sigint.recv().now_or_never().is_some() {}
     let stop = CancellationToken::new();
@@ -233,18 +240,27 @@ async fn turn(
         }
     };
     drop(tx);
-    let view = drawing.await.map_err(|e| CliError {
+    drawing.await.map_err(|e| CliError {
         code: 1,
         message: format!("vis chat: the display failed: {e}"),
     })?;
-    if let Err(e) = end {
-        // The session itself failed (store, worker); the program goes on, the turn is over.
-        println!(
-            "{}",
-            BAD.paint(&format!("✗ vis chat: {}", escape_controls(&e.to_string())))
-        );
-    }
-    Ok(view)
+    Ok(match end {
+        Ok(end) => Outcome {
+            interrupted: end.status == TurnStatus::Interrupted && stop.is_cancelled(),
+            failed: end.status == TurnStatus::Failed,
+        },
+        Err(e) => {
+            // The session itself failed (store, worker); the program goes on.
+            println!(
+                "{}",
+                BAD.paint(&format!("✗ vis chat: {}", escape_controls(&e.to_string())))
+            );
+            Outcome {
+                interrupted: false,
+                failed: true,
+            }
+        }
+    })
 }
 
 /// The number of blocks the session had (blocks are numbered in the session's order).

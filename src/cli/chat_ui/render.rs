@@ -246,7 +246,17 @@ impl View {
                         self.blocks_seen
                     }
                 };
-                out.push_str(&result_lines(status, *wall_ms, output, Some((k, width))));
+                // An interrupted or crashed block may report less than it took: the time seen here
+                // counts then.
+                let seen = match &self.activity {
+                    Activity::Block { since, .. } => since.elapsed().as_millis() as u64,
+                    _ => 0,
+                };
+                let wall_ms = match status.as_str() {
+                    "ok" | "error" => *wall_ms,
+                    _ => (*wall_ms).max(seen),
+                };
+                out.push_str(&result_lines(status, wall_ms, output, Some((k, width))));
                 self.activity = Activity::Idle;
                 self.emit(&out);
             }

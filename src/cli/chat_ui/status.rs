@@ -5,6 +5,7 @@
 //! provider did not report is "n/a", never 0; utilization then falls back to the local
 //! estimate, marked with `~`.
 
+use super::commands::plural;
 use crate::gateway::ChatSession;
 use crate::session::AUTO_COMPRESS_ABOVE;
 use crate::store::RequestRecord;
@@ -133,10 +134,13 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
     if let Some(c) = counts {
         rows.push((
             "turns".into(),
-            format!(
-                "{} turns, {} iterations, {defs} definitions, {} folds",
-                c.turns, c.iterations, c.folds
-            ),
+            [
+                plural(c.turns, "turn"),
+                plural(c.iterations, "iteration"),
+                plural(defs as i64, "definition"),
+                plural(c.folds, "fold"),
+            ]
+            .join(", "),
         ));
     }
     let last = last_answered(&requests);
@@ -163,12 +167,12 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
     rows.push((
         "session tokens".into(),
         format!(
-            "in {}, cached {}{}, out {} over {} requests{}{}",
+            "in {}, cached {}{}, out {} over {}{}{}",
             count(t.input),
             count(t.cached),
             cached_share(t.input, t.cached),
             count(t.output),
-            t.requests,
+            plural(t.requests as i64, "request"),
             if t.input_unreported > 0 {
                 format!(" ({} without an input count)", t.input_unreported)
             } else {

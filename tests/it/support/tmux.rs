@@ -160,6 +160,10 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
+        // `VIS_TEST_SHOW_SCREEN=1 cargo test … -- --nocapture` shows each final screen.
+        if std::env::var_os("VIS_TEST_SHOW_SCREEN").is_some() {
+            println!("──── final screen ────\n{}", self.screen());
+        }
         let _ = self.command().arg("kill-server").output();
     }
 }
