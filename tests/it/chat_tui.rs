@@ -5,8 +5,8 @@ use vis::providers::ProviderKind;
 
 use crate::support::chat::{answer, calls, usage};
 use crate::support::fake_provider::{FakeProvider, Reply};
-use crate::support::tmux::Tmux;
-use crate::support::{vis_bin, TestEnv};
+use crate::support::tmux::{Tmux, DEADLINE};
+use crate::support::{vis_bin, wait_until, TestEnv};
 use crate::vistest;
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
@@ -189,7 +189,7 @@ vistest!(ctrl_c_interrupts_a_block_and_the_program_goes_on, |env| {
     fake.push(calls(
         KIND,
         "a",
-        &["import time\nprint('sleeping', flush=True)\ntime.sleep(60)"],
+        &["import time\nprint('sleeping')\nopen('started', 'w').close()\ntime.sleep(60)"],
     ));
     fake.push(answer(KIND, "Still here."));
     let tmux = start(&env, &fake, &[]);
@@ -198,6 +198,11 @@ vistest!(ctrl_c_interrupts_a_block_and_the_program_goes_on, |env| {
     tmux.wait_for("the spinner", |s| {
         s.contains("running t1/i1 ") && s.contains(" s · Ctrl-C interrupts")
     });
+    let started = env.workspace().join("started");
+    assert!(
+        wait_until(DEADLINE, || started.exists()),
+        "the block did not start"
+    );
     tmux.keys(&["C-c"]);
     let screen = wait_turns(&tmux, 1);
     assert!(screen.contains("  ⎿ interrupted · "), "{screen}");
@@ -299,7 +304,7 @@ vistest!(multi_line_input_is_one_message, |env| {
     tmux.keys(&["M-Enter"]);
     tmux.type_text("second line\\");
     tmux.keys(&["Enter"]);
-    tmux.wait_text("· ");
+    tmux.wait_text("· second line\\\n· ");
     tmux.type_text("third line");
     tmux.keys(&["Enter"]);
     wait_turns(&tmux, 1);
