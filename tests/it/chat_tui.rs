@@ -149,7 +149,11 @@ vistest!(slash_commands_show_the_session, |env| {
     tmux.send_line("/help");
     let screen = tmux.wait_text("/expand [K]");
     assert!(screen.contains("Alt-Enter"), "{screen}");
-    tmux.send_line("/status");
+    // Tab completes the command's name.
+    tmux.type_text("/sta");
+    tmux.keys(&["Tab"]);
+    tmux.wait_text("› /status ");
+    tmux.keys(&["Enter"]);
     let screen = tmux.wait_text("worker ");
     for needle in [
         "session         s-",

@@ -56,6 +56,7 @@ const KEYS: &[(&str, &str)] = &[
     ),
     ("Ctrl-D", "exit (on an empty line)"),
     ("Ctrl-O", "the last block in full"),
+    ("Tab", "complete a command's name"),
     ("//text", "send a message that starts with /"),
 ];
 

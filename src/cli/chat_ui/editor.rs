@@ -4,6 +4,7 @@
 //!   a line ending in `\` continues on the next line (the `\` is dropped when it is sent).
 //!   Pasted text keeps its newlines (bracketed paste).
 //! - Ctrl-O asks for the last block in full (`/expand`) without losing what is typed.
+//! - Tab completes a slash command's name.
 //! - The history file is kept beside the database (`chat_history`); it cannot be written,
 //!   history still works for this run.
 //!
@@ -15,9 +16,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use reedline::{
-    default_emacs_keybindings, Emacs, FileBackedHistory, Highlighter, KeyCode, KeyModifiers,
-    Prompt, PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline,
-    ReedlineEvent, Signal, StyledText, ValidationResult, Validator,
+    default_emacs_keybindings, ColumnarMenu, Completer, Emacs, FileBackedHistory, Highlighter,
+    KeyCode, KeyModifiers, MenuBuilder, Prompt, PromptEditMode, PromptHistorySearch,
+    PromptHistorySearchStatus, Reedline, ReedlineEvent, ReedlineMenu, Signal, Span, StyledText,
+    Suggestion, ValidationResult, Validator,
 };
 
 /// What the person did at the prompt.
@@ -40,17 +42,31 @@ pub struct Editor {
 }
 
 impl Editor {
-    /// The editor, and a warning when the history file cannot be used.
-    pub fn new(history: PathBuf) -> (Editor, Option<String>) {
+    /// The editor (completing `commands`), and a warning when the history file cannot be used.
+    pub fn new(history: PathBuf, commands: Vec<String>) -> (Editor, Option<String>) {
         let mut keys = default_emacs_keybindings();
         keys.add_binding(
             KeyModifiers::CONTROL,
             KeyCode::Char('o'),
             ReedlineEvent::ExecuteHostCommand("/expand".into()),
         );
+        keys.add_binding(
+            KeyModifiers::NONE,
+            KeyCode::Tab,
+            ReedlineEvent::UntilFound(vec![
+                ReedlineEvent::Menu(MENU.into()),
+                ReedlineEvent::MenuNext,
+            ]),
+        );
         let buffer = Arc::new(Mutex::new(String::new()));
         let mut line = Reedline::create()
             .with_edit_mode(Box::new(Emacs::new(keys)))
+            .with_completer(Box::new(Commands(commands)))
+            .with_menu(ReedlineMenu::EngineCompleter(Box::new(
+                ColumnarMenu::default().with_name(MENU),
+            )))
+            .with_quick_completions(true)
+            .with_partial_completions(true)
             .with_validator(Box::new(Continuation))
             .with_highlighter(Box::new(Watch(buffer.clone())))
             .use_bracketed_paste(true);
@@ -100,6 +116,30 @@ impl Editor {
 /// `a\` + newline + `b` is `a` + newline + `b`.
 pub fn join_continuations(text: &str) -> String {
     text.replace("\\\r\n", "\n").replace("\\\n", "\n")
+}
+
+const MENU: &str = "commands";
+
+/// Completes the name of a slash command (only the first word of a line starting with `/`).
+struct Commands(Vec<String>);
+
+impl Completer for Commands {
+    fn complete(&mut self, line: &str, pos: usize) -> Vec<Suggestion> {
+        let typed = line.get(..pos).unwrap_or(line);
+        if !typed.starts_with('/') || typed.contains(char::is_whitespace) {
+            return Vec::new();
+        }
+        self.0
+            .iter()
+            .filter(|name| name.starts_with(typed))
+            .map(|name| Suggestion {
+                value: name.clone(),
+                span: Span::new(0, pos),
+                append_whitespace: true,
+                ..Suggestion::default()
+            })
+            .collect()
+    }
 }
 
 /// A line ending in `\` is not finished.
@@ -164,6 +204,16 @@ impl Prompt for VisPrompt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_command_names_complete() {
+        let mut c = Commands(vec!["/status".into(), "/sessions".into(), "/help".into()]);
+        let values = |v: Vec<Suggestion>| v.into_iter().map(|s| s.value).collect::<Vec<_>>();
+        assert_eq!(values(c.complete("/s", 2)), ["/status", "/sessions"]);
+        assert_eq!(values(c.complete("/he", 3)), ["/help"]);
+        assert!(c.complete("he", 2).is_empty());
+        assert!(c.complete("/expand 1", 9).is_empty());
+    }
 
     #[test]
     fn continuations_join_lines() {

@@ -80,7 +80,11 @@ async fn interactive(
         ))
     );
     let history = history_path(db);
-    let (mut editor, warning) = Editor::new(history);
+    let names = commands::COMMANDS
+        .iter()
+        .map(|(name, _, _)| name.to_string())
+        .collect();
+    let (mut editor, warning) = Editor::new(history, names);
     if let Some(warning) = warning {
         println!("{}", DIM.paint(&escape_controls(&warning)));
     }

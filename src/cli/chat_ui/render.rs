@@ -416,7 +416,10 @@ impl View {
         let width = term_width().saturating_sub(1);
         let mut line = ACCENT.paint(&head) + &DIM.paint(hint);
         let used = style::width(&line);
-        let preview = self.md.preview();
+        let mut preview = self.md.preview();
+        if preview.is_empty() && !self.thinking.trim().is_empty() {
+            preview = format!("┊ {}", escape_controls(self.thinking.trim()));
+        }
         if !preview.is_empty() && width > used + 8 {
             let room = width - used - 3;
             line.push_str(&DIM.paint(&format!(" · {}", style::clip_left(&preview, room))));
