@@ -35,6 +35,7 @@ fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
             "VIS_CONFIG_DIR",
             env.config_dir().to_string_lossy().into_owned(),
         ),
+        // A NO_COLOR of the person running the tests must not reach the program (empty = unset).
         ("NO_COLOR", String::new()),
     ];
     let tmux = Tmux::start(&env.workspace(), &vars, &vis_bin(), &args);

@@ -111,11 +111,7 @@ impl View {
     }
 
     /// Renders the events of one turn until its sender is dropped.
-    pub async fn run(
-        mut self,
-        mut events: UnboundedReceiver<Event>,
-        stop: CancellationToken,
-    ) -> View {
+    pub async fn run(mut self, mut events: UnboundedReceiver<Event>, stop: CancellationToken) {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -140,8 +136,6 @@ impl View {
         if self.mid_line {
             self.emit("\n");
         }
-        self.stopping = false;
-        self
     }
 
     fn event(&mut self, event: &Event) {
