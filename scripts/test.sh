@@ -7,6 +7,10 @@ if ! command -v rg >/dev/null 2>&1; then
   # grep is checked against ripgrep's own answers on a real tree.
   (apt-get update -qq && apt-get install -y -qq ripgrep) >/dev/null
 fi
+if ! command -v tmux >/dev/null 2>&1; then
+  # The interactive `vis chat` is driven in tmux as a person would use it.
+  (apt-get update -qq && apt-get install -y -qq tmux) >/dev/null
+fi
 if ! command -v npm >/dev/null 2>&1; then
   # The `tests` extension is checked running a real `npm test` (node's test runner).
   (apt-get update -qq && apt-get install -y -qq nodejs npm) >/dev/null

@@ -74,7 +74,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     })
 }
 
-fn print_readable(
+pub(super) fn print_readable(
     session: &ChatSession,
     pending: Result<Option<String>, crate::gateway::GatewayError>,
 ) {

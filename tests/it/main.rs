@@ -5,6 +5,7 @@ mod support;
 mod blocks;
 mod catalog;
 mod chat;
+mod chat_tui;
 mod cli;
 mod defs;
 mod discovery;

@@ -6,6 +6,7 @@
 pub mod chat;
 pub mod fake_provider;
 pub mod serve;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

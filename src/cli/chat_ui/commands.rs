@@ -1,0 +1,305 @@
+//! Slash commands at the prompt. A line that starts with `/` is a command; `//` sends the rest
+//! of the line, starting with `/`, as a message. Every command prints and returns to the
+//! prompt, except `/exit`.
+
+use std::path::Path;
+
+use super::render::full_block;
+use super::status;
+use super::style::{Style, ACCENT, DIM, WARN};
+use crate::cli::term::escape_controls;
+use crate::cli::{context, format_time};
+use crate::gateway::ChatSession;
+
+/// Name, arguments, what it does (what `/help` prints, in this order).
+pub const COMMANDS: &[(&str, &str, &str)] = &[
+    ("/help", "", "this list, and the keys"),
+    (
+        "/status",
+        "",
+        "session, model, turns, tokens, cached share, utilization, worker",
+    ),
+    (
+        "/defs",
+        "",
+        "the definitions the session keeps across restarts",
+    ),
+    (
+        "/sessions",
+        "",
+        "recent sessions (resume one with vis chat --resume ID)",
+    ),
+    (
+        "/context",
+        "",
+        "the next model request: system, tool, messages (as vis context prints it)",
+    ),
+    (
+        "/expand",
+        "[K]",
+        "block K of the session in full (default: the last one); Ctrl-O too",
+    ),
+    // `/fold KEY GIST` (context folding) is added here, with its arm in `run`.
+    ("/exit", "", "leave (also /quit, Ctrl-D, or Ctrl-C twice)"),
+];
+
+const KEYS: &[(&str, &str)] = &[
+    ("Enter", "send"),
+    (
+        "Alt-Enter, or \\ at the end",
+        "new line (Shift-Enter too where the terminal tells it apart)",
+    ),
+    ("Up / Down, Ctrl-R", "history (kept beside the database)"),
+    (
+        "Ctrl-C",
+        "interrupt the running request or block; at the prompt clear the line, twice to exit",
+    ),
+    ("Ctrl-D", "exit (on an empty line)"),
+    ("Ctrl-O", "the last block in full"),
+    ("Tab", "complete a command's name"),
+    ("//text", "send a message that starts with /"),
+];
+
+/// What the person typed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    Message(Cow<'a>),
+    Command { name: &'a str, args: &'a str },
+}
+
+type Cow<'a> = std::borrow::Cow<'a, str>;
+
+pub fn parse(line: &str) -> Parsed<'_> {
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix("//") {
+        return Parsed::Message(Cow::Owned(format!("/{rest}")));
+    }
+    if trimmed.starts_with('/') {
+        let trimmed = trimmed.trim_end();
+        let (name, args) = match trimmed.find(char::is_whitespace) {
+            Some(i) => (&trimmed[..i], trimmed[i..].trim()),
+            None => (trimmed, ""),
+        };
+        return Parsed::Command { name, args };
+    }
+    Parsed::Message(Cow::Borrowed(line))
+}
+
+pub enum Flow {
+    Continue,
+    Exit,
+}
+
+/// Runs a command (prints what it shows).
+pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -> Flow {
+    match name {
+        "/help" | "/?" => help(),
+        "/status" => {
+            for (key, value) in status::report(session) {
+                println!(
+                    "{} {}",
+                    DIM.paint(&format!("{key:<15}")),
+                    escape_controls(&value)
+                );
+            }
+        }
+        "/defs" => defs(session),
+        "/sessions" => sessions(session, db),
+        "/context" => {
+            if session.prefix().is_none() {
+                println!(
+                    "no model request yet: the first message fixes the system prompt and the tool"
+                );
+            } else {
+                let pending = session.pending_catalog_update().await;
+                context::print_readable(session, pending);
+            }
+        }
+        "/expand" => expand(session, args),
+        // "/fold" => … (context folding: KEY GIST, added with the folding work)
+        "/exit" | "/quit" | "/q" => return Flow::Exit,
+        unknown => {
+            let near = COMMANDS
+                .iter()
+                .map(|(n, _, _)| *n)
+                .chain(["/quit"])
+                .map(|n| (strsim::levenshtein(n, unknown), n))
+                .min()
+                .filter(|(d, _)| *d <= 2)
+                .map(|(_, n)| format!(" (did you mean {n}?)"))
+                .unwrap_or_default();
+            println!(
+                "{}",
+                WARN.paint(&format!(
+                    "unknown command {}{near}; /help lists the commands, and // at the start sends the line as a message",
+                    escape_controls(unknown)
+                ))
+            );
+        }
+    }
+    Flow::Continue
+}
+
+fn help() {
+    println!("{}", Style::PLAIN.bold().paint("commands"));
+    for (name, args, what) in COMMANDS {
+        let head = if args.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} {args}")
+        };
+        println!("  {} {what}", ACCENT.paint(&format!("{head:<12}")));
+    }
+    println!("{}", Style::PLAIN.bold().paint("keys"));
+    for (key, what) in KEYS {
+        println!("  {} {what}", ACCENT.paint(&format!("{key:<27}")));
+    }
+    println!(
+        "{}",
+        DIM.paint("A block's output is shown collapsed to its first lines; /expand K shows block K in full.")
+    );
+}
+
+fn defs(session: &ChatSession) {
+    let defs = match session.store().load_defs(session.id()) {
+        Ok(d) => d,
+        Err(e) => {
+            return println!(
+                "{}",
+                WARN.paint(&format!("cannot read the definitions: {e}"))
+            )
+        }
+    };
+    if defs.is_empty() {
+        println!(
+            "no definitions yet: top-level functions and classes a block defines are kept here"
+        );
+        return;
+    }
+    println!(
+        "{} (restored after restarts):",
+        plural(defs.len() as i64, "definition")
+    );
+    for d in defs {
+        // Signatures read `def f(x)` / `class C`; a bare name gets its kind in front.
+        let signature = if d.signature.trim().is_empty() {
+            format!("{} {}", d.kind, d.name)
+        } else {
+            d.signature.trim().to_string()
+        };
+        let doc = if d.doc.is_empty() {
+            String::new()
+        } else {
+            DIM.paint(&format!("  — {}", escape_controls(&d.doc)))
+        };
+        println!("  {}{doc}", ACCENT.paint(&escape_controls(&signature)));
+    }
+}
+
+fn sessions(session: &ChatSession, db: &Path) {
+    let list = match session.store().list_sessions() {
+        Ok(l) => l,
+        Err(e) => return println!("{}", WARN.paint(&format!("cannot list the sessions: {e}"))),
+    };
+    const SHOWN: usize = 15;
+    println!(
+        "{}",
+        DIM.paint(&format!(
+            "  {:<20} {:<21} {:>5} {:>6} {:>5}  workspace",
+            "id", "last used", "turns", "iters", "defs"
+        ))
+    );
+    for s in list.iter().take(SHOWN) {
+        let mark = if s.id == session.id() { "*" } else { " " };
+        println!(
+            "{mark} {:<20} {:<21} {:>5} {:>6} {:>5}  {}",
+            s.id,
+            format_time(s.updated_at),
+            s.turns,
+            s.iterations,
+            s.defs,
+            escape_controls(&s.workspace_roots.join(", "))
+        );
+    }
+    if list.len() > SHOWN {
+        println!(
+            "{}",
+            DIM.paint(&format!(
+                "  … {} more (vis --db {} sessions list shows all)",
+                list.len() - SHOWN,
+                db.display()
+            ))
+        );
+    }
+    println!(
+        "{}",
+        DIM.paint("  * this session; vis chat --resume ID continues one")
+    );
+}
+
+fn expand(session: &ChatSession, args: &str) {
+    let rows = match session.store().iterations(session.id()) {
+        Ok(r) => r,
+        Err(e) => return println!("{}", WARN.paint(&format!("cannot read the blocks: {e}"))),
+    };
+    if rows.is_empty() {
+        println!("no blocks yet in this session");
+        return;
+    }
+    let k = if args.is_empty() {
+        rows.len()
+    } else {
+        match args.trim_start_matches('#').parse::<usize>() {
+            Ok(k) if (1..=rows.len()).contains(&k) => k,
+            _ => {
+                println!(
+                    "{}",
+                    WARN.paint(&format!(
+                        "usage: /expand [K] with K from 1 to {} (the block's number in the session)",
+                        rows.len()
+                    ))
+                );
+                return;
+            }
+        }
+    };
+    print!("{}", full_block(k, &rows[k - 1]));
+}
+
+/// `1 turn`, `2 turns`.
+pub fn plural(n: impl Into<i64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_messages() {
+        assert_eq!(
+            parse("/expand 3 "),
+            Parsed::Command {
+                name: "/expand",
+                args: "3"
+            }
+        );
+        assert_eq!(
+            parse("  /help"),
+            Parsed::Command {
+                name: "/help",
+                args: ""
+            }
+        );
+        assert_eq!(
+            parse("//etc is"),
+            Parsed::Message(Cow::Owned("/etc is".into()))
+        );
+        assert_eq!(parse("hi /x"), Parsed::Message(Cow::Borrowed("hi /x")));
+    }
+}

@@ -1,0 +1,321 @@
+//! The interactive `vis chat` program (see docs/chat.md for what a person sees).
+//!
+//! The loop: the prompt ([`editor`], reedline in raw mode) gives a line; a line starting with
+//! `/` is a [`commands`] command, anything else a turn. While a turn runs the terminal is back
+//! in cooked mode with echo off: the [`render`] task owns the output (spinner at the bottom,
+//! Markdown above it), and Ctrl-C arrives as SIGINT, which cancels the turn's stop token (the
+//! gateway interrupts the request or the block, and the prompt comes back). After each turn a
+//! [`status`] line shows the tokens.
+//!
+//! SIGINT is caught for the whole run (a Ctrl-C between turns must not kill the program);
+//! signals that arrive while no turn runs are dropped before the next turn starts.
+//!
+//! When stdin or stdout is not a terminal, lines are read from stdin and run as turns (or
+//! commands) and the plain transcript of `vis chat -m` is printed: scripts pipe into it.
+
+mod commands;
+mod editor;
+mod highlight;
+mod markdown;
+mod render;
+mod status;
+mod style;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use futures::FutureExt;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use super::chat::{open_session, ChatArgs};
+use super::term::escape_controls;
+use super::CliError;
+use crate::gateway::ChatSession;
+use crate::protocol::TurnStatus;
+use commands::{Flow, Parsed};
+use editor::{Editor, Input};
+use render::View;
+use style::{ACCENT, BAD, DIM};
+
+pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
+    let fancy = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) || !fancy {
+        style::set_color(false);
+    }
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| CliError {
+        code: 1,
+        message: format!("vis chat: cannot catch Ctrl-C: {e}"),
+    })?;
+    let (mut session, notes) = open_session(&args, &db)?;
+    let code = if fancy {
+        for note in notes {
+            println!("{}", DIM.paint(&escape_controls(&note)));
+        }
+        interactive(&mut session, &db, &mut sigint).await
+    } else {
+        for note in notes {
+            eprintln!("{}", escape_controls(&note));
+        }
+        piped(&mut session, &db, &mut sigint).await
+    };
+    session.shutdown().await;
+    code
+}
+
+async fn interactive(
+    session: &mut ChatSession,
+    db: &Path,
+    sigint: &mut Signal,
+) -> Result<i32, CliError> {
+    let provider = &session.settings().provider;
+    println!(
+        "{} {}",
+        ACCENT.bold().paint("vis chat"),
+        DIM.paint(&format!(
+            "· {}/{} · workspace {} · /help for commands, Ctrl-D to exit",
+            provider.kind,
+            escape_controls(&provider.model),
+            escape_controls(&session.roots().join(", "))
+        ))
+    );
+    let history = history_path(db);
+    let names = commands::COMMANDS
+        .iter()
+        .map(|(name, _, _)| name.to_string())
+        .collect();
+    let (mut editor, warning) = Editor::new(history, names);
+    if let Some(warning) = warning {
+        println!("{}", DIM.paint(&escape_controls(&warning)));
+    }
+    let mut blocks = block_count(session);
+    // Set by a Ctrl-C at the prompt: the next one on an empty line exits.
+    let mut armed = false;
+    loop {
+        // Between two reads the terminal is in cooked mode, where a quick second Ctrl-C
+        // becomes SIGINT: it counts as a Ctrl-C at the prompt.
+        let input = if sigint.recv().now_or_never().is_some() {
+            Input::Interrupt { had_text: false }
+        } else {
+            match tokio::task::block_in_place(|| editor.read()) {
+                Ok(input) => input,
+                Err(e) => {
+                    return Err(CliError {
+                        code: 1,
+                        message: format!("vis chat: the terminal failed: {e}"),
+                    })
+                }
+            }
+        };
+        let line = match input {
+            Input::Eof => break,
+            // The first Ctrl-C clears the line (reedline did) and arms; a second one on the
+            // empty line exits.
+            Input::Interrupt { had_text } => {
+                if armed && !had_text {
+                    break;
+                }
+                armed = true;
+                println!("{}", DIM.paint("(Ctrl-C again to exit, or Ctrl-D)"));
+                continue;
+            }
+            Input::Line(line) => line,
+            Input::Key(line) => {
+                // The prompt line stays as it is: the output starts below it.
+                println!();
+                line
+            }
+        };
+        armed = false;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let text = match commands::parse(&line) {
+            Parsed::Command { name, args } => match commands::run(name, args, session, db).await {
+                Flow::Exit => break,
+                Flow::Continue => continue,
+            },
+            Parsed::Message(text) => text.into_owned(),
+        };
+        {
+            let _mode = TurnMode::enter();
+            turn(session, &text, View::new(true, blocks), sigint).await?;
+        }
+        blocks = block_count(session);
+        println!("{}", DIM.paint(&escape_controls(&status::line(session))));
+    }
+    println!(
+        "{}",
+        DIM.paint(&format!(
+            "session {} is saved; vis chat --resume {} continues it",
+            session.id(),
+            session.id()
+        ))
+    );
+    Ok(0)
+}
+
+/// Stdin is not a terminal: each line (a trailing `\` continues it) is a turn or a command.
+async fn piped(session: &mut ChatSession, db: &Path, sigint: &mut Signal) -> Result<i32, CliError> {
+    let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // A thread of its own: a blocking read of stdin must not hold up the runtime, and it may
+    // outlive the loop (the process exits without waiting for it).
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut message = String::new();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if let Some(head) = line.strip_suffix('\\') {
+                message.push_str(head);
+                message.push('\n');
+                continue;
+            }
+            message.push_str(&line);
+            if tx.send(std::mem::take(&mut message)).is_err() {
+                return;
+            }
+        }
+        if !message.is_empty() {
+            let _ = tx.send(message);
+        }
+    });
+    let mut code = 0;
+    let mut blocks = block_count(session);
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => match line {
+                Some(line) => line,
+                None => break,
+            },
+            _ = sigint.recv() => return Ok(130),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let text = match commands::parse(&line) {
+            Parsed::Command { name, args } => match commands::run(name, args, session, db).await {
+                Flow::Exit => break,
+                Flow::Continue => continue,
+            },
+            Parsed::Message(text) => text.into_owned(),
+        };
+        println!("> {}", escape_controls(&text).replace('\n', "\n> "));
+        let _ = std::io::stdout().flush();
+        let outcome = turn(session, &text, View::new(false, blocks), sigint).await?;
+        blocks = block_count(session);
+        println!("{}", escape_controls(&status::line(session)));
+        // As with `-m`: Ctrl-C ends a script's run, a failed turn makes its exit code 1.
+        if outcome.interrupted {
+            return Ok(130);
+        }
+        if outcome.failed {
+            code = 1;
+        }
+    }
+    Ok(code)
+}
+
+/// How a turn went, for the caller's exit code.
+struct Outcome {
+    interrupted: bool,
+    failed: bool,
+}
+
+/// Runs one turn with `view` drawing it; Ctrl-C (SIGINT) interrupts it.
+async fn turn(
+    session: &mut ChatSession,
+    text: &str,
+    view: View,
+    sigint: &mut Signal,
+) -> Result<Outcome, CliError> {
+    // A Ctrl-C from before this turn is not meant for it.
+    while sigint.recv().now_or_never().is_some() {}
+    let stop = CancellationToken::new();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let drawing = tokio::spawn(view.run(rx, stop.clone()));
+    let end = {
+        let run = session.run_turn(text, &tx, &stop);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                end = &mut run => break end,
+                _ = sigint.recv() => stop.cancel(),
+            }
+        }
+    };
+    drop(tx);
+    drawing.await.map_err(|e| CliError {
+        code: 1,
+        message: format!("vis chat: the display failed: {e}"),
+    })?;
+    Ok(match end {
+        Ok(end) => Outcome {
+            interrupted: end.status == TurnStatus::Interrupted && stop.is_cancelled(),
+            failed: end.status == TurnStatus::Failed,
+        },
+        Err(e) => {
+            // The session itself failed (store, worker); the program goes on.
+            println!(
+                "{}",
+                BAD.paint(&format!("✗ vis chat: {}", escape_controls(&e.to_string())))
+            );
+            Outcome {
+                interrupted: false,
+                failed: true,
+            }
+        }
+    })
+}
+
+/// The number of blocks the session had (blocks are numbered in the session's order).
+fn block_count(session: &ChatSession) -> usize {
+    session
+        .store()
+        .iterations(session.id())
+        .map(|r| r.len())
+        .unwrap_or(0)
+}
+
+/// The prompt history: `chat_history` beside the database (`$VIS_HOME` by default).
+fn history_path(db: &Path) -> PathBuf {
+    db.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join("chat_history")
+}
+
+/// The terminal while a turn runs: echo off (keys typed meanwhile wait for the prompt instead
+/// of scribbling over the output) and the cursor hidden; restored on drop.
+struct TurnMode {
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl TurnMode {
+    fn enter() -> TurnMode {
+        let stdin = std::io::stdin();
+        let saved = rustix::termios::tcgetattr(&stdin).ok();
+        if let Some(saved) = &saved {
+            let mut quiet = saved.clone();
+            quiet.local_modes -= rustix::termios::LocalModes::ECHO;
+            let _ =
+                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet);
+        }
+        let mut out = std::io::stdout();
+        let _ = crossterm::execute!(out, crossterm::cursor::Hide);
+        TurnMode { saved }
+    }
+}
+
+impl Drop for TurnMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                saved,
+            );
+        }
+        let mut out = std::io::stdout();
+        let _ = crossterm::execute!(out, crossterm::cursor::Show);
+    }
+}
