@@ -162,7 +162,7 @@ vistest!(slash_commands_show_the_session, |env| {
         "turns           1 turn, 1 iteration, 1 definition, 0 folds",
         "last request    in 1,200, cached 1,000 (83% cached), out 10",
         "session tokens  in 2,200, cached 1,800 (82% cached), out 30 over 2 requests",
-        "utilization     0.6% of 200k",
+        "utilization     1.3% of 95k (folding is required above 95,200 input tokens; the model's hard limit is 112,000)",
         "worker          running",
     ] {
         assert!(screen.contains(needle), "missing {needle:?} in\n{screen}");
@@ -434,3 +434,40 @@ vistest!(a_resumed_session_numbers_its_blocks_on, |env| {
     assert!(screen.contains("turn 2 · last in 1,200"), "{screen}");
     assert!(screen.contains("session in 4,400 out 60"), "{screen}");
 });
+
+vistest!(
+    the_person_folds_with_slash_fold_and_sees_it_in_context,
+    |env| {
+        let fake = FakeProvider::start();
+        fake.push(calls(KIND, "a", &["print('LONG-OUTPUT ' * 20)"]));
+        fake.push(answer(KIND, "Read it."));
+        fake.push(answer(KIND, "Continuing."));
+        let tmux = start(&env, &fake, &[]);
+        tmux.send_line("read something");
+        wait_turns(&tmux, 1);
+        tmux.send_line("/fold");
+        tmux.wait_text("usage: /fold KEY GIST");
+        tmux.send_line("/fold t9 nothing");
+        tmux.wait_text("not folded: unknown turn t9");
+        tmux.send_line("/fold t1 The first turn printed a long line; nothing else.");
+        let screen = tmux.wait_text("fold 1 replaces t1:");
+        assert!(screen.contains("measurement pending"), "{screen}");
+        tmux.send_line("/context");
+        let screen = tmux.wait_text("== pending catalog update ==");
+        assert!(
+            screen.contains("[vis] fold 1 replaces t1: The first turn printed a long line"),
+            "{screen}"
+        );
+        tmux.send_line("go on");
+        let screen = wait_turns(&tmux, 2);
+        // The person's fold is followed by a new message: the measurement cannot be attributed.
+        assert!(
+            screen.contains("fold measurement n/a (a new turn started"),
+            "{screen}"
+        );
+        let last = fake.requests().last().unwrap().body_str();
+        assert!(!last.contains("LONG-OUTPUT"), "{last}");
+        tmux.send_line("/exit");
+        assert_eq!(tmux.wait_exit(), 0);
+    }
+);

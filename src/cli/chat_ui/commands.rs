@@ -39,7 +39,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "[K]",
         "block K of the session in full (default: the last one); Ctrl-O too",
     ),
-    // `/fold KEY GIST` (context folding) is added here, with its arm in `run`.
+    (
+        "/fold",
+        "KEY GIST",
+        "replace settled steps (t2, t2/i1-i6, -t3) with your gist in later requests",
+    ),
     ("/exit", "", "leave (also /quit, Ctrl-D, or Ctrl-C twice)"),
 ];
 
@@ -116,7 +120,7 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
             }
         }
         "/expand" => expand(session, args),
-        // "/fold" => … (context folding: KEY GIST, added with the folding work)
+        "/fold" => fold(session, args),
         "/exit" | "/quit" | "/q" => return Flow::Exit,
         unknown => {
             let near = COMMANDS
@@ -138,6 +142,31 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
         }
     }
     Flow::Continue
+}
+
+/// `/fold KEY GIST`: the person folds, with the same rules and receipt as `fold_session`.
+fn fold(session: &mut ChatSession, args: &str) {
+    let (key, gist) = match args.split_once(char::is_whitespace) {
+        Some((k, g)) => (k, g.trim()),
+        None => (args, ""),
+    };
+    if key.is_empty() || gist.is_empty() {
+        println!(
+            "{}",
+            WARN.paint("usage: /fold KEY GIST, e.g. /fold t2 \"found the bug in total(); fixed\" (keys: t2, t2/i4, t2/i4-i5, -t3, -t3/i9)")
+        );
+        return;
+    }
+    match session.fold(key, gist) {
+        Ok(receipt) => println!(
+            "{}",
+            ACCENT.paint(&escape_controls(&crate::gateway::receipt_line(&receipt)))
+        ),
+        Err(e) => println!(
+            "{}",
+            WARN.paint(&format!("not folded: {}", escape_controls(&e)))
+        ),
+    }
 }
 
 fn help() {

@@ -7,7 +7,7 @@
 
 use super::commands::plural;
 use crate::gateway::ChatSession;
-use crate::session::AUTO_COMPRESS_ABOVE;
+use crate::session::utilization::Level;
 use crate::store::RequestRecord;
 
 /// Token totals over a session's answered requests.
@@ -57,18 +57,49 @@ fn cached_share(input: Option<u64>, cached: Option<u64>) -> String {
     }
 }
 
-/// Utilization: the last request's input over the level where folding is required, or the
-/// estimate of the next request (marked `~`) when the provider gave no input count.
-pub fn utilization(last: Option<&RequestRecord>, estimate: u64) -> String {
+/// Utilization: the last request's input over the level where folding is required (the
+/// model's `auto_compress_above`), or the estimate of the next request (marked `~`) when the
+/// provider gave no input count; the level when it is past a hint.
+pub fn utilization(
+    last: Option<&RequestRecord>,
+    estimate: u64,
+    auto_compress_above: u64,
+) -> String {
     let (tokens, mark) = match last.and_then(|r| r.input_tokens) {
         Some(t) => (t.max(0) as u64, ""),
         None => (estimate, "~"),
     };
+    let share = tokens as f64 * 100.0 / auto_compress_above.max(1) as f64;
+    let level = match crate::session::utilization::level(tokens, auto_compress_above) {
+        Level::Normal => "",
+        Level::Hint => " (fold soon)",
+        Level::Urgent => " (fold now)",
+        Level::Required => " (folding required)",
+    };
     format!(
-        "{mark}{:.1}% of {}k",
-        tokens as f64 * 100.0 / AUTO_COMPRESS_ABOVE as f64,
-        AUTO_COMPRESS_ABOVE / 1000
+        "{mark}{share:.1}% of {}k{level}",
+        auto_compress_above / 1000
     )
+}
+
+/// The latest fold measurement in a few words (`None` before the first fold).
+pub fn measurement(session: &ChatSession) -> Option<String> {
+    let m = session.utilization().fold_measurement?;
+    Some(match m["status"].as_str() {
+        Some("measured") => format!(
+            "fold net {} tokens",
+            m["net_reduction_tokens"].as_i64().map_or("?".into(), |n| {
+                let sign = if n >= 0 { "−" } else { "+" };
+                format!("{sign}{}", count(Some(n.unsigned_abs())))
+            })
+        ),
+        Some("pending") => "fold measurement pending".into(),
+        Some("unavailable") => format!(
+            "fold measurement n/a ({})",
+            m["reason"].as_str().unwrap_or("?")
+        ),
+        _ => return None,
+    })
 }
 
 fn last_answered(requests: &[RequestRecord]) -> Option<&RequestRecord> {
@@ -99,14 +130,23 @@ pub fn line(session: &ChatSession) -> String {
         }
         None => "no answered request yet".into(),
     };
-    format!(
+    let mut line = format!(
         "{} · turn {turns} · {last_part} · session in {} out {} · next ~{} · util {}",
         session.id(),
         count(t.input),
         count(t.output),
         count(Some(session.estimate_tokens())),
-        utilization(last, session.estimate_tokens())
-    )
+        utilization(
+            last,
+            session.estimate_tokens(),
+            session.utilization().auto_compress_above
+        )
+    );
+    if let Some(m) = measurement(session) {
+        line.push_str(" · ");
+        line.push_str(&m);
+    }
+    line
 }
 
 /// The `/status` report.
@@ -192,14 +232,19 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
             count(Some(session.estimate_tokens()))
         ),
     ));
+    let u = session.utilization();
     rows.push((
         "utilization".into(),
         format!(
-            "{} (folding is required above {} input tokens)",
-            utilization(last, session.estimate_tokens()),
-            count(Some(AUTO_COMPRESS_ABOVE))
+            "{} (folding is required above {} input tokens; the model's hard limit is {})",
+            utilization(last, session.estimate_tokens(), u.auto_compress_above),
+            count(Some(u.auto_compress_above)),
+            count(Some(u.input_limit))
         ),
     ));
+    if let Some(m) = measurement(session) {
+        rows.push(("folds".into(), m));
+    }
     let supervisor = session.supervisor();
     let worker = if supervisor.is_running() {
         let mut parts = vec!["running".to_string()];
@@ -265,7 +310,7 @@ mod tests {
         assert_eq!(count(t.input), "n/a");
         assert_eq!(t.input_unreported, 1);
         assert_eq!(
-            utilization(Some(&record(None, None, false)), 3000),
+            utilization(Some(&record(None, None, false)), 3000, 200_000),
             "~1.5% of 200k"
         );
         let t = totals(&[
@@ -276,8 +321,12 @@ mod tests {
         assert_eq!((t.requests, t.input, t.cached), (2, Some(1000), Some(800)));
         assert_eq!(cached_share(t.input, t.cached), " (80% cached)");
         assert_eq!(
-            utilization(Some(&record(Some(20_000), None, false)), 0),
+            utilization(Some(&record(Some(20_000), None, false)), 0, 200_000),
             "10.0% of 200k"
+        );
+        assert_eq!(
+            utilization(Some(&record(Some(95_000), None, false)), 0, 100_000),
+            "95.0% of 100k (fold now)"
         );
     }
 }
