@@ -62,14 +62,12 @@ def _find_venv(workspace):
 
 
 def _setup(files, workspace):
+    """The prelude becomes importable; sys.path is left alone (see `extend_path`)."""
     sys.meta_path.insert(0, EmbeddedPrelude(files))
     sys.argv = [""]
     ver = "python%d.%d" % sys.version_info[:2]
     venv = _find_venv(workspace)
     if venv:
-        import site
-
-        site.addsitedir(os.path.join(venv, "lib", ver, "site-packages"))
         sys.executable = os.path.join(venv, "bin", "python")
     else:
         # Embedded, sys.executable would be the vis binary; blocks expect a Python.
@@ -78,8 +76,28 @@ def _setup(files, workspace):
             if os.path.exists(exe):
                 sys.executable = exe
                 break
-    if workspace:
-        sys.path.insert(0, workspace)
+
+
+def extend_path(workspace, trusted):
+    """Makes the workspace (and its venv) importable, after the standard library.
+
+    Called by the worker once the prelude has imported what it needs, so a workspace file
+    named like a standard module (`logging.py`, `json.py`) never replaces it. A venv's `.pth`
+    files run code, so they are processed only in a trusted workspace; an untrusted venv's
+    packages are still importable, plainly.
+    """
+    venv = _find_venv(workspace)
+    if venv:
+        site_packages = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+        venv_in_workspace = bool(workspace) and os.path.realpath(venv).startswith(os.path.realpath(workspace) + os.sep)
+        if trusted or not venv_in_workspace:
+            import site
+
+            site.addsitedir(site_packages)
+        elif os.path.isdir(site_packages) and site_packages not in sys.path:
+            sys.path.append(site_packages)
+    if workspace and workspace not in sys.path:
+        sys.path.append(workspace)
 
 
 def _embed_bundled(files, bundled):
@@ -94,6 +112,7 @@ def _embed_bundled(files, bundled):
     embedded = types.ModuleType("_vis_embedded")
     embedded.FILES = files
     embedded.BUNDLED = dict(bundled)
+    embedded.extend_path = extend_path
     sys.modules["_vis_embedded"] = embedded
     return files
 

@@ -125,6 +125,15 @@ pub struct Config {
     pub folding: FoldingConfig,
     /// `[serve]`.
     pub serve: ServeConfig,
+    /// `[trust] workspaces`: directories whose own code may load (see `trust`).
+    pub trusted_workspaces: Vec<String>,
+}
+
+/// `[trust]`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+struct TrustConfig {
+    #[serde(default)]
+    workspaces: Vec<String>,
 }
 
 /// `[serve]`: `vis serve`.
@@ -177,6 +186,8 @@ struct Typed {
     folding: FoldingConfig,
     #[serde(default)]
     serve: ServeConfig,
+    #[serde(default)]
+    trust: TrustConfig,
 }
 
 impl Config {
@@ -376,6 +387,7 @@ impl Config {
         }
         config.folding = typed.folding;
         config.serve = typed.serve;
+        config.trusted_workspaces = typed.trust.workspaces;
         Ok(config)
     }
 }

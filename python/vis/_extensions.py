@@ -148,12 +148,23 @@ def config_extension_dir() -> str | None:
     return os.path.join(_state.config_dir, "extensions") if _state.config_dir else None
 
 
-def discover() -> dict[str, Candidate]:
-    """Every extension name with the candidate that wins (highest-priority source)."""
+def discover(also: str | None = None) -> dict[str, Candidate]:
+    """Every extension name with the candidate that wins (highest-priority source).
+
+    In an untrusted workspace its `.vis/extensions` are skipped, except `also`: the one a
+    block of this session just wrote with `promote()`."""
     if _state.safe_mode:
         return {c.name: c for c in _bundled_candidates()}
+    workspace = _dir_candidates(workspace_extension_dir(), "workspace")
+    if workspace and not _state.trusted and also is None:
+        registry.notices.append(
+            "[vis] skipped the workspace's extensions (%s in .vis/extensions): this workspace is not trusted yet; run `vis trust %s` to let its code load"
+            % (", ".join(c.name for c in workspace), _state.workspace)
+        )
+    if not _state.trusted:
+        workspace = [c for c in workspace if c.name == also]
     groups = [
-        _dir_candidates(workspace_extension_dir(), "workspace"),
+        workspace,
         _dir_candidates(config_extension_dir(), "config"),
         _entry_point_candidates(),
         _bundled_candidates(),
@@ -282,7 +293,7 @@ def reload_extension(name: str) -> None:
     registry.loaded.pop(name, None)
     registry.status.pop(name, None)
     registry.reported.pop(name, None)
-    c = discover().get(name)
+    c = discover(also=name).get(name)
     if c is not None and not _denied(name):
         load_one(c)
     rebuild()

@@ -29,3 +29,6 @@ config_dir: str | None = None
 deny: list[str] = []
 #: Load only the bundled extensions: the host found that the others stop the worker.
 safe_mode: bool = False
+#: The user trusts this workspace: its own code (`.vis/extensions`, a workspace venv's `.pth`
+#: files) may load.
+trusted: bool = False

@@ -86,12 +86,22 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         eprintln!("vis: new session {session_id} (continue it with --session {session_id})");
     }
 
+    let closed = store.close_dangling_turns(&session_id)?;
+    if closed > 0 {
+        eprintln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
+    }
     let turn = store.begin_turn(&session_id, "exec", None)?;
     let iteration = store.next_iteration(&session_id, turn)?;
     let counts = store.counts(&session_id)?;
     let defs = store.load_defs(&session_id)?;
     let mut opts = worker_options(&config, roots.first().map(Path::new))?;
     opts.memory_limit_mb = limits.memory_limit_mb;
+    let artifact_dir = crate::config::artifact_dir(db, &session_id);
+    let _ = std::fs::create_dir_all(&artifact_dir);
+    opts.sandbox.writable.push(artifact_dir);
+    opts.sandbox
+        .writable
+        .extend(roots.iter().skip(1).map(PathBuf::from));
     let mut supervisor = Supervisor::new(opts, defs);
 
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
@@ -113,9 +123,26 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         timeout: limits.timeout,
     };
     let started_at = now_millis();
+    // The code is stored before the worker sees it.
+    store.begin_iteration(&session_id, turn, iteration, &code, started_at)?;
     let outcome = match run_block(&mut supervisor, request)? {
         Ok(o) => o,
         Err(e) => {
+            let _ = store.finish_iteration(&IterationRecord {
+                session_id: &session_id,
+                turn,
+                iteration,
+                code: &code,
+                output: &format!("[vis] the block could not run: {e}"),
+                status: "crashed",
+                started_at,
+                duration_ms: 0,
+                exec_us: 0,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &[],
+                defs_deleted: &[],
+            });
             let _ = store.finish_turn(&session_id, turn);
             let code = if matches!(e, RuntimeError::InvalidBlock(_)) {
                 2
@@ -129,32 +156,51 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         }
     };
     let worker_exit = outcome.worker_lost.map(|e| e.to_string());
-    store.record_iteration(&IterationRecord {
-        session_id: &session_id,
-        turn,
-        iteration,
-        code: &code,
-        output: &outcome.output,
-        status: outcome.status.as_str(),
-        started_at,
-        duration_ms: outcome.wall.as_millis() as i64,
-        exec_us: outcome.exec_micros as i64,
-        artifact: outcome.artifact.as_deref(),
-        worker_exit: worker_exit.as_deref(),
-        defs_set: &outcome.defs_set,
-        defs_deleted: &outcome.defs_deleted,
-    })?;
-    if let Some(exit) = &worker_exit {
-        store.record_worker_event(&session_id, outcome.status.as_str(), exit)?;
-    }
-    store.finish_turn(&session_id, turn)?;
-
-    let mut out = outcome.output;
+    let mut out = outcome.output.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    print!("{out}");
+    let recorded = store
+        .finish_iteration(&IterationRecord {
+            session_id: &session_id,
+            turn,
+            iteration,
+            code: &code,
+            output: &outcome.output,
+            status: outcome.status.as_str(),
+            started_at,
+            duration_ms: outcome.wall.as_millis() as i64,
+            exec_us: outcome.exec_micros as i64,
+            artifact: outcome.artifact.as_deref(),
+            worker_exit: worker_exit.as_deref(),
+            defs_set: &outcome.defs_set,
+            defs_deleted: &outcome.defs_deleted,
+        })
+        .and_then(|()| match &worker_exit {
+            Some(exit) => store.record_worker_event(&session_id, outcome.status.as_str(), exit),
+            None => Ok(()),
+        })
+        .and_then(|()| store.finish_turn(&session_id, turn));
+    print_output(&out);
+    if let Err(e) = recorded {
+        // The block ran: its output is shown above; what failed is recording it.
+        return Err(CliError {
+            code: 1,
+            message: format!("vis exec: the block ran, but recording it failed: {e}"),
+        });
+    }
     Ok(if outcome.status == Status::Ok { 0 } else { 1 })
+}
+
+/// Prints the block's output: as is into a pipe (it is exactly what the model would get),
+/// with control characters escaped on a terminal.
+fn print_output(out: &str) {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        print!("{}", super::term::escape_controls(out));
+    } else {
+        print!("{out}");
+    }
 }
 
 /// Runs the block on an event loop of its own; Ctrl-C interrupts the block (also while the

@@ -10,6 +10,7 @@ mod serve;
 mod sessions;
 pub mod settings;
 mod term;
+mod trust;
 
 use std::path::PathBuf;
 
@@ -46,6 +47,9 @@ pub enum Command {
     Chat(ChatArgs),
     /// Print the exact next model request of a session.
     Context(ContextArgs),
+    /// Trust a workspace, so its own code (.vis/extensions, .vis/mcp.toml, a .venv's .pth
+    /// files) may load.
+    Trust(trust::TrustArgs),
     /// Serve the gateway over HTTP for many sessions (API, SSE, OpenAPI, metrics, web view).
     Serve(serve::ServeArgs),
     /// The runtime worker (started by vis itself).
@@ -83,6 +87,11 @@ pub struct WorkerCliArgs {
     pub deny: Vec<String>,
     #[arg(long)]
     pub safe_mode: bool,
+    #[arg(long)]
+    pub trusted: bool,
+    /// The sandbox policy as JSON (see `sandbox::Policy`).
+    #[arg(long)]
+    pub sandbox: Option<String>,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -110,7 +119,16 @@ impl From<crate::store::StoreError> for CliError {
 
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
-    let db = crate::config::db_path(cli.db.as_deref());
+    if !matches!(cli.command, Command::Worker(_)) {
+        // Keys live in this process: no block (nor anything else of this user) may read its
+        // memory or environment through /proc or ptrace.
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    }
+    // Made absolute now, before anything changes directory (the worker runs in the
+    // workspace; artifacts go beside the database).
+    let db = std::path::absolute(crate::config::db_path(cli.db.as_deref()))
+        .map_err(|e| CliError::usage(format!("cannot resolve the database path: {e}")))?;
     match cli.command {
         Command::Exec(args) => exec::run(args, &db),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
@@ -118,6 +136,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Chat(args) => chat::run(args, &db),
         Command::Context(args) => context::run(args, &db),
         Command::Serve(args) => serve::run(args, &db),
+        Command::Trust(args) => trust::run(args),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,
@@ -126,6 +145,15 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 config_dir: args.config_dir,
                 deny: args.deny,
                 safe_mode: args.safe_mode,
+                trusted: args.trusted,
+                sandbox: match args.sandbox.as_deref() {
+                    Some(json) => serde_json::from_str(json).map_err(|e| {
+                        CliError::usage(format!(
+                            "vis worker: --sandbox is not a sandbox policy: {e}"
+                        ))
+                    })?,
+                    None => crate::sandbox::Policy::default(),
+                },
             },
         )),
     }

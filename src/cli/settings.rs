@@ -115,6 +115,7 @@ pub fn worker_options(
     opts.workspace = workspace.map(Path::to_path_buf);
     opts.config_dir = Some(config.dir.clone());
     opts.deny = config.deny.clone();
+    opts.trusted = workspace.is_some_and(|w| crate::trust::is_trusted(config, w));
     Ok(opts)
 }
 

@@ -230,6 +230,15 @@ impl ChatSession {
             });
         let defs = store.load_defs(id)?;
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
+        // Blocks write their full outputs there, also under the sandbox.
+        let artifact_dir = crate::config::artifact_dir(db, id);
+        let _ = std::fs::create_dir_all(&artifact_dir);
+        settings.worker.sandbox.writable.push(artifact_dir);
+        settings
+            .worker
+            .sandbox
+            .writable
+            .extend(row.workspace_roots.iter().skip(1).map(PathBuf::from));
         let supervisor = Supervisor::new(settings.worker.clone(), defs);
         let (shown_catalog, shown_agents) = shown_state(prefix.as_ref(), &entries);
         let estimate = prefix.as_ref().map_or(0, |p| p.tokens.max(0) as u64)

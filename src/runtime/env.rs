@@ -1,29 +1,76 @@
-//! The worker's environment: the host's, minus anything that looks like a secret.
+//! The worker's environment: an allow-list, not the host's environment minus what looks
+//! secret. A block can read everything in its environment, and a deny list always misses
+//! something (`DATABASE_URL=postgres://user:password@…`, `PGPASS`, a vendor's odd name), so
+//! only variables that programs need to run are passed, plus the ones the user names in
+//! `[sandbox] env`.
 
-/// True for variables that hold credentials (`OPENAI_API_KEY`, `GITHUB_TOKEN`, …). The test
-/// is deliberately broad: a block that needs a credential can be given it explicitly, while a
-/// leaked key cannot be taken back.
+/// Passed through when set: what shells, compilers, test runners and Python need.
+pub const ALLOWED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "GOPATH",
+    "GOROOT",
+    "JAVA_HOME",
+    "NODE_PATH",
+    "NVM_DIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+    "PKG_CONFIG_PATH",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "NO_COLOR",
+    "SOURCE_DATE_EPOCH",
+];
+
+/// True for variables passed to the worker by default (`LC_*` included).
+pub fn is_allowed(name: &str) -> bool {
+    ALLOWED.contains(&name) || name.starts_with("LC_")
+}
+
+/// True for variables that hold credentials (`OPENAI_API_KEY`, `GITHUB_TOKEN`, …): even when
+/// the user allows a variable by name, one that looks like a credential is refused unless
+/// named exactly, so a pattern in `[sandbox] env` cannot sweep keys in by accident.
 pub fn is_secret_env(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    const MARKERS: [&str; 8] = [
+    const MARKERS: [&str; 10] = [
         "API_KEY",
         "APIKEY",
         "TOKEN",
         "SECRET",
         "PASSWORD",
         "PASSWD",
+        "PGPASS",
         "CREDENTIAL",
         "PRIVATE_KEY",
+        "DATABASE_URL",
     ];
     MARKERS.iter().any(|m| upper.contains(m))
         || upper.ends_with("_KEY")
         || upper == "AWS_ACCESS_KEY_ID"
 }
 
-/// The environment a worker gets.
-pub fn worker_env() -> Vec<(String, String)> {
+/// The environment a worker gets: the allow-list, plus `extra` (names from `[sandbox] env`).
+pub fn worker_env(extra: &[String]) -> Vec<(String, String)> {
     std::env::vars()
-        .filter(|(k, _)| !is_secret_env(k))
+        .filter(|(k, _)| is_allowed(k) || extra.iter().any(|e| e == k))
         .collect()
 }
 
@@ -32,22 +79,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_are_recognized() {
+    fn only_allowed_names_pass() {
+        for name in ["PATH", "HOME", "LC_ALL", "VIRTUAL_ENV", "TERM"] {
+            assert!(is_allowed(name), "{name}");
+        }
         for name in [
             "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
+            "DATABASE_URL",
+            "PGPASSWORD",
+            "PGPASS",
             "GITHUB_TOKEN",
-            "gh_token",
+            "MY_APP_CONFIG",
             "AWS_SECRET_ACCESS_KEY",
-            "AWS_ACCESS_KEY_ID",
-            "DB_PASSWORD",
-            "SSH_PRIVATE_KEY",
-            "STRIPE_KEY",
         ] {
-            assert!(is_secret_env(name), "{name}");
+            assert!(!is_allowed(name), "{name}");
         }
-        for name in ["PATH", "HOME", "VIRTUAL_ENV", "KEYBOARD", "LANG", "TERM"] {
-            assert!(!is_secret_env(name), "{name}");
+        for name in ["DATABASE_URL", "PGPASS", "GH_TOKEN", "STRIPE_KEY"] {
+            assert!(is_secret_env(name), "{name}");
         }
     }
 }

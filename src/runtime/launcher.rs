@@ -21,52 +21,100 @@
 //! namespace that maps only its own uid and gid (so files keep their owners). Root skips the
 //! user namespace, so it keeps its powers over files it does not own. Where the kernel refuses
 //! (no user namespaces, a seccomp policy), the worker runs without the namespace as a child
-//! subreaper, so the host's kill still finds orphans among its descendants; [`Isolation`] says
+//! subreaper, so the host's kill still finds orphans among its descendants; [`Layers`] says
 //! which layer is missing and why.
 
 use std::io::Write;
 
-use super::wire::Isolation;
+use crate::sandbox::{Layers, Policy};
 
-/// Enters the isolation; returns in the process that should run the interpreter. Must be
-/// called before any thread is started.
-pub fn isolate() -> Isolation {
+/// Enters the namespaces; returns in the process that should run the interpreter, with
+/// what is in force. Must be called before any thread is started.
+pub fn isolate(policy: &Policy) -> Layers {
+    let mut layers = Layers {
+        mode: Some(policy.mode),
+        ..Layers::default()
+    };
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let flags = if uid == 0 {
-        libc::CLONE_NEWPID
-    } else {
-        libc::CLONE_NEWUSER | libc::CLONE_NEWPID
-    };
-    // SAFETY: unshare with namespace flags; the process is single-threaded here.
-    if unsafe { libc::unshare(flags) } != 0 {
-        return fallback(format!(
-            "no PID namespace (unshare: {}); processes a block starts in the background may outlive a crashed worker",
-            std::io::Error::last_os_error()
-        ));
-    }
+    let want_net = !policy.network;
+    let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if uid != 0 {
-        if let Err(e) = map_ids(uid, gid) {
-            return fallback(format!("no PID namespace (uid map: {e})"));
+        flags |= libc::CLONE_NEWUSER;
+    }
+    if want_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: unshare with namespace flags; the process is single-threaded here.
+    let mut ok = unsafe { libc::unshare(flags) } == 0;
+    if !ok {
+        let first = std::io::Error::last_os_error();
+        // A kernel or policy that refuses some namespace types may still allow the PID one.
+        let basic = libc::CLONE_NEWPID | if uid != 0 { libc::CLONE_NEWUSER } else { 0 };
+        // SAFETY: as above.
+        ok = unsafe { libc::unshare(basic) } == 0;
+        if !ok {
+            return fallback(
+                layers,
+                format!(
+                    "no namespaces (unshare: {first}); processes a block starts in the background may outlive a crashed worker, and the host's /proc stays visible"
+                ),
+            );
         }
+        layers.note("mount and network namespaces", format!("unshare: {first}"));
+        flags = basic;
+    }
+    layers.user_namespace = flags & libc::CLONE_NEWUSER != 0;
+    if layers.user_namespace {
+        if let Err(e) = map_ids(uid, gid) {
+            return fallback(layers, format!("no namespaces (uid map: {e})"));
+        }
+    }
+    if flags & libc::CLONE_NEWNS != 0 {
+        // Mount changes stay inside: nothing the worker mounts reaches the host.
+        // SAFETY: mount(2) with constant, valid arguments.
+        let private = unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        } == 0;
+        if private {
+            layers.mount_namespace = true;
+        } else {
+            layers.note("mount namespace", std::io::Error::last_os_error());
+        }
+    }
+    if flags & libc::CLONE_NEWNET != 0 {
+        match loopback_up() {
+            Ok(()) => layers.network_off = true,
+            Err(e) => layers.note("network namespace", format!("loopback: {e}")),
+        }
+    } else if want_net {
+        layers.note("network off", "no network namespace");
     }
     let mut status_pipe = [0 as libc::c_int; 2];
     // SAFETY: pipe2 fills the two-element array.
     if unsafe { libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return fallback(format!(
+        let why = format!(
             "no PID namespace (pipe: {})",
             std::io::Error::last_os_error()
-        ));
+        );
+        return fallback(layers, why);
     }
     let [status_read, status_write] = status_pipe;
     // SAFETY: single-threaded fork; the child only continues with async-signal-safe setup
     // before it forks again or returns.
     let init = unsafe { libc::fork() };
     if init < 0 {
-        return fallback(format!(
+        let why = format!(
             "no PID namespace (fork: {})",
             std::io::Error::last_os_error()
-        ));
+        );
+        return fallback(layers, why);
     }
     if init > 0 {
         // SAFETY: closing our copy of the write end.
@@ -77,6 +125,26 @@ pub fn isolate() -> Isolation {
     // SAFETY: closing the read end we do not use.
     unsafe { libc::close(status_read) };
     die_with_parent();
+    if layers.mount_namespace {
+        // A /proc of this PID namespace: the host and other sessions are not in it.
+        // SAFETY: mount(2) with constant, valid arguments.
+        let mounted = unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        } == 0;
+        if mounted {
+            layers.private_proc = true;
+        } else {
+            layers.note("private /proc", std::io::Error::last_os_error());
+        }
+    } else {
+        layers.note("private /proc", "no mount namespace");
+    }
     // SAFETY: as above.
     let worker = unsafe { libc::fork() };
     if worker < 0 {
@@ -94,20 +162,44 @@ pub fn isolate() -> Isolation {
         // SAFETY: plain _exit.
         unsafe { libc::_exit(70) };
     }
-    Isolation {
-        pid_namespace: true,
-        missing: None,
-    }
+    layers.pid_namespace = true;
+    layers
 }
 
-fn fallback(why: String) -> Isolation {
+fn fallback(mut layers: Layers, why: String) -> Layers {
     // SAFETY: prctl with a constant option; failure only loses the subreaper.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
-    Isolation {
-        pid_namespace: false,
-        missing: Some(why),
+    layers.missing.push(why);
+    layers
+}
+
+/// Brings the loopback interface of the new network namespace up, so servers a block starts
+/// on 127.0.0.1 work while nothing else is reachable.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: a socket for ioctls, an ifreq we own, and checked return codes.
+    unsafe {
+        let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if sock < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let result = if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            if libc::ioctl(sock, libc::SIOCSIFFLAGS, &ifr) < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        libc::close(sock);
+        result
     }
 }
 

@@ -71,6 +71,8 @@ pub(crate) struct WorkerProcess {
     pub python_version: String,
     pub manifest: Vec<ManifestEntry>,
     pub isolation: Isolation,
+    /// The worker's own `TMPDIR` (writable in every sandbox mode); removed with the worker.
+    _tmp: tempfile::TempDir,
 }
 
 impl WorkerProcess {
@@ -107,9 +109,18 @@ impl WorkerProcess {
         if safe_mode {
             cmd.arg("--safe-mode");
         }
+        if opts.trusted {
+            cmd.arg("--trusted");
+        }
+        let tmp = crate::sandbox::private_tmp().map_err(RuntimeError::Io)?;
+        let policy = worker_policy(opts, tmp.path());
+        cmd.arg("--sandbox").arg(
+            serde_json::to_string(&policy).map_err(|e| RuntimeError::Protocol(e.to_string()))?,
+        );
         cmd.env_clear()
-            .envs(worker_env())
+            .envs(worker_env(&opts.env))
             .env("VIS_WORKER", "1")
+            .env("TMPDIR", tmp.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -133,6 +144,7 @@ impl WorkerProcess {
             python_version: String::new(),
             manifest: Vec::new(),
             isolation: Isolation::default(),
+            _tmp: tmp,
         };
         let ready = tokio::time::timeout(opts.startup_timeout, worker.channel.recv()).await;
         match ready {
@@ -215,6 +227,24 @@ impl WorkerProcess {
             _ => ExitInfo::Unknown,
         }
     }
+}
+
+/// The policy a worker enters: the options' one, with the paths it may write completed.
+fn worker_policy(opts: &WorkerOptions, tmp: &Path) -> crate::sandbox::Policy {
+    use crate::sandbox::Mode;
+    let mut policy = opts.sandbox.clone();
+    policy.writable.push(tmp.to_path_buf());
+    if policy.mode == Mode::WorkspaceWrite {
+        if let Some(ws) = &opts.workspace {
+            policy.writable.push(ws.clone());
+        }
+        // Where tools write scratch files by habit, as in Codex's workspace-write.
+        policy.writable.push("/tmp".into());
+        policy.writable.push("/var/tmp".into());
+    }
+    policy.writable.sort();
+    policy.writable.dedup();
+    policy
 }
 
 /// SIGKILLs the process group `root` leads and every descendant of `root` (and `root` itself

@@ -48,6 +48,13 @@ pub struct WorkerOptions {
     /// Denied names and namespaces (`[permissions] deny`): omitted from the manifest and
     /// absent from the model's namespace.
     pub deny: Vec<String>,
+    /// Environment variables passed to the worker beyond the allow-list (`[sandbox] env`).
+    pub env: Vec<String>,
+    /// The user trusts the workspace (see `trust`): its own code may load at start.
+    pub trusted: bool,
+    /// The sandbox (mode, network, extra writable paths). The workspace (in
+    /// `workspace-write`) and the worker's own temp directory are added when it starts.
+    pub sandbox: crate::sandbox::Policy,
 }
 
 impl WorkerOptions {
@@ -61,6 +68,9 @@ impl WorkerOptions {
             interrupt_grace: Duration::from_secs(2),
             config_dir: None,
             deny: Vec::new(),
+            env: Vec::new(),
+            trusted: false,
+            sandbox: crate::sandbox::Policy::default(),
         }
     }
 }
@@ -376,6 +386,12 @@ impl Supervisor {
                 "restored".into(),
                 notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null),
             );
+            let mut sandbox = self.isolation.to_json();
+            if let Value::Object(s) = &mut sandbox {
+                s.insert("network".into(), Value::Bool(self.opts.sandbox.network));
+                s.insert("trusted".into(), Value::Bool(self.opts.trusted));
+            }
+            map.insert("sandbox".into(), sandbox);
         }
         let id = self.next_exec_id;
         self.next_exec_id += 1;

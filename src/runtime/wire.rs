@@ -53,16 +53,8 @@ pub struct ExecRequest {
     pub workspace_roots: Vec<String>,
 }
 
-/// The process isolation a worker got at start.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Isolation {
-    /// The worker is PID 1 of its own PID namespace (inside a user namespace): everything a
-    /// block starts dies with it.
-    pub pid_namespace: bool,
-    /// Why a layer is missing, when one is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missing: Option<String>,
-}
+/// The sandbox layers a worker got at start (what it reports in `ready`).
+pub type Isolation = crate::sandbox::Layers;
 
 /// What a worker tells its host.
 #[derive(Debug, Clone, Serialize, Deserialize)]

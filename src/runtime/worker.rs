@@ -56,6 +56,11 @@ pub struct WorkerArgs {
     /// Load only the bundled extensions (the host retries in this mode when a worker dies or
     /// hangs while loading the others).
     pub safe_mode: bool,
+    /// The user trusts the workspace: its own code may load (`.vis/extensions`, a workspace
+    /// venv's `.pth` files).
+    pub trusted: bool,
+    /// The sandbox to enter, with every path it may write.
+    pub sandbox: crate::sandbox::Policy,
 }
 
 /// The worker's end of the protocol channel. Writes are whole frames under one lock; reads
@@ -83,8 +88,16 @@ include!(concat!(env!("OUT_DIR"), "/prelude_sources.rs"));
 
 /// Runs the worker until the host closes the pipe or says `shutdown`. Returns the exit code.
 pub fn run_worker(args: WorkerArgs) -> i32 {
-    let isolation = super::launcher::isolate();
+    let mut isolation = super::launcher::isolate(&args.sandbox);
     IN_PID_NAMESPACE.store(isolation.pid_namespace, Ordering::SeqCst);
+    confine(&args.sandbox, &mut isolation);
+    if args.sandbox.require && !isolation.missing.is_empty() {
+        eprintln_raw(&format!(
+            "vis worker: the sandbox is incomplete and [sandbox] require = true: {}; run `vis sandbox status` for details",
+            isolation.missing.join("; ")
+        ));
+        return 73;
+    }
     let queue = match prepare_process(&args) {
         Ok(queue) => queue,
         Err(e) => {
@@ -117,6 +130,52 @@ fn eprintln_raw(msg: &str) {
 
 fn last_os_error(what: &str) -> RuntimeError {
     RuntimeError::Worker(format!("{what}: {}", std::io::Error::last_os_error()))
+}
+
+/// The layers that restrict the process itself: resource limits, Landlock, seccomp. Applied
+/// before any thread exists, so every thread and every process started later inherits them.
+fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
+    use crate::sandbox::Mode;
+    let limits = [
+        (libc::RLIMIT_FSIZE, policy.max_file_bytes),
+        (libc::RLIMIT_NPROC, policy.max_processes),
+        (libc::RLIMIT_CORE, 0),
+    ];
+    let mut rlimits_ok = true;
+    for (resource, value) in limits {
+        if value == 0 && resource != libc::RLIMIT_CORE {
+            continue;
+        }
+        let lim = libc::rlimit {
+            rlim_cur: value as libc::rlim_t,
+            rlim_max: value as libc::rlim_t,
+        };
+        // SAFETY: setrlimit with a valid struct; lowering limits needs no privilege.
+        if unsafe { libc::setrlimit(resource, &lim) } != 0 {
+            rlimits_ok = false;
+            layers.note("resource limits", std::io::Error::last_os_error());
+        }
+    }
+    layers.rlimits = rlimits_ok;
+    if policy.mode == Mode::FullAccess {
+        return;
+    }
+    match crate::sandbox::landlock::restrict(&policy.writable) {
+        Ok(level) => {
+            layers.landlock = Some(level.to_string());
+            if level == "partial" {
+                layers.note(
+                    "landlock",
+                    "the kernel enforces only part of the write rules",
+                );
+            }
+        }
+        Err(e) => layers.note("landlock", e),
+    }
+    match crate::sandbox::seccomp::install() {
+        Ok(()) => layers.seccomp = true,
+        Err(e) => layers.note("seccomp", e),
+    }
 }
 
 /// Memory cap, signal mask, descriptor layout and the channel; all before any other thread
@@ -435,7 +494,7 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     py.run(&code, Some(&globals), None)?;
     // What the extension loader (run by the Runner) needs to know.
     let state = py.import("vis._state")?;
-    state.setattr("workspace", workspace)?;
+    state.setattr("workspace", &workspace)?;
     state.setattr(
         "config_dir",
         args.config_dir
@@ -444,7 +503,13 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     )?;
     state.setattr("deny", PyList::new(py, &args.deny)?)?;
     state.setattr("safe_mode", args.safe_mode)?;
+    state.setattr("trusted", args.trusted)?;
+    // The prelude imports the standard modules it needs first; only then does the workspace
+    // become importable, after the standard library.
     let runner_cls = py.import("vis._runner")?.getattr("Runner")?;
+    py.import("_vis_embedded")?
+        .getattr("extend_path")?
+        .call1((&workspace, args.trusted))?;
     let runner = runner_cls.call1((args.capture.to_string_lossy().into_owned(),))?;
     let version: String = sys.getattr("version")?.extract()?;
     Ok((runner.unbind(), version))

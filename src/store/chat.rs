@@ -281,13 +281,27 @@ impl Store {
         Ok(())
     }
 
-    /// Turns still marked running (their gateway stopped without ending them).
+    /// Turns still marked running whose process is gone (it stopped without ending them);
+    /// turns another live process is running are left alone.
     pub fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>> {
         let mut stmt = self.conn.prepare(
-            "SELECT turn, kind FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
+            "SELECT turn, kind, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
         )?;
-        let rows = stmt.query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        let rows = stmt.query_map([session_id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (turn, kind, owner) = row?;
+            if !owner.as_deref().is_some_and(super::owner_alive) {
+                out.push((turn, kind));
+            }
+        }
+        Ok(out)
     }
 
     /// The most recently used chat session whose first workspace root is `root`.

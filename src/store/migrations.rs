@@ -77,6 +77,7 @@ ALTER TABLE sessions ADD COLUMN provider TEXT;
 ALTER TABLE sessions ADD COLUMN model TEXT;
 ALTER TABLE sessions ADD COLUMN base_url TEXT;
 ALTER TABLE iterations ADD COLUMN call_id TEXT;  -- the tool call this iteration answered
+ALTER TABLE turns ADD COLUMN owner TEXT;          -- 'pid:start time' of the process running it
 
 -- Fixed at a chat session's first request and never changed, so every later request (also
 -- after a restart, with a newer vis) starts with the same bytes.

@@ -33,6 +33,8 @@ pub enum StoreError {
     },
     #[error("cannot write the database {path}: {detail}; choose a writable location with --db PATH or VIS_HOME")]
     Unwritable { path: PathBuf, detail: String },
+    #[error("database {path} is an empty file (0 bytes): it is not a Vis database, and may be one that was cut short (a full disk?); it was left untouched — remove it to start a new one, or pass --db with another path")]
+    Empty { path: PathBuf },
     #[error("no session '{0}' in this database; `vis sessions list` shows the sessions there are")]
     UnknownSession(String),
     #[error("database error: {0}")]
@@ -148,14 +150,56 @@ impl Store {
                 detail: "it is a directory".into(),
             });
         }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            // SQLite would take an empty file as a new database; one that exists but is empty
+            // was not made by us, or was truncated.
+            return Err(StoreError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::Unwritable {
                 path: path.to_path_buf(),
                 detail: format!("cannot create {}: {e}", parent.display()),
             })?;
         }
+        if !path.exists() {
+            Self::create_fresh(path)?;
+        }
         let conn = Connection::open(path).map_err(|e| classify_open_error(path, e))?;
         Self::init(conn, path)
+    }
+
+    /// Makes a new database beside `path` and links it into place, so no other process ever
+    /// sees a half-made (empty) file there; if another one got there first, its database is
+    /// used.
+    fn create_fresh(path: &Path) -> Result<()> {
+        let unwritable = |detail: String| StoreError::Unwritable {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "vis.db".into());
+        let temp = path.with_file_name(format!(
+            ".{name}.new-{}-{}",
+            std::process::id(),
+            now_millis()
+        ));
+        {
+            let conn = Connection::open(&temp).map_err(|e| classify_open_error(&temp, e))?;
+            Self::init(conn, &temp)?;
+        }
+        let linked = std::fs::hard_link(&temp, path);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", temp.display()));
+        }
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(unwritable(format!("cannot create it: {e}"))),
+        }
     }
 
     /// A private in-memory store (tests, benchmarks).
@@ -324,8 +368,8 @@ impl Store {
             |r| r.get(0),
         )?;
         tx.execute(
-            "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at) VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
-            params![session_id, turn, kind, user_text, now_millis()],
+            "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
+            params![session_id, turn, kind, user_text, now_millis(), process_identity(std::process::id() as i32)],
         )?;
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
@@ -360,6 +404,58 @@ impl Store {
         insert_iteration(&tx, rec)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// Records an iteration as running, with its code, before its block is sent to the worker:
+    /// whatever the worker does (or the host, when it dies), the code is in the history.
+    pub fn begin_iteration(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+        code: &str,
+        started_at: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
+             VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)",
+            params![session_id, turn, iteration, code, started_at],
+        )?;
+        Ok(())
+    }
+
+    /// Completes an iteration recorded by [`Store::begin_iteration`], with its definition
+    /// changes, in one transaction.
+    pub fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "DELETE FROM iterations WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3 AND status = 'running'",
+            params![rec.session_id, rec.turn, rec.iteration],
+        )?;
+        insert_iteration(&tx, rec)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Closes turns whose process stopped without ending them (their running iterations
+    /// become interrupted); returns how many.
+    pub fn close_dangling_turns(&self, session_id: &str) -> Result<usize> {
+        let dangling = self.running_turns(session_id)?;
+        for (turn, _) in &dangling {
+            self.conn.execute(
+                "UPDATE iterations SET status = 'interrupted',
+                    output = '[vis] interrupted: the process running this block stopped before it finished; the block''s effects are unknown.'
+                 WHERE session_id = ?1 AND turn = ?2 AND status = 'running'",
+                params![session_id, turn],
+            )?;
+            self.conn.execute(
+                "UPDATE turns SET status = 'interrupted', finished_at = ?3 WHERE session_id = ?1 AND turn = ?2",
+                params![session_id, turn, now_millis()],
+            )?;
+        }
+        Ok(dangling.len())
     }
 
     pub fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()> {
@@ -471,6 +567,24 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
+}
+
+/// `pid:start time` of a process (the start time tells a reused pid apart), or `None` when
+/// the process does not exist.
+pub fn process_identity(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name; the start time is field 22 of the whole line.
+    let rest = stat.rsplit_once(')')?.1;
+    let start = rest.split_whitespace().nth(19)?;
+    Some(format!("{pid}:{start}"))
+}
+
+/// True while the process that recorded `owner` still runs.
+fn owner_alive(owner: &str) -> bool {
+    let Some(pid) = owner.split(':').next().and_then(|p| p.parse::<i32>().ok()) else {
+        return false;
+    };
+    process_identity(pid).as_deref() == Some(owner)
 }
 
 /// Inserts an iteration and applies its definition changes, inside the caller's transaction.

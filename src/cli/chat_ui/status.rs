@@ -258,18 +258,13 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
             ));
         }
         let isolation = supervisor.isolation();
-        parts.push(if isolation.pid_namespace {
-            "own PID namespace".into()
-        } else {
-            format!(
-                "no PID namespace{}",
-                isolation
-                    .missing
-                    .as_ref()
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            )
-        });
+        parts.push(format!(
+            "sandbox {}",
+            isolation.mode.map_or("?", |m| m.as_str())
+        ));
+        if !isolation.missing.is_empty() {
+            parts.push(format!("missing: {}", isolation.missing.join("; ")));
+        }
         parts.join(", ")
     } else {
         "not running (it starts with the next request)".into()

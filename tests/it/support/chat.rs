@@ -20,6 +20,7 @@ pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatS
     let mut worker = WorkerOptions::new(vis_bin());
     worker.workspace = Some(env.workspace());
     worker.config_dir = Some(env.config_dir());
+    worker.trusted = true;
     ChatSettings {
         provider: fake.settings(kind),
         worker,

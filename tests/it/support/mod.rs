@@ -41,7 +41,15 @@ impl From<Output> for Run {
 }
 
 impl TestEnv {
+    /// A world whose workspace the user trusts (its own extensions load), as most tests need.
     pub fn new() -> TestEnv {
+        let env = TestEnv::untrusted();
+        vis::trust::trust(&env.config_dir(), &env.workspace()).unwrap();
+        env
+    }
+
+    /// A world whose workspace is not trusted yet.
+    pub fn untrusted() -> TestEnv {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
         TestEnv { dir }
@@ -128,6 +136,7 @@ impl TestEnv {
         let mut opts = WorkerOptions::new(vis_bin());
         opts.workspace = Some(self.workspace());
         opts.interrupt_grace = Duration::from_millis(1500);
+        opts.trusted = true;
         tweak(&mut opts);
         Runtime::new(opts, defs)
     }
