@@ -105,6 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             artifact_dir: art,
             workspace_roots: vec![ws],
             timeout: Duration::from_secs(600),
+            artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
         },
         &mut NoHostCalls,
     )?;

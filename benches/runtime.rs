@@ -49,6 +49,7 @@ fn block(dir: &std::path::Path, code: &str) -> BlockRequest {
         artifact_dir: dir.to_path_buf(),
         workspace_roots: vec![dir.to_path_buf()],
         timeout: Duration::from_secs(30),
+        artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
     }
 }
 

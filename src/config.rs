@@ -94,6 +94,16 @@ pub enum ConfigError {
 /// idle_park_after = 900           # seconds
 /// shutdown_grace = 30             # seconds running blocks get at shutdown
 ///
+/// [sandbox]
+/// mode = "workspace-write"        # read-only | workspace-write | full-access (--sandbox)
+/// network = false                 # on by default only in full-access (--network)
+/// writable = ["/path"]            # more places blocks may write
+/// env = ["MY_VAR"]                # more environment variables the worker gets
+/// require = false                 # refuse to run when a layer is missing
+/// max_file_mb = 8192              # largest file a block may write
+/// max_processes = 4096            # processes of the user (RLIMIT_NPROC)
+/// artifact_quota_mb = 1024        # full outputs kept per session
+///
 /// [folding]
 /// introspection = false           # read_session returns originals (also vis chat --introspection)
 /// gist_max_tokens = 1000          # longer gists are rejected
@@ -127,6 +137,8 @@ pub struct Config {
     pub serve: ServeConfig,
     /// `[trust] workspaces`: directories whose own code may load (see `trust`).
     pub trusted_workspaces: Vec<String>,
+    /// `[sandbox]`.
+    pub sandbox: SandboxConfig,
 }
 
 /// `[trust]`.
@@ -134,6 +146,21 @@ pub struct Config {
 struct TrustConfig {
     #[serde(default)]
     workspaces: Vec<String>,
+}
+
+/// `[sandbox]`: the worker's sandbox (see `sandbox`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct SandboxConfig {
+    pub mode: Option<String>,
+    pub network: Option<bool>,
+    #[serde(default)]
+    pub writable: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    pub require: Option<bool>,
+    pub max_file_mb: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub artifact_quota_mb: Option<u64>,
 }
 
 /// `[serve]`: `vis serve`.
@@ -188,6 +215,8 @@ struct Typed {
     serve: ServeConfig,
     #[serde(default)]
     trust: TrustConfig,
+    #[serde(default)]
+    sandbox: SandboxConfig,
 }
 
 impl Config {
@@ -388,6 +417,19 @@ impl Config {
         config.folding = typed.folding;
         config.serve = typed.serve;
         config.trusted_workspaces = typed.trust.workspaces;
+        if let Some(mode) = &typed.sandbox.mode {
+            crate::sandbox::Mode::parse(mode)
+                .map_err(|e| invalid(format!("{}`sandbox.mode`: {e}", line_of("mode"))))?;
+        }
+        for path in &typed.sandbox.writable {
+            if !Path::new(path).is_absolute() {
+                return Err(invalid(format!(
+                    "{}`sandbox.writable` holds {path:?}, which is not an absolute path",
+                    line_of("writable")
+                )));
+            }
+        }
+        config.sandbox = typed.sandbox;
         Ok(config)
     }
 }

@@ -244,7 +244,39 @@ def _format_exception(exc: BaseException) -> str:
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     if cause is not None:
         lines.append("  (%s: %s)\n" % (type(cause).__name__, cause))
+    hint = network_hint(exc)
+    if hint:
+        lines.append(hint + "\n")
     return "".join(lines)
+
+
+def network_hint(exc: BaseException) -> str | None:
+    """A line saying the network is off, when `exc` is a failure to reach the network and the
+    sandbox has it off (a refused connection to a local server is not one)."""
+    import errno
+    import socket
+
+    sandbox = _state.session.get("sandbox") or {}
+    if sandbox.get("network", True):
+        return None
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, socket.gaierror) or (
+            isinstance(e, OSError) and e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EAI_AGAIN if hasattr(errno, "EAI_AGAIN") else -1)
+        ):
+            return (
+                "[vis] the network is off in this sandbox (mode %s): only 127.0.0.1 is reachable; the person can allow it with --network or [sandbox] network = true"
+                % sandbox.get("mode", "workspace-write")
+            )
+        for nxt in (e.__cause__, e.__context__, getattr(e, "reason", None)):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    return None
 
 
 __all__ = ["Runner", "describe"]

@@ -55,7 +55,38 @@ def sh(cmd: str, timeout: float = 120) -> ShellResult:
     text, _total, cut = _native.cap_text(raw, _state.output_limit, artifact)
     if not cut:
         os.unlink(artifact)
+    if code not in (0, None):
+        hint = _network_hint(text)
+        if hint:
+            text = text.rstrip("\n") + "\n" + hint + "\n"
     return ShellResult(cmd, code, text, seconds, timed_out)
+
+
+_NETWORK_FAILURES = (
+    "could not resolve host",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "network is unreachable",
+    "no address associated with hostname",
+    "getaddrinfo",
+    "eai_again",
+    "enetunreach",
+)
+
+
+def _network_hint(output: str) -> str | None:
+    """The sandbox's network line when a failed command's output says it could not reach the
+    network and the network is off."""
+    sandbox = _state.session.get("sandbox") or {}
+    if sandbox.get("network", True):
+        return None
+    lower = output.lower()
+    if not any(marker in lower for marker in _NETWORK_FAILURES):
+        return None
+    return (
+        "[vis] the network is off in this sandbox (mode %s): only 127.0.0.1 is reachable; the person can allow it with --network or [sandbox] network = true"
+        % sandbox.get("mode", "workspace-write")
+    )
 
 
 def run_to_file(

@@ -96,6 +96,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let defs = store.load_defs(&session_id)?;
     let mut opts = worker_options(&config, roots.first().map(Path::new))?;
     opts.memory_limit_mb = limits.memory_limit_mb;
+    opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     let _ = std::fs::create_dir_all(&artifact_dir);
     opts.sandbox.writable.push(artifact_dir);
@@ -121,6 +122,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         artifact_dir,
         workspace_roots: roots.iter().map(PathBuf::from).collect(),
         timeout: limits.timeout,
+        artifact_quota: limits.sandbox.artifact_quota,
     };
     let started_at = now_millis();
     // The code is stored before the worker sees it.

@@ -6,6 +6,7 @@ mod chat;
 mod chat_ui;
 mod context;
 mod exec;
+mod sandbox;
 mod serve;
 mod sessions;
 pub mod settings;
@@ -47,6 +48,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Print the exact next model request of a session.
     Context(ContextArgs),
+    /// The worker's sandbox on this machine.
+    Sandbox(sandbox::SandboxArgs),
     /// Trust a workspace, so its own code (.vis/extensions, .vis/mcp.toml, a .venv's .pth
     /// files) may load.
     Trust(trust::TrustArgs),
@@ -137,6 +140,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Context(args) => context::run(args, &db),
         Command::Serve(args) => serve::run(args, &db),
         Command::Trust(args) => trust::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,

@@ -63,7 +63,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
         chat_settings(
             provider,
             &settings_config,
-            limits,
+            limits.clone(),
             Some(Path::new(workspace)),
         )
         .map_err(|e| e.message)

@@ -55,13 +55,22 @@ pub struct LimitArgs {
     /// output_limit).
     #[arg(long, value_name = "CHARS")]
     pub output_limit: Option<usize>,
+    /// The sandbox: read-only, workspace-write (default) or full-access (env VIS_SANDBOX;
+    /// config [sandbox] mode).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<String>,
+    /// Let blocks reach the network (config [sandbox] network; on by default only in
+    /// full-access).
+    #[arg(long)]
+    pub network: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     pub timeout: Duration,
     pub output_limit: usize,
     pub memory_limit_mb: u64,
+    pub sandbox: crate::sandbox::Policy,
 }
 
 pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
@@ -97,10 +106,39 @@ pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
         crate::runtime::DEFAULT_MEMORY_LIMIT_MB,
         "a whole number of MiB",
     )?;
+    let mode_text = args
+        .sandbox
+        .clone()
+        .or_else(|| std::env::var("VIS_SANDBOX").ok().filter(|v| !v.is_empty()))
+        .or_else(|| config.sandbox.mode.clone());
+    let mode = match mode_text {
+        Some(m) => {
+            crate::sandbox::Mode::parse(&m).map_err(|e| CliError::usage(format!("vis: {e}")))?
+        }
+        None => crate::sandbox::Mode::WorkspaceWrite,
+    };
+    let mut sandbox = crate::sandbox::Policy::for_mode(mode);
+    if args.network {
+        sandbox.network = true;
+    } else if let Some(n) = config.sandbox.network {
+        sandbox.network = n;
+    }
+    sandbox.writable = config.sandbox.writable.iter().map(PathBuf::from).collect();
+    sandbox.require = config.sandbox.require.unwrap_or(false);
+    if let Some(mb) = config.sandbox.max_file_mb {
+        sandbox.max_file_bytes = mb.saturating_mul(1024 * 1024);
+    }
+    if let Some(n) = config.sandbox.max_processes {
+        sandbox.max_processes = n;
+    }
+    if let Some(mb) = config.sandbox.artifact_quota_mb {
+        sandbox.artifact_quota = mb.saturating_mul(1024 * 1024);
+    }
     Ok(Limits {
         timeout: Duration::from_secs_f64(timeout),
         output_limit,
         memory_limit_mb,
+        sandbox,
     })
 }
 
@@ -116,6 +154,7 @@ pub fn worker_options(
     opts.config_dir = Some(config.dir.clone());
     opts.deny = config.deny.clone();
     opts.trusted = workspace.is_some_and(|w| crate::trust::is_trusted(config, w));
+    opts.env = config.sandbox.env.clone();
     Ok(opts)
 }
 
@@ -245,6 +284,7 @@ pub fn chat_settings(
 ) -> Result<ChatSettings, CliError> {
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
+    worker.sandbox = limits.sandbox.clone();
     Ok(ChatSettings {
         provider,
         worker,

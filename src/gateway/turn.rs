@@ -412,6 +412,7 @@ impl ChatSession {
             artifact_dir: self.artifact_dir.clone(),
             workspace_roots: self.roots.iter().map(PathBuf::from).collect(),
             timeout: self.settings.block_timeout,
+            artifact_quota: self.settings.worker.sandbox.artifact_quota,
         };
         let _ = events.send(Event::BlockStarted {
             turn,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// Frames larger than this are a protocol violation, not data (block output is capped long
 /// before it gets here).
-pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 /// Writes one frame and flushes it.
 pub fn write_frame(out: &mut impl Write, payload: &[u8]) -> io::Result<()> {

@@ -43,14 +43,30 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
 /// prints gigabytes costs neither the worker nor the host that much memory.
 const IN_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Default cap on the artifacts one session keeps (full outputs).
+pub const DEFAULT_ARTIFACT_QUOTA: u64 = 1024 * 1024 * 1024;
+
+/// Why a full output was not kept (`None` when it was, or nothing was cut).
+pub type Saved = Result<bool, String>;
+
 /// Caps the output held in the file at `path`; when something is cut, the whole file is copied
-/// to `artifact`. Returns the capped text and whether the artifact was written.
-pub fn cap_file(path: &Path, limit: usize, artifact: &Path) -> std::io::Result<(Capped, bool)> {
+/// to `artifact`, unless that would take the artifact directory over `quota` bytes. Returns the
+/// capped text and whether the artifact was written (or why not).
+pub fn cap_file(
+    path: &Path,
+    limit: usize,
+    artifact: &Path,
+    quota: u64,
+) -> std::io::Result<(Capped, Saved)> {
     let len = std::fs::metadata(path)?.len();
     if len <= IN_MEMORY_BYTES {
         let raw = std::fs::read(path)?;
         let capped = cap_output(&raw, limit, Some(artifact));
-        let saved = capped.cut_chars > 0 && save_copy(path, artifact).is_ok();
+        let saved = if capped.cut_chars > 0 {
+            save_copy(path, artifact, quota).map(|()| true)
+        } else {
+            Ok(false)
+        };
         return Ok((capped, saved));
     }
     let mut file = std::fs::File::open(path)?;
@@ -79,18 +95,45 @@ pub fn cap_file(path: &Path, limit: usize, artifact: &Path) -> std::io::Result<(
     let tail_text = String::from_utf8_lossy(&tail[skip..]);
     let mut capped = cut_between(&head_text, &tail_text, total_chars, limit, Some(artifact));
     capped.lossy = lossy;
-    let saved = save_copy(path, artifact).is_ok();
+    let saved = save_copy(path, artifact, quota).map(|()| true);
     Ok((capped, saved))
 }
 
-/// Copies `from` to `to` through a temp file, so an artifact is never half written.
-fn save_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Bytes of the files directly in `dir` (an artifact directory is flat).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Copies `from` to `to` through a temp file, so an artifact is never half written; refuses
+/// when the directory would hold more than `quota` bytes.
+fn save_copy(from: &Path, to: &Path, quota: u64) -> Result<(), String> {
     let dir = to.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::fs::copy(from, tmp.path())?;
-    tmp.persist(to).map_err(|e| e.error)?;
-    Ok(())
+    let size = std::fs::metadata(from).map(|m| m.len()).unwrap_or(0);
+    let used = dir_bytes(dir);
+    if used + size > quota {
+        return Err(format!(
+            "the session's artifacts would exceed their quota ({} MiB used, this output {} MiB, quota {} MiB; [sandbox] artifact_quota_mb)",
+            used / (1024 * 1024),
+            size.div_ceil(1024 * 1024),
+            quota / (1024 * 1024)
+        ));
+    }
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::fs::copy(from, tmp.path())?;
+        tmp.persist(to).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().map_err(|e| e.to_string())
 }
 
 /// Keeps the first half of the limit from `head_src` and the second half from the end of
@@ -243,8 +286,8 @@ mod tests {
         }
         std::fs::write(&src, &text).unwrap();
         let art = dir.path().join("art/full.txt");
-        let (c, saved) = cap_file(&src, 1000, &art).unwrap();
-        assert!(saved);
+        let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
+        assert_eq!(saved, Ok(true));
         assert_eq!(std::fs::read(&art).unwrap(), text.as_bytes());
         assert_eq!(c.total_chars, text.chars().count());
         assert!(c.text.starts_with("line 0 é\n"), "{}", &c.text[..50]);
@@ -255,8 +298,8 @@ mod tests {
         );
         // Small files take the in-memory path with the same result shape.
         std::fs::write(&src, "short\n").unwrap();
-        let (c, saved) = cap_file(&src, 1000, &art).unwrap();
-        assert_eq!((c.text.as_str(), saved), ("short\n", false));
+        let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
+        assert_eq!((c.text.as_str(), saved), ("short\n", Ok(false)));
     }
 
     fn marker_len(text: &str) -> usize {

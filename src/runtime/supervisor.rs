@@ -175,6 +175,8 @@ pub struct BlockRequest {
     pub artifact_dir: std::path::PathBuf,
     pub workspace_roots: Vec<std::path::PathBuf>,
     pub timeout: Duration,
+    /// The most bytes the session's artifact directory may hold.
+    pub artifact_quota: u64,
 }
 
 /// How a block ended, and everything the caller needs to record it.
@@ -408,6 +410,7 @@ impl Supervisor {
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
                 .collect(),
+            artifact_quota: req.artifact_quota,
         };
         let grace = self.opts.interrupt_grace;
         let memory_limit_mb = self.opts.memory_limit_mb;
@@ -437,6 +440,14 @@ impl Supervisor {
             exit
         });
         result.status = status;
+        // The worker is not trusted to say what the block defined: a persisted definition
+        // must be code of this block (a forged result could otherwise plant code that runs in
+        // every new worker).
+        let before = result.defs_set.len();
+        result
+            .defs_set
+            .retain(|d| is_identifier(&d.name) && defined_by(&req.code, d));
+        let dropped = before - result.defs_set.len();
         self.apply_def_changes(&result);
         if let Some(manifest) = result.manifest.take() {
             self.manifest = manifest;
@@ -448,6 +459,14 @@ impl Supervisor {
             output.push('\n');
         }
         output.push_str(&result.output);
+        if dropped > 0 {
+            if !output.is_empty() && !output.ends_with('\n') {
+                output.push('\n');
+            }
+            output.push_str(&format!(
+                "[vis] ignored {dropped} definition(s) the worker reported that are not code of this block; they are not kept\n"
+            ));
+        }
         if let Some(trailer) = trailer {
             if !output.is_empty() && !output.ends_with('\n') {
                 output.push('\n');
@@ -605,9 +624,15 @@ async fn wait_for_result(
 
 /// The result of a block whose worker died: whatever it printed before, capped.
 fn lost_result(id: u64, worker: &WorkerProcess, req: &BlockRequest) -> ExecResult {
-    let (capped, saved) = cap_file(worker.capture_path(), req.output_limit, &req.artifact_path)
-        .unwrap_or_else(|_| (cap_output(b"", req.output_limit, None), false));
-    let artifact = saved.then(|| req.artifact_path.to_string_lossy().into_owned());
+    let (capped, saved) = cap_file(
+        worker.capture_path(),
+        req.output_limit,
+        &req.artifact_path,
+        req.artifact_quota,
+    )
+    .unwrap_or_else(|_| (cap_output(b"", req.output_limit, None), Ok(false)));
+    let artifact =
+        matches!(saved, Ok(true)).then(|| req.artifact_path.to_string_lossy().into_owned());
     ExecResult {
         id,
         status: Status::Crashed,
@@ -629,6 +654,32 @@ fn seconds(d: Duration) -> String {
     } else {
         format!("{s:.1} s")
     }
+}
+
+/// True when `def` can come from `code`: a function or class is its source text verbatim; an
+/// import (stored one name per statement) is one line that imports a module the code names.
+fn defined_by(code: &str, def: &PersistedDef) -> bool {
+    let source = def.source.trim();
+    if source.is_empty() {
+        return false;
+    }
+    if def.kind != "import" {
+        return code.contains(source);
+    }
+    let mut words = source.split_whitespace();
+    let module = match (words.next(), words.next()) {
+        (Some("import" | "from"), Some(module)) => module,
+        _ => return false,
+    };
+    !source.contains('\n') && !source.contains(';') && code.contains(module)
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || unicode_ident::is_xid_start(c))
+        && chars.all(|c| c == '_' || unicode_ident::is_xid_continue(c))
 }
 
 /// Rejects blocks that cannot be meaningful code; the message is for the model or user.

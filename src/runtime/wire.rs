@@ -51,6 +51,13 @@ pub struct ExecRequest {
     /// Directory for other artifacts of this block (e.g. `sh` output).
     pub artifact_dir: String,
     pub workspace_roots: Vec<String>,
+    /// The most bytes the session's artifact directory may hold.
+    #[serde(default = "default_quota")]
+    pub artifact_quota: u64,
+}
+
+fn default_quota() -> u64 {
+    super::output::DEFAULT_ARTIFACT_QUOTA
 }
 
 /// The sandbox layers a worker got at start (what it reports in `ready`).

@@ -565,20 +565,28 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResul
             (status, "{}".to_string())
         }
     };
-    let (capped, artifact, mut output) =
-        match cap_file(capture, req.output_limit, Path::new(&req.artifact_path)) {
-            Ok((capped, saved)) => {
-                let text = capped.text.clone();
-                (capped, saved.then(|| req.artifact_path.clone()), text)
-            }
-            Err(e) => {
-                let capped = cap_output(b"", req.output_limit, None);
-                let text = format!("[vis] could not read the block's output: {e}\n");
-                (capped, None, text)
-            }
-        };
+    let (capped, artifact, mut output, unsaved) = match cap_file(
+        capture,
+        req.output_limit,
+        Path::new(&req.artifact_path),
+        req.artifact_quota,
+    ) {
+        Ok((capped, saved)) => {
+            let text = capped.text.clone();
+            let artifact = matches!(saved, Ok(true)).then(|| req.artifact_path.clone());
+            (capped, artifact, text, saved.err())
+        }
+        Err(e) => {
+            let capped = cap_output(b"", req.output_limit, None);
+            let text = format!("[vis] could not read the block's output: {e}\n");
+            (capped, None, text, None)
+        }
+    };
     if capped.cut_chars > 0 && artifact.is_none() {
-        output.push_str("[vis] could not save the full output\n");
+        output.push_str(&format!(
+            "[vis] the full output was not saved (the file named above does not exist): {}\n",
+            unsaved.unwrap_or_else(|| "unknown reason".into())
+        ));
     }
     if capped.lossy {
         output

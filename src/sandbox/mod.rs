@@ -74,6 +74,13 @@ pub struct Policy {
     /// Processes the user may have (RLIMIT_NPROC; it counts all of the user's processes, so
     /// the default is generous; 0 = no limit).
     pub max_processes: u64,
+    /// The most bytes a session's artifacts (full outputs) may take.
+    #[serde(default = "default_quota")]
+    pub artifact_quota: u64,
+}
+
+fn default_quota() -> u64 {
+    crate::runtime::output::DEFAULT_ARTIFACT_QUOTA
 }
 
 impl Default for Policy {
@@ -85,6 +92,7 @@ impl Default for Policy {
             require: false,
             max_file_bytes: 8 * 1024 * 1024 * 1024,
             max_processes: 4096,
+            artifact_quota: default_quota(),
         }
     }
 }

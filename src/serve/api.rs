@@ -397,6 +397,8 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
     let mut open = Open::default();
     let notes = registry.load(&slot.id, &mut guard);
     let Some(session) = guard.as_mut().filter(|_| notes.is_ok()) else {
+        drop(guard);
+        slot.end(false);
         let message = notes
             .err()
             .unwrap_or_else(|| "the session could not be opened".into());
@@ -415,22 +417,29 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
             },
             &mut open,
         );
-        slot.end(false);
         return;
     };
     for note in notes.unwrap_or_default() {
         push(Event::Notice { text: note }, &mut open);
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // The turn's end is published only after the slot is free again, so a client that saw
+    // `turn_finished` can start the next turn at once.
     let forward = {
         let slot = slot.clone();
         let registry = registry.clone();
         tokio::spawn(async move {
             let mut open = Open::default();
+            let mut finished = Vec::new();
             while let Some(event) = rx.recv().await {
                 registry.metrics.observe(&slot.id, &event, &mut open);
-                slot.log.push(event);
+                if matches!(event, Event::TurnFinished { .. }) {
+                    finished.push(event);
+                } else {
+                    slot.log.push(event);
+                }
             }
+            (finished, open)
         })
     };
     let failed = match work {
@@ -438,7 +447,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
         Work::Exec(code) => session.run_exec(&code, &tx, &stop).await.err(),
     };
     drop(tx);
-    let _ = forward.await;
+    let (mut finished, mut open) = forward.await.unwrap_or_default();
     if let Some(e) = failed {
         push(
             Event::Error {
@@ -447,19 +456,21 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
             },
             &mut open,
         );
-        push(
-            Event::TurnFinished {
-                turn: 0,
-                status: TurnStatus::Failed.as_str().into(),
-                text: String::new(),
-            },
-            &mut open,
-        );
+        let end = Event::TurnFinished {
+            turn: 0,
+            status: TurnStatus::Failed.as_str().into(),
+            text: String::new(),
+        };
+        registry.metrics.observe(&slot.id, &end, &mut open);
+        finished.push(end);
     }
     let live = session.supervisor().is_running();
     drop(guard);
     slot.end(live);
     registry.update_live_gauge();
+    for event in finished {
+        slot.log.push(event);
+    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -156,6 +156,7 @@ impl TestEnv {
             artifact_dir: art,
             workspace_roots: vec![self.workspace()],
             timeout,
+            artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
         }
     }
 }

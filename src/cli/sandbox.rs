@@ -1,0 +1,129 @@
+//! `vis sandbox status`: which isolation layers are in force on this machine, measured by
+//! starting a worker with the configured policy and asking it.
+
+use clap::{Args, Subcommand};
+
+use super::settings::{limits, load_config, worker_options, LimitArgs};
+use super::CliError;
+use crate::runtime::Runtime;
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    #[command(subcommand)]
+    pub action: SandboxAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxAction {
+    /// Start a worker with the configured sandbox and show what is in force and what is
+    /// missing.
+    Status {
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+}
+
+fn yes(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
+    let SandboxAction::Status { limits: flags } = args.action;
+    let config = load_config()?;
+    let limits = limits(&flags, &config)?;
+    let scratch = tempfile::tempdir().map_err(|e| {
+        CliError::usage(format!("vis sandbox: cannot make a scratch workspace: {e}"))
+    })?;
+    let mut opts = worker_options(&config, Some(scratch.path()))?;
+    opts.sandbox = limits.sandbox.clone();
+    let mut runtime = Runtime::new(opts, Vec::new());
+    runtime.start().map_err(|e| CliError {
+        code: 1,
+        message: format!("vis sandbox: the worker did not start: {e}"),
+    })?;
+    let layers = runtime.supervisor().isolation().clone();
+    runtime.shutdown();
+    let policy = &limits.sandbox;
+    println!(
+        "mode {}, network {}",
+        policy.mode.as_str(),
+        if policy.network { "on" } else { "off" }
+    );
+    // SAFETY: getuid cannot fail.
+    let root = unsafe { libc::getuid() } == 0;
+    println!(
+        "  user namespace    {}",
+        if layers.user_namespace {
+            "yes (only your uid and gid are mapped)"
+        } else if root {
+            "not used (running as root keeps root's rights over files)"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "  PID namespace     {} (nothing a block starts outlives the worker)",
+        yes(layers.pid_namespace)
+    );
+    println!("  mount namespace   {}", yes(layers.mount_namespace));
+    println!(
+        "  private /proc     {} (the host's processes are not visible)",
+        yes(layers.private_proc)
+    );
+    println!(
+        "  network off       {}",
+        if policy.network {
+            "no (the network is on by policy)".to_string()
+        } else {
+            format!("{} (only loopback)", yes(layers.network_off))
+        }
+    );
+    println!(
+        "  landlock          {}",
+        match (&layers.landlock, policy.mode) {
+            (_, crate::sandbox::Mode::FullAccess) => "not used (full-access)".to_string(),
+            (Some(level), crate::sandbox::Mode::ReadOnly) =>
+                format!("{level} (writes only to the session's own directories)"),
+            (Some(level), _) => format!(
+                "{level} (writes only beneath the workspace and the session's own directories)"
+            ),
+            (None, _) => "no".into(),
+        }
+    );
+    println!(
+        "  seccomp           {}",
+        match policy.mode {
+            crate::sandbox::Mode::FullAccess => "not used (full-access)".to_string(),
+            _ if layers.seccomp => format!(
+                "yes ({} system calls refused: {})",
+                crate::sandbox::seccomp::denied().len(),
+                crate::sandbox::seccomp::denied()
+                    .iter()
+                    .take(6)
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + ", …"
+            ),
+            _ => "no".into(),
+        }
+    );
+    println!("  resource limits   {}", yes(layers.rlimits));
+    if layers.missing.is_empty() {
+        println!("missing: nothing");
+    } else {
+        println!("missing:");
+        for m in &layers.missing {
+            println!("  {m}");
+        }
+        if policy.require {
+            println!("[sandbox] require = true: workers refuse to start on this machine");
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}
