@@ -19,3 +19,4 @@ mod shell;
 mod store;
 mod supervisor;
 mod text;
+mod web;
