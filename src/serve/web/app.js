@@ -224,11 +224,15 @@
         flush();
         out.push(el('em', {}, inline(m[1])));
         i += m[0].length;
-      } else if ((m = /^\[([^\]\n]+)\]\(\s*<?([^\s)>]+)>?(?:\s+"[^"]*")?\s*\)/.exec(rest))) {
+      } else if ((m = /^\[([^\]\n]+)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+"[^"]*")?\s*\)/.exec(rest))) {
         flush();
         const href = safeHref(m[2]);
         if (href) out.push(el('a', { href, rel: 'noopener noreferrer nofollow', target: '_blank' }, inline(m[1])));
         else out.push(...inline(m[1])); // an unsafe link keeps only its text
+        i += m[0].length;
+      } else if ((m = /^<(https?:\/\/[^\s<>]+)>/.exec(rest))) {
+        flush();
+        out.push(el('a', { href: safeHref(m[1]), rel: 'noopener noreferrer nofollow', target: '_blank' }, m[1]));
         i += m[0].length;
       } else if ((/[\s(]/.test(text[i - 1] || ' ')) && (m = /^https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"]/.exec(rest))) {
         flush();
@@ -248,6 +252,11 @@
   const RULE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
   const ITEM = /^(\s*)([-*+]|\d{1,9}[.)])\s+(.*)$/;
   const QUOTE = /^ {0,3}>\s?(.*)$/;
+  const TABLE_RULE = /^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
+
+  function cells(line) {
+    return line.trim().replace(/^\|/, '').replace(/\|$/, '').split('|').map((c) => c.trim());
+  }
 
   function markdown(src) {
     const lines = src.replace(/\r\n?/g, '\n').split('\n');
@@ -275,6 +284,17 @@
       } else if ((m = HEADING.exec(l))) {
         frag.append(el(`h${Math.min(6, m[1].length + 2)}`, {}, inline(m[2])));
         i += 1;
+      } else if (l.includes('|') && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1]) && lines[i + 1].includes('-')) {
+        const head = cells(l);
+        const table = el('table', {}, el('thead', {}, el('tr', {}, head.map((c) => el('th', {}, inline(c))))));
+        const body = el('tbody');
+        i += 2;
+        while (i < lines.length && lines[i].includes('|') && lines[i].trim()) {
+          body.append(el('tr', {}, cells(lines[i]).map((c) => el('td', {}, inline(c)))));
+          i += 1;
+        }
+        table.append(body);
+        frag.append(table);
       } else if (RULE.test(l)) {
         frag.append(el('hr'));
         i += 1;
