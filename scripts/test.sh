@@ -15,6 +15,10 @@ if ! command -v npm >/dev/null 2>&1; then
   # The `tests` extension is checked running a real `npm test` (node's test runner).
   (apt-get update -qq && apt-get install -y -qq nodejs npm) >/dev/null
 fi
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  # The web view of `vis serve` is checked in a real headless Chromium over WebDriver.
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+fi
 if ! python3 -c 'import pytest' >/dev/null 2>&1; then
   # The `tests` extension is checked running a real pytest suite.
   python3 -m pip install --quiet pytest

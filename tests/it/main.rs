@@ -20,3 +20,4 @@ mod shell;
 mod store;
 mod supervisor;
 mod text;
+mod web;
