@@ -6,6 +6,7 @@ mod chat;
 mod chat_ui;
 mod context;
 mod exec;
+mod mcp;
 mod sessions;
 pub mod settings;
 mod term;
@@ -18,6 +19,8 @@ pub use catalog::CatalogArgs;
 pub use chat::ChatArgs;
 pub use context::ContextArgs;
 pub use exec::ExecArgs;
+pub use mcp::McpArgs;
+pub use term::escape_controls;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +48,9 @@ pub enum Command {
     Chat(ChatArgs),
     /// Print the exact next model request of a session.
     Context(ContextArgs),
+    /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
+    /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
+    Mcp(McpArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -114,6 +120,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Catalog(args) => catalog::run(args, &db),
         Command::Chat(args) => chat::run(args, &db),
         Command::Context(args) => context::run(args, &db),
+        Command::Mcp(args) => mcp::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,
