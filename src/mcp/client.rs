@@ -196,6 +196,15 @@ impl McpHub {
             .collect()
     }
 
+    /// `(server, fingerprint)` of every server this hub runs (the key of its stored tools).
+    pub fn fingerprints(&self) -> Vec<(String, String)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (s.spec.name.clone(), s.spec.fingerprint()))
+            .collect()
+    }
+
     /// What was not started and why (not approved, shadowed, invalid file).
     pub fn skipped(&self) -> &[Skipped] {
         &self.inner.skipped
@@ -271,6 +280,20 @@ impl McpHub {
                 }
             });
         futures::future::join_all(jobs).await;
+    }
+
+    /// Lists the tools of running servers whose list came from the store (a server `vis exec`
+    /// started for a call), so the stored list stays current.
+    pub async fn list_started(&self) {
+        for slot in &self.inner.slots {
+            let stale = {
+                let info = lock(&slot.info);
+                info.connected && !info.tools_live
+            };
+            if stale {
+                let _ = self.list_tools(slot).await;
+            }
+        }
     }
 
     /// True (once) when a tool list may have changed since the last call.
@@ -460,11 +483,11 @@ impl McpHub {
             });
         };
         // The tool must be one the worker was given: known, with its Python name not denied.
-        if !self.is_callable(&slot, tool) {
+        let Some(output_schema) = self.callable(&slot, tool) else {
             return Err(format!(
                 "MCP server `{server}` has no tool `{tool}`; doc('{server}') lists its tools"
             ));
-        }
+        };
         let (peer, generation) = match self.peer(&slot).await {
             Ok(p) => p,
             Err(e) => return Ok(results::server_error(e)),
@@ -480,6 +503,7 @@ impl McpHub {
                 let value = serde_json::to_value(&result).unwrap_or(Value::Null);
                 Ok(results::convert(
                     &value,
+                    output_schema.as_ref(),
                     server,
                     tool,
                     &self.inner.settings.artifact_dir,
@@ -506,14 +530,22 @@ impl McpHub {
         }
     }
 
-    fn is_callable(&self, slot: &Slot, tool: &str) -> bool {
+    /// `Some(output schema)` when `tool` is one the worker was given (listed, mapped to a
+    /// function, not denied).
+    fn callable(&self, slot: &Slot, tool: &str) -> Option<Option<Value>> {
         let info = lock(&slot.info);
-        let Some(tools) = &info.tools else {
-            return false;
-        };
+        let tools = info.tools.as_ref()?;
         let (fns, _) = server_functions(&slot.spec.name, tools);
-        fns.iter()
-            .any(|f| f.tool == tool && !self.inner.settings.deny.denies(&f.name))
+        let ok = fns
+            .iter()
+            .any(|f| f.tool == tool && !self.inner.settings.deny.denies(&f.name));
+        if !ok {
+            return None;
+        }
+        let spec = tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool));
+        Some(spec.and_then(|t| t.get("outputSchema")).cloned())
     }
 
     fn record_error(&self, slot: &Slot, message: &str) {

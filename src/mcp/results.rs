@@ -32,7 +32,13 @@ pub fn server_error(message: impl Into<String>) -> Value {
 
 /// Converts a `CallToolResult` (as MCP JSON) into the answer for the worker. Files go into
 /// `artifacts`, named after the server and tool.
-pub fn convert(result: &Value, server: &str, tool: &str, artifacts: &Path) -> Value {
+pub fn convert(
+    result: &Value,
+    output_schema: Option<&Value>,
+    server: &str,
+    tool: &str,
+    artifacts: &Path,
+) -> Value {
     let content: &[Value] = result
         .get("content")
         .and_then(Value::as_array)
@@ -54,6 +60,15 @@ pub fn convert(result: &Value, server: &str, tool: &str, artifacts: &Path) -> Va
         return tool_error(message);
     }
     if let Some(value) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        // `{"result": x}` under an output schema that only wraps one value: return x.
+        let wrapped = output_schema.and_then(super::schema::wrapped_result).is_some();
+        if let (true, Some(map)) = (wrapped, value.as_object()) {
+            if map.len() == 1 {
+                if let Some(inner) = map.get("result") {
+                    return json!({"kind": "value", "value": inner});
+                }
+            }
+        }
         return json!({"kind": "value", "value": value});
     }
     let mut saver = Saver {

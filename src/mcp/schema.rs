@@ -229,10 +229,17 @@ fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunct
             }
         }
     }
-    let has_output = spec.get("outputSchema").is_some_and(Value::is_object);
+    let output = spec.get("outputSchema").filter(|o| o.is_object());
+    let returns = match output {
+        Some(o) => match wrapped_result(o) {
+            Some(inner) => Some(Defs::of(o.as_object().unwrap_or(&empty)).type_text(inner, 0)),
+            None => Some("dict".to_string()),
+        },
+        None => None,
+    };
     let mut signature = format!("({})", parts.join(", "));
-    if has_output {
-        signature.push_str(" -> dict");
+    if let Some(r) = &returns {
+        signature.push_str(&format!(" -> {r}"));
     }
     // The docstring: description, arguments, what comes back.
     let description = spec
@@ -241,7 +248,7 @@ fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunct
         .map(str::trim)
         .filter(|d| !d.is_empty());
     let mut doc = match description {
-        Some(d) => d.to_string(),
+        Some(d) => cleandoc(d),
         None => format!("MCP tool `{tool}` of server `{server}`."),
     };
     if !args.is_empty() {
@@ -272,11 +279,11 @@ fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunct
             }
         }
     }
-    doc.push_str(if has_output {
-        "\n\nReturns the tool's structured result (a dict)."
-    } else {
-        "\n\nReturns the tool's text (str); several parts come as a list, images and resources as McpContent (with .path)."
-    });
+    match &returns {
+        Some(r) if r != "dict" => doc.push_str(&format!("\n\nReturns {r}.")),
+        Some(_) => doc.push_str("\n\nReturns the tool's structured result (a dict)."),
+        None => doc.push_str("\n\nReturns the tool's text (str); several parts come as a list, images and resources as McpContent (with .path)."),
+    }
     doc.push_str(" A failure raises McpToolError.");
     if py != tool {
         doc.push_str(&format!("\n(MCP tool `{tool}`)"));
@@ -289,6 +296,41 @@ fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunct
         doc,
         params: args.into_iter().map(|a| a.param).collect(),
     })
+}
+
+/// The schema of `result` when an output schema only wraps one value as `{"result": …}`
+/// (what the Python SDK does for tools returning a str, int, list, …): such structured
+/// content is returned unwrapped.
+pub fn wrapped_result(output_schema: &Value) -> Option<&Value> {
+    let props = output_schema.get("properties")?.as_object()?;
+    let required = output_schema.get("required")?.as_array()?;
+    if props.len() == 1 && required.len() == 1 && required[0] == "result" {
+        props.get("result")
+    } else {
+        None
+    }
+}
+
+/// A description with the indentation of its continuation lines removed (like Python's
+/// `inspect.cleandoc`: servers often send raw docstrings).
+fn cleandoc(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = lines
+        .iter()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if i == 0 {
+            out.push(line.trim().to_string());
+        } else {
+            out.push(line.get(indent..).unwrap_or("").trim_end().to_string());
+        }
+    }
+    out.join("\n").trim().to_string()
 }
 
 fn one_line(s: &str) -> String {
@@ -506,6 +548,19 @@ impl<'a> Defs<'a> {
     /// `doc()` shows nested arguments one level deep.
     fn object_keys(&self, schema: &Value) -> Option<String> {
         let mut schema = self.deref(schema);
+        // `X | None`: describe X.
+        for key in ["anyOf", "oneOf"] {
+            if let Some(members) = schema.get(key).and_then(Value::as_array) {
+                let objects: Vec<&Value> = members
+                    .iter()
+                    .map(|m| self.deref(m))
+                    .filter(|m| m.get("type").and_then(Value::as_str) != Some("null"))
+                    .collect();
+                if objects.len() == 1 {
+                    schema = objects[0];
+                }
+            }
+        }
         let mut prefix = "";
         if schema.get("type").and_then(Value::as_str) == Some("array") {
             schema = self.deref(schema.get("items")?);
@@ -703,6 +758,10 @@ mod tests {
             json!({"name": "out", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}),
         );
         assert_eq!(f.signature, "() -> dict");
+        let f = one(json!({"name": "w", "description": "Echo.\n\n    Indented more.\n      Deeper.", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}}));
+        assert_eq!(f.signature, "() -> str");
+        assert!(f.doc.starts_with("Echo.\n\nIndented more.\n  Deeper.\n\nReturns str."), "{}", f.doc);
         let f = one(json!({"name": "req", "inputSchema": {"type": "object", "required": ["x"]}}));
         assert_eq!(f.signature, "(x)");
     }
