@@ -97,13 +97,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     // MCP servers become namespaces; they start only when a block calls one (or, the first
     // time, to learn their tools), since `vis exec` is one short process.
-    let hub = crate::mcp::hub_for(
-        &config,
-        Path::new(&roots[0]),
-        artifact_dir.clone(),
-        &store,
-    )
-    .map_err(CliError::usage)?;
+    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &store)
+        .map_err(CliError::usage)?;
     for note in hub.notices() {
         eprintln!("{}", super::term::escape_controls(&note));
     }

@@ -260,18 +260,19 @@ pub fn parse_mcp_table(
         let table = value.as_table().ok_or_else(|| {
             format!("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")
         })?;
-        let parsed: ServerTable = toml::Value::Table(table.clone()).try_into().map_err(
-            |e: toml::de::Error| {
-                let msg = e.message().trim_end().to_string();
-                if msg.starts_with("unknown field") {
-                    format!("{at}[mcp.servers.{name}]: {msg}; the keys are {SERVER_KEYS}")
-                } else {
-                    format!(
+        let parsed: ServerTable =
+            toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let msg = e.message().trim_end().to_string();
+                    if msg.starts_with("unknown field") {
+                        format!("{at}[mcp.servers.{name}]: {msg}; the keys are {SERVER_KEYS}")
+                    } else {
+                        format!(
                         "{at}[mcp.servers.{name}]: {msg}; see the documented keys in docs/mcp.md"
                     )
-                }
-            },
-        )?;
+                    }
+                })?;
         out.servers
             .push(build_server(name, parsed, &at, file, source, table)?);
     }

@@ -61,7 +61,9 @@ pub fn convert(
     }
     if let Some(value) = result.get("structuredContent").filter(|v| !v.is_null()) {
         // `{"result": x}` under an output schema that only wraps one value: return x.
-        let wrapped = output_schema.and_then(super::schema::wrapped_result).is_some();
+        let wrapped = output_schema
+            .and_then(super::schema::wrapped_result)
+            .is_some();
         if let (true, Some(map)) = (wrapped, value.as_object()) {
             if map.len() == 1 {
                 if let Some(inner) = map.get("result") {

@@ -758,10 +758,17 @@ mod tests {
             json!({"name": "out", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}),
         );
         assert_eq!(f.signature, "() -> dict");
-        let f = one(json!({"name": "w", "description": "Echo.\n\n    Indented more.\n      Deeper.", "inputSchema": {"type": "object"},
-            "outputSchema": {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}}));
+        let f = one(
+            json!({"name": "w", "description": "Echo.\n\n    Indented more.\n      Deeper.", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]}}),
+        );
         assert_eq!(f.signature, "() -> str");
-        assert!(f.doc.starts_with("Echo.\n\nIndented more.\n  Deeper.\n\nReturns str."), "{}", f.doc);
+        assert!(
+            f.doc
+                .starts_with("Echo.\n\nIndented more.\n  Deeper.\n\nReturns str."),
+            "{}",
+            f.doc
+        );
         let f = one(json!({"name": "req", "inputSchema": {"type": "object", "required": ["x"]}}));
         assert_eq!(f.signature, "(x)");
     }

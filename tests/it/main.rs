@@ -13,6 +13,7 @@ mod extensions;
 mod faults;
 mod folding;
 mod gateway;
+mod mcp;
 mod providers;
 mod shell;
 mod store;

@@ -5,6 +5,7 @@
 
 pub mod chat;
 pub mod fake_provider;
+pub mod mcp;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
