@@ -218,13 +218,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let v = convert(
             &json!({"content": [{"type": "text", "text": "{\"a\":1}"}], "structuredContent": {"a": 1}}),
+            None,
             "s",
             "t",
             dir.path(),
         );
         assert_eq!(v, json!({"kind": "value", "value": {"a": 1}}));
+        let wrapped = json!({"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]});
+        let v = convert(
+            &json!({"structuredContent": {"result": 7}}),
+            Some(&wrapped),
+            "s",
+            "t",
+            dir.path(),
+        );
+        assert_eq!(v, json!({"kind": "value", "value": 7}));
         let v = convert(
             &json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
+            None,
             "s",
             "t",
             dir.path(),
@@ -238,6 +249,7 @@ mod tests {
                 {"type": "resource", "resource": {"uri": "file:///x.md", "text": "# X", "mimeType": "text/markdown"}},
                 {"type": "resource_link", "uri": "file:///y", "name": "y"},
             ]}),
+            None,
             "my server",
             "render/1",
             dir.path(),
@@ -262,6 +274,7 @@ mod tests {
         );
         let v = convert(
             &json!({"content": [{"type": "image", "data": "%%%"}]}),
+            None,
             "s",
             "t",
             dir.path(),

@@ -140,3 +140,66 @@ impl AsyncWrite for ProtocolWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHILD: &str = "VIS_TEST_STDIO_GUARD_CHILD";
+
+    /// Runs in a child process of the test binary (the guard rewires fds 0 and 1, which the
+    /// test harness itself uses): stray writes of every kind must land on stderr, and only
+    /// what the transport writes reaches the real stdout.
+    #[test]
+    fn stray_writes_reach_stderr_and_only_the_transport_reaches_stdout() {
+        if std::env::var_os(CHILD).is_some() {
+            child();
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "mcp::stdio::tests::stray_writes_reach_stderr_and_only_the_transport_reaches_stdout",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .stdin(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        // The harness prints its header before the guard is in place; after it, only the
+        // transport's bytes.
+        let after = stdout.split("running 1 test\n").nth(1).unwrap_or(&stdout);
+        assert_eq!(after, "PROTOCOL\n", "stdout: {stdout:?}\nstderr: {stderr}");
+        for stray in ["stray println", "raw fd 1", "from a child process"] {
+            assert!(stderr.contains(stray), "{stray}: {stderr}");
+        }
+    }
+
+    fn child() -> ! {
+        use tokio::io::AsyncWriteExt;
+        let streams = take_protocol_streams().unwrap();
+        println!("stray println");
+        // SAFETY: writing a valid buffer to fd 1.
+        unsafe {
+            libc::write(1, b"raw fd 1\n".as_ptr().cast(), 9);
+        }
+        std::process::Command::new("sh")
+            .args(["-c", "echo from a child process"])
+            .status()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (_reader, mut writer) = streams.into_async().unwrap();
+            writer.write_all(b"PROTOCOL\n").await.unwrap();
+            writer.flush().await.unwrap();
+        });
+        std::process::exit(0)
+    }
+}
