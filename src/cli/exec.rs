@@ -203,9 +203,7 @@ fn run_block(
             // Servers never seen before start now, once, so their tools are known.
             hub.connect(&hub.unlisted()).await;
             let (namespaces, functions) = hub.functions();
-            if let Err(e) = supervisor.set_mcp_tools(namespaces, functions).await {
-                return Err(e);
-            }
+            supervisor.set_mcp_tools(namespaces, functions).await?;
             request.session["mcp"] = hub.status_json();
         }
         let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();

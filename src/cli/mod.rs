@@ -20,7 +20,6 @@ pub use chat::ChatArgs;
 pub use context::ContextArgs;
 pub use exec::ExecArgs;
 pub use mcp::McpArgs;
-pub use term::escape_controls;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -280,9 +280,12 @@ impl Session {
             });
         }
         let id = self.opts.session_id.clone();
-        if let Err(e) = self.sync_mcp().await {
-            tracing_line(&format!("vis mcp: the MCP tools could not be loaded: {e}"));
-        }
+        // A failure here leaves the previous tools in place; the block still runs and is told.
+        let mcp_problem = self.sync_mcp().await.err().map(|e| {
+            format!(
+                "[vis] the MCP servers' tools could not be updated ({e}); the previous ones stay\n"
+            )
+        });
         let turn = match self.turn {
             Some(t) => t,
             None => {
@@ -387,11 +390,12 @@ impl Session {
                 self.store.cache_mcp_tools(&server, &fingerprint, &tools)?;
             }
         }
-        let mut text = if outcome.output.is_empty() {
-            "(no output)\n".to_string()
+        let mut text = mcp_problem.unwrap_or_default();
+        if outcome.output.is_empty() {
+            text.push_str("(no output)\n");
         } else {
-            outcome.output
-        };
+            text.push_str(&outcome.output);
+        }
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -426,11 +430,6 @@ fn answer_other(method: &str) -> Result<Value, String> {
             "'{method}' is not available in `vis mcp`; see doc('vis') for what blocks can call"
         )),
     }
-}
-
-/// Logs go to stderr (fd 1 is stderr too in `vis mcp`, but be explicit).
-fn tracing_line(line: &str) {
-    eprintln!("{}", crate::cli::escape_controls(line));
 }
 
 fn text_result(text: String, failed: bool) -> CallToolResult {
@@ -569,16 +568,11 @@ impl ServerHandler for VisServer {
         }
         match result {
             Ok(outcome) => Ok(text_result(outcome.text, outcome.failed).into()),
-            Err(e) => {
-                tracing_line(&format!("vis mcp: {e}"));
-                Ok(text_result(
-                    format!(
-                        "[vis] the session could not record this call: {e}\n[vis] status: crashed"
-                    ),
-                    true,
-                )
-                .into())
-            }
+            Err(e) => Ok(text_result(
+                format!("[vis] the session could not record this call: {e}\n[vis] status: crashed"),
+                true,
+            )
+            .into()),
         }
     }
 

@@ -170,9 +170,9 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stdout}\n{stderr}");
-        // The harness prints its header before the guard is in place; after it, only the
-        // transport's bytes.
-        let after = stdout.split("running 1 test\n").nth(1).unwrap_or(&stdout);
+        // The harness prints its header and the test's name before the guard is in place;
+        // after them, only the transport's bytes.
+        let after = stdout.rsplit(" ... ").next().unwrap_or(&stdout);
         assert_eq!(after, "PROTOCOL\n", "stdout: {stdout:?}\nstderr: {stderr}");
         for stray in ["stray println", "raw fd 1", "from a child process"] {
             assert!(stderr.contains(stray), "{stray}: {stderr}");
