@@ -435,10 +435,17 @@ impl McpHub {
             .skipped
             .iter()
             .map(|s| {
-                format!(
-                    "vis: MCP server `{}` is skipped: {}; {}",
-                    s.name, s.reason, s.fix
-                )
+                if s.name == "*" {
+                    format!(
+                        "vis: the workspace's MCP servers are skipped: {}; {}",
+                        s.reason, s.fix
+                    )
+                } else {
+                    format!(
+                        "vis: MCP server `{}` is skipped: {}; {}",
+                        s.name, s.reason, s.fix
+                    )
+                }
             })
             .collect()
     }

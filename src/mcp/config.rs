@@ -179,6 +179,14 @@ struct ServerTable {
     timeout: Option<toml::Value>,
 }
 
+/// Headers the streamable HTTP transport manages itself.
+const RESERVED_HEADERS: [&str; 4] = [
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
 const SERVER_KEYS: &str =
     "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
 
@@ -380,6 +388,11 @@ fn build_server(
                         "{here}: header `{k}` is not a valid HTTP header (name or value); fix it in `headers`"
                     ));
                 }
+                if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(k)) {
+                    return Err(format!(
+                        "{here}: header `{k}` is set by the MCP transport itself; remove it from `headers`"
+                    ));
+                }
             }
             Transport::Http {
                 url: url.clone(),
@@ -526,6 +539,10 @@ mod tests {
             ("[mcp]\nservers = 3\n", "one table per server"),
             ("[mcp.servers]\ngh = \"npx\"\n", "must be a table"),
             ("[mcp.servers.gh]\ncommand = 5\n", "invalid type"),
+            (
+                "[mcp.servers.gh]\nurl = \"http://x\"\nheaders = { Accept = \"x\" }\n",
+                "set by the MCP transport",
+            ),
         ];
         for (text, want) in cases {
             let e = parse(text).unwrap_err();

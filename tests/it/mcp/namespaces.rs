@@ -234,6 +234,9 @@ vistest!(
             r#"
 out("crash", await call("first = fx.pid()\ntry:\n    fx.exit_now(code=3)\nexcept McpServerError as e:\n    print('server error:', e)\nprint(fx.pid() != first)"))
 out("status", await call("import json\nprint(json.dumps(session['mcp']['servers']['fx']))"))
+out("pid", await call("server_pid = fx.pid()\nprint(server_pid)"))
+out("worker_crash", await call("import os\nos._exit(1)"))
+out("after_worker_crash", await call("print(fx.pid())"))
 "#,
         );
         let crash = v["crash"]["text"].as_str().unwrap();
@@ -257,6 +260,19 @@ out("status", await call("import json\nprint(json.dumps(session['mcp']['servers'
                 .contains("exited with code 3"),
             "{status}"
         );
+        // The server connection lives in the host: a new worker gets the tools again and
+        // talks to the same server process.
+        let pid = v["pid"]["text"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(v["worker_crash"]["is_error"], true);
+        let after = v["after_worker_crash"]["text"].as_str().unwrap();
+        assert!(after.contains("new worker (after a crash"), "{after}");
+        assert!(after.contains(&format!("\n{pid}\n")), "{pid}: {after}");
     }
 );
 

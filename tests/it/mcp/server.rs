@@ -151,7 +151,7 @@ out("after_crash", await call("print('alive')"))
 vistest!(a_cancelled_request_interrupts_the_running_block, |env| {
     let v = drive(
         &env,
-        &[],
+        &["--session", "cancel"],
         r#"
 t0 = time.monotonic()
 with anyio.move_on_after(1.5):
@@ -165,8 +165,12 @@ out("waited", time.monotonic() - t0)
     // The block was interrupted (the worker and its variables stayed), not run to its end.
     assert!(next.starts_with("True False\n"), "{next}");
     assert!(v["waited"].as_f64().unwrap() < 30.0, "{v}");
-    let export = env.vis(&["sessions", "list"]);
-    assert_eq!(export.code, 0);
+    // The interrupted block is recorded as such.
+    let export = env.vis(&["sessions", "export", "cancel"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let exported: Value = serde_json::from_str(&export.stdout).unwrap();
+    let text = exported.to_string();
+    assert!(text.contains("\"status\":\"interrupted\""), "{text}");
 });
 
 vistest!(progress_is_reported_while_a_block_runs, |env| {
