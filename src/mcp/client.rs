@@ -107,7 +107,22 @@ struct SlotInfo {
     error: Option<String>,
     title: Option<String>,
     instructions: Option<String>,
+    /// The functions of `tools` (deny list applied) and the tools left out, computed when
+    /// the list changes (not per call: servers can list hundreds of tools).
+    visible: Vec<McpFunction>,
     left_out: Vec<LeftOut>,
+}
+
+impl SlotInfo {
+    fn set_tools(&mut self, server: &str, tools: Vec<Value>, deny: &DenyList) {
+        let (fns, left_out) = server_functions(server, &tools);
+        self.visible = fns.into_iter().filter(|f| !deny.denies(&f.name)).collect();
+        self.left_out = left_out
+            .into_iter()
+            .filter(|l| !deny.denies(&format!("{server}.{}", super::schema::python_name(&l.tool))))
+            .collect();
+        self.tools = Some(tools);
+    }
 }
 
 struct Conn {
@@ -224,7 +239,7 @@ impl McpHub {
         };
         let mut info = lock(&slot.info);
         if info.tools.is_none() {
-            info.tools = Some(tools);
+            info.set_tools(server, tools, &self.inner.settings.deny);
         }
     }
 
@@ -325,25 +340,9 @@ impl McpHub {
         let mut namespaces = Vec::new();
         let mut functions = Vec::new();
         for slot in &self.inner.slots {
-            let mut info = lock(&slot.info);
-            let Some(tools) = &info.tools else {
-                info.left_out.clear();
-                continue;
-            };
+            let info = lock(&slot.info);
             let name = &slot.spec.name;
-            let (fns, left_out) = server_functions(name, tools);
-            let visible: Vec<McpFunction> = fns
-                .into_iter()
-                .filter(|f| !self.inner.settings.deny.denies(&f.name))
-                .collect();
-            let left_out: Vec<LeftOut> = left_out
-                .into_iter()
-                .filter(|l| {
-                    let py = format!("{name}.{}", super::schema::python_name(&l.tool));
-                    !self.inner.settings.deny.denies(&py)
-                })
-                .collect();
-            info.left_out = left_out;
+            let visible = info.visible.clone();
             if visible.is_empty() {
                 continue;
             }
@@ -372,13 +371,7 @@ impl McpHub {
         let mut servers = serde_json::Map::new();
         for slot in &self.inner.slots {
             let info = lock(&slot.info);
-            let tools = info.tools.as_ref().map(|tools| {
-                server_functions(&slot.spec.name, tools)
-                    .0
-                    .iter()
-                    .filter(|f| !self.inner.settings.deny.denies(&f.name))
-                    .count()
-            });
+            let tools = info.tools.as_ref().map(|_| info.visible.len());
             let status = if info.connected {
                 "running"
             } else if info.error.is_some() {
@@ -542,11 +535,7 @@ impl McpHub {
     fn callable(&self, slot: &Slot, tool: &str) -> Option<Option<Value>> {
         let info = lock(&slot.info);
         let tools = info.tools.as_ref()?;
-        let (fns, _) = server_functions(&slot.spec.name, tools);
-        let ok = fns
-            .iter()
-            .any(|f| f.tool == tool && !self.inner.settings.deny.denies(&f.name));
-        if !ok {
+        if !info.visible.iter().any(|f| f.tool == tool) {
             return None;
         }
         let spec = tools
@@ -666,7 +655,7 @@ impl McpHub {
         } else if !info.tools_live {
             info.tools_unsaved = true;
         }
-        info.tools = Some(tools);
+        info.set_tools(&slot.spec.name, tools, &self.inner.settings.deny);
         info.tools_live = true;
         Ok(())
     }
