@@ -166,6 +166,7 @@ impl Snapshot {
     fn of(supervisor: &Supervisor, budget: usize) -> Result<Snapshot, ServeError> {
         let manifest = supervisor.manifest()?;
         let rendered = render_catalog(&manifest, budget)?;
+        // Counted so the text says `mode: full, N o200k tokens` as `vis catalog` prints it.
         let _ = rendered.tokens();
         let pages = supervisor
             .manifest_entries()
@@ -550,17 +551,24 @@ impl ServerHandler for VisServer {
         let result = {
             let mut session = self.shared.session.lock().await;
             let result = session.run(code, context.ct.clone()).await;
-            if session.supervisor.manifest_version() != session.seen_manifest || result.is_ok() {
+            // The block may have changed the definitions; the catalog and pages change only
+            // with the manifest (rendering it costs the tokenizer's time).
+            let fresh = if session.supervisor.manifest_version() != session.seen_manifest {
                 session.seen_manifest = session.supervisor.manifest_version();
-                if let Ok(snapshot) = Snapshot::of(&session.supervisor, session.opts.catalog_budget)
-                {
-                    *self
-                        .shared
-                        .snapshot
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot;
-                }
+                Snapshot::of(&session.supervisor, session.opts.catalog_budget).ok()
+            } else {
+                None
+            };
+            let mut snap = self
+                .shared
+                .snapshot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match fresh {
+                Some(fresh) => *snap = fresh,
+                None => snap.defs = defs_text(session.supervisor.defs()),
             }
+            drop(snap);
             result
         };
         if let Some(task) = progress {
