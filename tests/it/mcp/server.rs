@@ -153,9 +153,19 @@ vistest!(a_cancelled_request_interrupts_the_running_block, |env| {
         &env,
         &["--session", "cancel"],
         r#"
+import os
 t0 = time.monotonic()
-with anyio.move_on_after(1.5):
-    await call("import time\nstarted = True\ntime.sleep(60)\nfinished = True")
+scopes = []
+async def run():
+    with anyio.CancelScope() as scope:
+        scopes.append(scope)
+        await call("import time\nstarted = True\nopen('started.flag', 'w').close()\ntime.sleep(60)\nfinished = True")
+async with anyio.create_task_group() as tg:
+    tg.start_soon(run)
+    # Cancel once the block is surely running (the client's request then gets cancelled).
+    while not os.path.exists("started.flag"):
+        await anyio.sleep(0.02)
+    scopes[0].cancel()
 out("cancelled_after", time.monotonic() - t0)
 out("next", await call("print(started, 'finished' in globals())"))
 out("waited", time.monotonic() - t0)
