@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine: installs what the tests compare against, then runs
+# The whole test suite, on a fresh machine: installs what the tests compare against (ripgrep,
+# pytest, npm, the MCP Python SDK in .test-venv), then runs
 # every unit and integration test (Python behaviour runs in the real embedded interpreter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +23,11 @@ fi
 if ! python3 -c 'import pytest' >/dev/null 2>&1; then
   # The `tests` extension is checked running a real pytest suite.
   python3 -m pip install --quiet pytest
+fi
+if ! .test-venv/bin/python -c 'import mcp.server.mcpserver' >/dev/null 2>&1; then
+  # MCP both ways is tested against the official MCP Python SDK: as the client driving
+  # `vis mcp`, and as the fixture servers (tests/fixtures/mcp) that become namespaces.
+  python3 -m venv .test-venv
+  .test-venv/bin/pip install --quiet 'mcp==2.3.0'
 fi
 cargo test --locked "$@"

@@ -109,6 +109,12 @@ pub enum ConfigError {
 /// gist_max_tokens = 1000          # longer gists are rejected
 /// input_limit = 168000            # override the model table (the hard limit)
 /// auto_compress_above = 142800    # override where folding becomes required
+///
+/// [mcp]
+/// call_timeout = 60               # seconds per MCP tool call
+/// [mcp.servers.github]            # MCP servers become namespaces (see docs/mcp.md)
+/// command = "npx"
+/// args = ["-y", "@modelcontextprotocol/server-github"]
 /// ```
 ///
 /// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`) override
@@ -139,6 +145,8 @@ pub struct Config {
     pub trusted_workspaces: Vec<String>,
     /// `[sandbox]`.
     pub sandbox: SandboxConfig,
+    /// `[mcp]` and `[mcp.servers.NAME]` (see `mcp::config`).
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// `[trust]`.
@@ -395,6 +403,13 @@ impl Config {
                 )));
             }
         }
+        config.mcp = crate::mcp::config::parse_mcp_table(
+            &table,
+            text,
+            path,
+            crate::mcp::ServerSource::Config,
+        )
+        .map_err(invalid)?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         for (key, value) in [

@@ -8,12 +8,14 @@
 //! - `session`: the per-block `session` dict and session ids;
 //! - `config`: where data lives;
 //! - `text`: line addresses, `cat`, `grep` and the atomic batch `patch`;
+//! - `mcp`: `vis mcp` (Vis as an MCP server) and MCP servers as Python namespaces;
 //! - `cli`: the `vis` command line.
 
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod mcp;
 pub mod protocol;
 pub mod providers;
 pub mod runtime;

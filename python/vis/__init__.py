@@ -10,6 +10,7 @@ from vis._state import session
 from vis.defs import DefRegistry, defs
 from vis.discovery import apropos, doc
 from vis.folding import FoldReceipt, fold_session, read_session
+from vis._mcp import McpContent, McpServerError, McpToolError
 from vis.promote import promote
 from vis.shell import ShellResult, sh
 from vis.text import AddressError, PatchError, cat, grep, patch
@@ -18,3 +19,4 @@ _registry: DefRegistry | None = None
 
 __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]
 __all__ += ["apropos", "doc", "promote", "fold_session", "read_session"]
+__all__ += ["McpToolError", "McpServerError", "McpContent"]

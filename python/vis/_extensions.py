@@ -437,6 +437,9 @@ def all_entries() -> list[dict[str, Any]]:
     entries = list(registry.core_entries) + list(registry.page_entries) + list(registry.skill_entries)
     for name in sorted(registry.loaded):
         entries.extend(registry.loaded[name].entries)
+    from vis import _mcp
+
+    entries.extend(_mcp.entries())
     return entries
 
 
@@ -495,6 +498,9 @@ def _build_objects(manifest: Any) -> dict[str, Any]:
     functions: dict[str, Callable[..., Any]] = {}
     for ext in registry.loaded.values():
         functions.update(ext.functions)
+    from vis import _mcp
+
+    functions.update(_mcp.functions())
     visible = [n for n in manifest.function_names() if n in functions]
     spaces: dict[str, Namespace] = {}
 
@@ -581,6 +587,11 @@ def name_of(obj: Any) -> str | None:
         for name, fn in ext.functions.items():
             if fn is obj:
                 return name
+    from vis import _mcp
+
+    for name, fn in _mcp.functions().items():
+        if fn is obj:
+            return name
     for name in registry.core_names:
         import vis
 
@@ -622,5 +633,8 @@ def before_block(session: dict[str, Any]) -> None:
                     lines.append("[vis] extension `%s`: %s (session[\"extensions\"][%r] holds the error)" % (name, error, name))
         out[name] = value
     session["extensions"] = out
+    from vis import _mcp
+
+    _mcp.before_block(session)
     for line in lines:
         print(line)

@@ -9,7 +9,9 @@ def interrupt_pending() -> bool:
     """True when the host asked to interrupt the block now running."""
 
 def host_call(method: str, params_json: str) -> str:
-    """Call the host that owns the session; returns its JSON answer."""
+    """Call the host that owns the session; returns its JSON answer. Raises RuntimeError with
+    the host's message, or KeyboardInterrupt when the running block is interrupted while the
+    call waits."""
 
 # --- text tools (src/text/python.rs; the documented wrappers are in vis/text.py) ---
 

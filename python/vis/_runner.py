@@ -105,6 +105,13 @@ class Runner:
             status, changes = self._run(code, filename)
         finally:
             self.stream.flush()
+            # Writes through the interpreter's original streams belong to this block too.
+            for original in (sys.__stdout__, sys.__stderr__):
+                try:
+                    if original is not None:
+                        original.flush()
+                except (OSError, ValueError):
+                    pass
         manifest = _extensions.take_manifest_update()
         if manifest is not None:
             changes["manifest"] = manifest

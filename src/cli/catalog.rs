@@ -8,7 +8,7 @@ use clap::Args;
 use super::settings::{load_config, worker_options};
 use super::CliError;
 use crate::catalog::{render_catalog, store_snapshot, DEFAULT_BUDGET_TOKENS};
-use crate::runtime::Runtime;
+use crate::runtime::Supervisor;
 use crate::store::Store;
 
 #[derive(Debug, Args)]
@@ -53,21 +53,56 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         .budget
         .or(config.catalog_budget)
         .unwrap_or(DEFAULT_BUDGET_TOKENS);
-    let mut runtime = Runtime::new(worker_options(&config, Some(&workspace))?, Vec::new());
-    runtime.start().map_err(|e| CliError {
-        code: 1,
-        message: format!("vis catalog: {e}"),
-    })?;
-    let manifest = runtime.manifest().map_err(|e| CliError {
-        code: 1,
-        message: format!("vis catalog: {e}"),
-    })?;
-    runtime.shutdown();
+    let store = Store::open(db)?;
+    // MCP servers count too: they start to list their tools (their artifacts, if any, go to a
+    // scratch directory beside the database).
+    let hub = crate::mcp::hub_for(
+        &config,
+        &workspace,
+        crate::config::artifact_dir(db, "catalog"),
+        &store,
+    )
+    .map_err(CliError::usage)?;
+    for note in hub.notices() {
+        eprintln!("{}", super::term::escape_controls(&note));
+    }
+    let mut supervisor = Supervisor::new(worker_options(&config, Some(&workspace))?, Vec::new());
+    let events = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis catalog: cannot start the event loop: {e}"),
+        })?;
+    let manifest = events.block_on(async {
+        let (started, ()) = tokio::join!(supervisor.start(), hub.connect_all());
+        let result = async {
+            started?;
+            let (namespaces, functions) = hub.functions();
+            if !functions.is_empty() {
+                supervisor.set_mcp_tools(namespaces, functions).await?;
+            }
+            Ok::<_, crate::runtime::RuntimeError>(())
+        }
+        .await;
+        let manifest = result.map(|()| supervisor.manifest());
+        supervisor.shutdown().await;
+        hub.shutdown().await;
+        manifest
+    });
+    let manifest = manifest
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis catalog: {e}"),
+        })?
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis catalog: {e}"),
+        })?;
     let snapshot = render_catalog(&manifest, budget).map_err(|e| CliError {
         code: 1,
         message: format!("vis catalog: {e}"),
     })?;
-    let store = Store::open(db)?;
     store_snapshot(store.connection(), &snapshot).map_err(|e| CliError {
         code: 1,
         message: format!("vis catalog: {e}"),

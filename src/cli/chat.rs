@@ -61,10 +61,17 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
             let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
             settings.folding.introspection |= args.introspection;
             let id = new_session_id();
-            let session = ChatSession::create(store, db, &id, vec![root_string], settings)
+            let hub = mcp_hub(&config, &root, db, &id, &store)?;
+            let mut session = ChatSession::create(store, db, &id, vec![root_string], settings)
                 .map_err(gateway)?;
-            let note = format!("vis: new session {id} (resume it with vis chat --resume {id})");
-            Ok((session, vec![note]))
+            let mut notes = vec![format!(
+                "vis: new session {id} (resume it with vis chat --resume {id})"
+            )];
+            if let Some(hub) = hub {
+                notes.extend(hub.notices());
+                session.set_mcp(hub);
+            }
+            Ok((session, notes))
         }
         Some(id) => {
             let id = if id.is_empty() {
@@ -85,12 +92,39 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
             let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
             let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
             settings.folding.introspection |= args.introspection;
-            let (session, mut notes) =
+            let ws = match (&workspace, row.workspace_roots.first()) {
+                (None, Some(stored)) => PathBuf::from(stored),
+                _ => root,
+            };
+            let hub = mcp_hub(&config, &ws, db, &id, &store)?;
+            let (mut session, mut notes) =
                 ChatSession::open(store, db, &id, settings).map_err(gateway)?;
             notes.insert(0, format!("vis: resuming session {id}"));
+            if let Some(hub) = hub {
+                notes.extend(hub.notices());
+                session.set_mcp(hub);
+            }
             Ok((session, notes))
         }
     }
+}
+
+/// The session's MCP servers as namespaces (`None` when none are declared).
+fn mcp_hub(
+    config: &crate::config::Config,
+    workspace: &Path,
+    db: &Path,
+    id: &str,
+    store: &Store,
+) -> Result<Option<crate::mcp::McpHub>, CliError> {
+    let hub = crate::mcp::hub_for(
+        config,
+        workspace,
+        crate::config::artifact_dir(db, id),
+        store,
+    )
+    .map_err(CliError::usage)?;
+    Ok((!hub.is_empty()).then_some(hub))
 }
 
 pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {

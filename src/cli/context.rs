@@ -42,6 +42,20 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     let limits = limits(&LimitArgs::default(), &config)?;
     let root = row.workspace_roots.first().map(std::path::PathBuf::from);
     let settings = chat_settings(provider, &config, limits, root.as_deref())?;
+    // The current catalog includes the MCP servers' tools (their servers start to tell).
+    let hub = match &root {
+        Some(ws) => {
+            let hub = crate::mcp::hub_for(
+                &config,
+                ws,
+                crate::config::artifact_dir(db, &args.id),
+                &store,
+            )
+            .map_err(CliError::usage)?;
+            (!hub.is_empty()).then_some(hub)
+        }
+        None => None,
+    };
     let events = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,6 +66,9 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     events.block_on(async move {
         let (mut session, _) = ChatSession::open(store, db, &args.id, settings)
             .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+        if let Some(hub) = hub {
+            session.set_mcp(hub);
+        }
         if session.prefix().is_none() {
             session.shutdown().await;
             return Err(CliError::usage(format!(

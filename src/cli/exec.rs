@@ -106,6 +106,19 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let mut supervisor = Supervisor::new(opts, defs);
 
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
+    // MCP servers become namespaces; they start only when a block calls one (or, the first
+    // time, to learn their tools), since `vis exec` is one short process.
+    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &store)
+        .map_err(CliError::usage)?;
+    for note in hub.notices() {
+        eprintln!("{}", super::term::escape_controls(&note));
+    }
+    for (name, fingerprint) in hub.fingerprints() {
+        if let Some(tools) = store.cached_mcp_tools(&name, &fingerprint)? {
+            hub.use_cached_tools(&name, &tools);
+        }
+    }
+    let hub = (!hub.is_empty()).then_some(hub);
     let request = BlockRequest {
         code: code.clone(),
         filename: format!("<t{turn}/i{iteration}>"),
@@ -127,7 +140,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let started_at = now_millis();
     // The code is stored before the worker sees it.
     store.begin_iteration(&session_id, turn, iteration, &code, started_at)?;
-    let outcome = match run_block(&mut supervisor, request)? {
+    let outcome = match run_block(&mut supervisor, request, hub.as_ref(), &store)? {
         Ok(o) => o,
         Err(e) => {
             let _ = store.finish_iteration(&IterationRecord {
@@ -209,7 +222,9 @@ fn print_output(out: &str) {
 /// worker is still starting: then the block does not run), not the program.
 fn run_block(
     supervisor: &mut Supervisor,
-    request: BlockRequest,
+    mut request: BlockRequest,
+    hub: Option<&crate::mcp::McpHub>,
+    store: &Store,
 ) -> Result<Result<crate::runtime::BlockOutcome, RuntimeError>, CliError> {
     let events = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -226,25 +241,46 @@ fn run_block(
                 on_ctrl_c.cancel();
             }
         });
+        if let Some(hub) = hub {
+            // Servers never seen before start now, once, so their tools are known.
+            hub.connect(&hub.unlisted()).await;
+            let (namespaces, functions) = hub.functions();
+            supervisor.set_mcp_tools(namespaces, functions).await?;
+            request.session["mcp"] = hub.status_json();
+        }
         let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+        let mut tasks = Vec::new();
         let outcome = {
             let run = supervisor.exec(request, calls, stop);
             tokio::pin!(run);
             loop {
-            tokio::select! {
-                outcome = &mut run => break outcome,
-                Some(call) = incoming.recv() => {
-                    // Folding and MCP tools need the gateway (`vis chat`, `vis serve`, `vis mcp`).
-                    let answer = Err(format!(
-                        "'{}' is not available in `vis exec`, which runs blocks without a model",
-                        call.method
-                    ));
-                    call.reply(answer);
+                tokio::select! {
+                    outcome = &mut run => break outcome,
+                    Some(call) = incoming.recv() => match crate::mcp::spawn_host_call(hub, call) {
+                        Ok(task) => tasks.push(task),
+                        Err(call) => {
+                            // Folding needs the gateway (`vis chat`, `vis serve`).
+                            let answer = Err(format!(
+                                "'{}' is not available in `vis exec`, which runs blocks without a model",
+                                call.method
+                            ));
+                            call.reply(answer);
+                        }
+                    },
                 }
             }
-            }
         };
+        for task in tasks {
+            task.abort();
+        }
         supervisor.shutdown().await;
+        if let Some(hub) = hub {
+            hub.list_started().await;
+            for (server, fingerprint, tools) in hub.take_unsaved_tool_lists() {
+                let _ = store.cache_mcp_tools(&server, &fingerprint, &tools);
+            }
+            hub.shutdown().await;
+        }
         listener.abort();
         outcome
     }))

@@ -6,6 +6,7 @@ mod chat;
 mod chat_ui;
 mod context;
 mod exec;
+mod mcp;
 mod sandbox;
 mod serve;
 mod sessions;
@@ -21,6 +22,7 @@ pub use catalog::CatalogArgs;
 pub use chat::ChatArgs;
 pub use context::ContextArgs;
 pub use exec::ExecArgs;
+pub use mcp::McpArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,6 +57,9 @@ pub enum Command {
     Trust(trust::TrustArgs),
     /// Serve the gateway over HTTP for many sessions (API, SSE, OpenAPI, metrics, web view).
     Serve(serve::ServeArgs),
+    /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
+    /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
+    Mcp(McpArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -141,6 +146,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Serve(args) => serve::run(args, &db),
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Mcp(args) => mcp::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
             crate::runtime::worker::WorkerArgs {
                 capture: args.capture,

@@ -116,6 +116,11 @@ pub struct ChatSession {
     /// running block may finish).
     drain: tokio_util::sync::CancellationToken,
     state: State,
+    /// MCP servers as namespaces (set with [`ChatSession::set_mcp`]); they live as long as
+    /// the session, across worker restarts.
+    mcp: Option<crate::mcp::McpHub>,
+    /// Whether the MCP servers were asked for their tools yet.
+    mcp_listed: bool,
 }
 
 /// The conversation and what it shows (kept apart from the worker so a running block and the
@@ -270,6 +275,8 @@ impl ChatSession {
                 seen_manifest: None,
                 estimate,
             },
+            mcp: None,
+            mcp_listed: false,
         };
         Ok((session, notes))
     }
@@ -319,9 +326,64 @@ impl ChatSession {
         }
     }
 
-    /// Stops the worker.
+    /// Gives the session MCP servers as namespaces (call before the first turn). The servers
+    /// start with the worker; their calls are answered while blocks run.
+    pub fn set_mcp(&mut self, hub: crate::mcp::McpHub) {
+        self.mcp = Some(hub);
+        self.mcp_listed = false;
+    }
+
+    pub fn mcp(&self) -> Option<&crate::mcp::McpHub> {
+        self.mcp.as_ref()
+    }
+
+    /// Starts the worker and, the first time, the MCP servers (together), and gives the
+    /// worker the servers' tools.
+    async fn start_worker(&mut self) -> Result<(), GatewayError> {
+        match self.mcp.clone() {
+            Some(hub) if !self.mcp_listed => {
+                let (started, ()) = tokio::join!(self.supervisor.start(), hub.connect_all());
+                started?;
+                self.mcp_listed = true;
+                hub.take_changed();
+                let (namespaces, functions) = hub.functions();
+                self.supervisor.set_mcp_tools(namespaces, functions).await?;
+                Ok(())
+            }
+            _ => Ok(self.supervisor.start().await?),
+        }
+    }
+
+    /// Picks up MCP tool-list changes (`notifications/tools/list_changed`, restarts) before a
+    /// request is assembled, so the next request carries the catalog update.
+    async fn sync_mcp(&mut self) -> Result<(), GatewayError> {
+        let Some(hub) = self.mcp.clone() else {
+            return Ok(());
+        };
+        let changed = if self.mcp_listed {
+            hub.refresh().await
+        } else {
+            hub.connect_all().await;
+            self.mcp_listed = true;
+            hub.take_changed();
+            true
+        };
+        if changed {
+            let (namespaces, functions) = hub.functions();
+            self.supervisor.set_mcp_tools(namespaces, functions).await?;
+        }
+        for (server, fingerprint, tools) in hub.take_unsaved_tool_lists() {
+            self.store.cache_mcp_tools(&server, &fingerprint, &tools)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the worker and the MCP servers.
     pub async fn shutdown(&mut self) {
         self.supervisor.shutdown().await;
+        if let Some(hub) = &self.mcp {
+            hub.shutdown().await;
+        }
     }
 
     /// Stops an idle worker to free its memory; the next block starts a new one, restores
@@ -344,7 +406,7 @@ impl ChatSession {
         if self.state.prefix.is_some() {
             return Ok(());
         }
-        self.supervisor.start().await?;
+        self.start_worker().await?;
         let snapshot = render_catalog(&self.supervisor.manifest()?, self.settings.catalog_budget)?;
         store_snapshot(self.store.connection(), &snapshot)?;
         let agents = self.workspace().and_then(|w| prompt::read_agents_md(&w));
@@ -475,7 +537,7 @@ impl ChatSession {
         let Some(shown) = self.state.shown_catalog.clone() else {
             return Ok(None);
         };
-        self.supervisor.start().await?;
+        self.start_worker().await?;
         let current = render_catalog(&self.supervisor.manifest()?, self.settings.catalog_budget)?;
         if current.hash == shown {
             return Ok(None);

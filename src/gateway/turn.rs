@@ -121,6 +121,7 @@ impl ChatSession {
                     events,
                 );
             }
+            self.sync_mcp().await?;
             for notice in self.append_updates(turn)? {
                 let first = notice.lines().next().unwrap_or_default().to_string();
                 let _ = events.send(Event::Notice { text: first });
@@ -395,7 +396,7 @@ impl ChatSession {
         let counts = self.store.counts(&self.id)?;
         self.state.now.running = Some((turn, iteration));
         let utilization = folding::utilization(&self.state, &self.settings).to_json();
-        let session = crate::session::session_dict(
+        let mut session = crate::session::session_dict(
             &self.id,
             turn,
             iteration,
@@ -403,6 +404,9 @@ impl ChatSession {
             &self.roots,
             utilization,
         );
+        if let Some(hub) = &self.mcp {
+            session["mcp"] = hub.status_json();
+        }
         let request = BlockRequest {
             code: code.clone(),
             filename: format!("<t{turn}/i{iteration}>"),
@@ -421,6 +425,10 @@ impl ChatSession {
         });
         let started_at = now_millis();
         let (calls_tx, mut calls) = tokio::sync::mpsc::unbounded_channel();
+        // MCP calls run as tasks of their own (a tool can take long; the block's deadlines and
+        // other host calls go on meanwhile); the ones still running when the block ends are
+        // cancelled at their servers.
+        let mut mcp_tasks = Vec::new();
         let outcome = {
             let run = self.supervisor.exec(request, calls_tx, stop.clone());
             tokio::pin!(run);
@@ -428,6 +436,13 @@ impl ChatSession {
                 tokio::select! {
                     outcome = &mut run => break outcome,
                     Some(call) = calls.recv() => {
+                        let call = match crate::mcp::spawn_host_call(self.mcp.as_ref(), call) {
+                            Ok(task) => {
+                                mcp_tasks.push(task);
+                                continue;
+                            }
+                            Err(call) => call,
+                        };
                         let answer = answer_host_call(
                             &mut FoldCtx { state: &mut self.state, store: &mut self.store, id: &self.id, settings: &self.settings },
                             &call.method,
@@ -438,7 +453,17 @@ impl ChatSession {
                 }
             }
         };
+        for task in mcp_tasks {
+            task.abort();
+        }
         while let Ok(call) = calls.try_recv() {
+            let call = match crate::mcp::spawn_host_call(self.mcp.as_ref(), call) {
+                Ok(task) => {
+                    task.abort();
+                    continue;
+                }
+                Err(call) => call,
+            };
             let answer = answer_host_call(
                 &mut FoldCtx {
                     state: &mut self.state,
@@ -694,7 +719,7 @@ fn unreachable_turn(turn: i64) -> Result<TurnEnd, GatewayError> {
     })
 }
 
-/// Host calls a block makes while it runs: folding now, MCP tools later.
+/// Host calls a block makes while it runs (MCP calls, `mcp.*`, are answered by the hub).
 fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> Result<Value, String> {
     let text = |name: &str| -> Result<String, String> {
         match params.get(name) {

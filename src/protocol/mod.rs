@@ -8,12 +8,14 @@
 mod block;
 mod conversation;
 mod events;
+mod mcp;
 
 pub use block::{PersistedDef, RestoreReport, Status};
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };
 pub use events::{Event, TurnStatus, REJECTED};
+pub use mcp::{McpFunction, McpNamespace, McpParam};
 
 /// `text` cut to at most `max` characters (with `…` when cut), for naming things in
 /// one-line messages.

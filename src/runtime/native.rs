@@ -24,7 +24,15 @@ fn host_call(py: Python<'_>, method: &str, params_json: &str) -> PyResult<String
     let answer = py.detach(move || super::worker::host_call(&method, params));
     match answer {
         Ok(value) => Ok(value.to_string()),
-        Err(e) => Err(PyRuntimeError::new_err(e)),
+        Err(super::worker::HostCallError::Failed(e)) => Err(PyRuntimeError::new_err(e)),
+        Err(super::worker::HostCallError::Interrupted) => {
+            // The interrupt's SIGINT is pending: let Python's handler raise KeyboardInterrupt
+            // (it does so only while a block runs); raise it here if it did not.
+            py.check_signals()?;
+            Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+                "interrupted while waiting for the host",
+            ))
+        }
     }
 }
 

@@ -33,6 +33,12 @@ pub enum HostMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// The MCP servers' tools, as namespaces and functions (replacing any earlier list); the
+    /// worker answers with `manifest`.
+    McpTools {
+        namespaces: Vec<crate::protocol::McpNamespace>,
+        functions: Vec<crate::protocol::McpFunction>,
+    },
     Shutdown,
 }
 
@@ -85,6 +91,10 @@ pub enum WorkerMessage {
         method: String,
         params: serde_json::Value,
     },
+    /// The visible manifest after `mcp_tools` changed it.
+    Manifest {
+        entries: Vec<crate::catalog::ManifestEntry>,
+    },
     /// The worker could not do what was asked and is about to exit.
     Fatal {
         message: String,
@@ -99,6 +109,7 @@ impl WorkerMessage {
             WorkerMessage::Restored(_) => "restored",
             WorkerMessage::Result(_) => "result",
             WorkerMessage::Request { .. } => "request",
+            WorkerMessage::Manifest { .. } => "manifest",
             WorkerMessage::Fatal { .. } => "fatal",
         }
     }

@@ -67,8 +67,10 @@ pub struct WorkerArgs {
 /// happen only in the reader thread.
 struct Channel {
     writer: Mutex<File>,
-    /// Host calls waiting for their response, by request id.
-    pending: Mutex<HashMap<u64, mpsc::Sender<HostMessage>>>,
+    /// Host calls waiting for their response, by request id; the flag marks calls made by
+    /// the interpreter thread, which an interrupt of the running block wakes (a block waiting
+    /// for a slow MCP tool must still stop when interrupted).
+    pending: Mutex<HashMap<u64, (mpsc::Sender<HostMessage>, bool)>>,
     next_request_id: AtomicU64,
 }
 
@@ -300,7 +302,7 @@ fn read_host(mut reader: FrameReader<File>, queue: mpsc::Sender<HostMessage>) {
                     .get()
                     .and_then(|c| c.pending.lock().ok()?.remove(&id));
                 // A response nobody waits for (its caller gave up) is dropped.
-                if let Some(waiter) = waiter {
+                if let Some((waiter, _)) = waiter {
                     let _ = waiter.send(msg);
                 }
             }
@@ -311,6 +313,17 @@ fn read_host(mut reader: FrameReader<File>, queue: mpsc::Sender<HostMessage>) {
                     // SAFETY: the interpreter thread lives as long as the process does.
                     unsafe {
                         libc::pthread_kill(thread as libc::pthread_t, libc::SIGINT);
+                    }
+                    // A signal does not end a wait for the host's answer: wake the
+                    // interpreter thread's waiting call, which then raises KeyboardInterrupt.
+                    if let Some(channel) = CHANNEL.get() {
+                        if let Ok(pending) = channel.pending.lock() {
+                            for (waiter, interpreter) in pending.values() {
+                                if *interpreter {
+                                    let _ = waiter.send(HostMessage::Interrupt { id });
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -353,22 +366,43 @@ fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
     write_frame(&mut *writer, &payload).map_err(RuntimeError::Io)
 }
 
+/// Why a host call returned no answer.
+#[derive(Debug)]
+pub(crate) enum HostCallError {
+    /// The host answered with an error (or could not be reached).
+    Failed(String),
+    /// The running block was interrupted while the interpreter thread waited.
+    Interrupted,
+}
+
 /// A call from the block (or any thread of it) to the host: send a request, wait for the
-/// response with the same id. Several calls may be in flight at once.
+/// response with the same id. Several calls may be in flight at once. A call made by the
+/// interpreter thread ends early when the running block is interrupted.
 pub(crate) fn host_call(
     method: &str,
     params: serde_json::Value,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, HostCallError> {
     let channel = CHANNEL
         .get()
-        .ok_or_else(|| "not running inside a vis worker".to_string())?;
+        .ok_or_else(|| HostCallError::Failed("not running inside a vis worker".to_string()))?;
     let id = channel.next_request_id.fetch_add(1, Ordering::SeqCst);
     let (tx, rx) = mpsc::channel();
+    let thread = INTERPRETER_THREAD.load(Ordering::SeqCst);
+    // SAFETY: pthread_self is always safe.
+    let interpreter = thread != 0 && thread == unsafe { libc::pthread_self() } as u64;
     channel
         .pending
         .lock()
-        .map_err(|_| "channel lock poisoned".to_string())?
-        .insert(id, tx);
+        .map_err(|_| HostCallError::Failed("channel lock poisoned".to_string()))?
+        .insert(id, (tx, interpreter));
+    // The reader records an interrupt before it wakes the waiters, so one that came just
+    // before this call was registered is seen here.
+    if interpreter && interrupt_pending() {
+        if let Ok(mut pending) = channel.pending.lock() {
+            pending.remove(&id);
+        }
+        return Err(HostCallError::Interrupted);
+    }
     let msg = WorkerMessage::Request {
         id,
         method: method.to_string(),
@@ -378,15 +412,24 @@ pub(crate) fn host_call(
         if let Ok(mut pending) = channel.pending.lock() {
             pending.remove(&id);
         }
-        return Err(format!("host pipe: {e}"));
+        return Err(HostCallError::Failed(format!("host pipe: {e}")));
     }
-    match rx.recv() {
+    let answer = rx.recv();
+    if let Ok(mut pending) = channel.pending.lock() {
+        pending.remove(&id);
+    }
+    match answer {
         Ok(HostMessage::Response { result, error, .. }) => match error {
-            Some(e) => Err(e),
+            Some(e) => Err(HostCallError::Failed(e)),
             None => Ok(result.unwrap_or(serde_json::Value::Null)),
         },
-        Ok(_) => Err("unexpected message in place of a response".into()),
-        Err(_) => Err("the host closed the connection".into()),
+        Ok(HostMessage::Interrupt { .. }) => Err(HostCallError::Interrupted),
+        Ok(_) => Err(HostCallError::Failed(
+            "unexpected message in place of a response".into(),
+        )),
+        Err(_) => Err(HostCallError::Failed(
+            "the host closed the connection".into(),
+        )),
     }
 }
 
@@ -460,6 +503,22 @@ fn serve(
                 let result = run_block(&runner, &req, &args.capture);
                 CURRENT_EXEC.store(0, Ordering::SeqCst);
                 send(&WorkerMessage::Result(result))?;
+            }
+            HostMessage::McpTools {
+                namespaces,
+                functions,
+            } => {
+                let payload = serde_json::json!({"namespaces": namespaces, "functions": functions});
+                let manifest = Python::attach(|py| -> PyResult<String> {
+                    py.import("vis._mcp")?
+                        .call_method1("install", (payload.to_string(),))?
+                        .extract()
+                })
+                .map_err(py_err)?;
+                let entries = serde_json::from_str(&manifest).map_err(|e| {
+                    RuntimeError::Protocol(format!("the MCP manifest is malformed: {e}"))
+                })?;
+                send(&WorkerMessage::Manifest { entries })?;
             }
             // Handled by the reader thread; never queued.
             HostMessage::Response { .. } | HostMessage::Interrupt { .. } => {}

@@ -81,6 +81,8 @@ pub fn session_dict(
         "utilization": utilization,
         "extensions": {},
         "restored": null,
+        // MCP servers as namespaces: filled in by hosts that have them (see `mcp`).
+        "mcp": {"servers": {}, "skipped": []},
     })
 }
 

@@ -148,6 +148,8 @@ CREATE TABLE requests (
 );
 "#,
     ),
+    // MCP: approvals of workspace-declared servers, last tool lists (see `store::mcp`).
+    (4, super::mcp::MCP_SQL),
 ];
 
 pub fn latest_version() -> u32 {

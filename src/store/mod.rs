@@ -5,6 +5,7 @@
 //! database or one written by a newer Vis is refused with an error that says what to do.
 
 mod chat;
+mod mcp;
 mod migrations;
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use crate::protocol::PersistedDef;
 pub use chat::{
     ChatPrefix, FoldRow, HistoryKind, HistoryRow, NewHistoryItem, RequestRecord, SessionModel,
 };
+pub use mcp::MCP_SQL;
 pub use migrations::latest_version;
 
 #[derive(Debug, thiserror::Error)]

@@ -14,6 +14,7 @@ mod extensions;
 mod faults;
 mod folding;
 mod gateway;
+mod mcp;
 mod providers;
 mod serve;
 mod shell;

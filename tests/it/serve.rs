@@ -530,7 +530,14 @@ vistest!(
         assert!(wait_until(Duration::from_secs(10), || {
             registry.slots().iter().all(|s| !s.live.load(std::sync::atomic::Ordering::SeqCst))
         }));
-        let text = c.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = c.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
+            if text.lines().any(|l| l == "vis_live_workers 0") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert!(text.lines().any(|l| l == "vis_live_workers 0"), "{text}");
     });
     }

@@ -5,6 +5,7 @@
 
 pub mod chat;
 pub mod fake_provider;
+pub mod mcp;
 pub mod serve;
 pub mod tmux;
 

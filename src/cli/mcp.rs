@@ -1,0 +1,233 @@
+//! `vis mcp`: Vis as an MCP server on stdio, and the approval of a workspace's MCP servers.
+//!
+//! - `vis mcp [--session ID] [--workspace DIR] [limits]` serves `python_execution` for a
+//!   session (a new one unless `--session`; its id goes to stderr and the instructions);
+//! - `vis mcp approve [DIR]` approves the servers DIR/.vis/mcp.toml declares, as they are
+//!   declared now (a later change needs approval again);
+//! - `vis mcp list [DIR]` shows the servers a session in DIR would run and what is skipped.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use super::settings::{
+    current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
+};
+use super::term::escape_controls;
+use super::CliError;
+use crate::mcp::server::{serve, ServeOptions};
+use crate::runtime::Supervisor;
+use crate::session::{new_session_id, validate_session_id};
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+    /// Session to serve (created if it does not exist; default: a new session).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Workspace directory (default: the session's, or the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Approve the MCP servers DIR/.vis/mcp.toml declares (default: the current directory),
+    /// exactly as they are declared now; a changed command line needs approval again.
+    Approve {
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// List the MCP servers a session in DIR would run, and what is skipped and why.
+    List {
+        #[arg(value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+pub fn run(args: McpArgs, db: &Path) -> Result<i32, CliError> {
+    match args.action {
+        Some(McpAction::Approve { dir }) => approve(dir, db),
+        Some(McpAction::List { dir }) => list(dir, db),
+        None => run_server(args, db),
+    }
+}
+
+fn workspace_dir(dir: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    match resolve_workspace(dir.as_deref())? {
+        Some(d) => Ok(d),
+        None => current_dir()?
+            .canonicalize()
+            .map_err(|e| CliError::usage(format!("cannot resolve the current directory: {e}"))),
+    }
+}
+
+fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
+    let ws = workspace_dir(dir)?;
+    let store = Store::open(db)?;
+    let servers = crate::mcp::approve_workspace(&ws, &store).map_err(|e| match e {
+        crate::mcp::ApproveError::Invalid(m) => CliError::usage(format!("vis mcp approve: {m}")),
+        crate::mcp::ApproveError::Store(e) => e.into(),
+    })?;
+    if servers.is_empty() {
+        println!(
+            "{} declares no MCP servers (nothing to approve); declare them as [mcp.servers.NAME] tables there",
+            escape_controls(&ws.join(".vis").join("mcp.toml").to_string_lossy())
+        );
+        return Ok(0);
+    }
+    for spec in &servers {
+        println!(
+            "approved `{}` for {}: {}",
+            escape_controls(&spec.name),
+            escape_controls(&ws.to_string_lossy()),
+            escape_controls(&spec.launch_line())
+        );
+    }
+    Ok(0)
+}
+
+fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
+    let ws = workspace_dir(dir)?;
+    let config = load_config()?;
+    let store = Store::open(db)?;
+    let deny = crate::catalog::DenyList::new(config.deny.iter().cloned())
+        .map_err(|e| CliError::usage(format!("vis: [permissions] deny: {e}")))?;
+    let plan = crate::mcp::plan(&config.mcp, &deny, Some(&ws), &store)?;
+    if plan.servers.is_empty() && plan.skipped.is_empty() {
+        println!("no MCP servers are declared (config.toml [mcp.servers.NAME] or .vis/mcp.toml)");
+        return Ok(0);
+    }
+    for spec in &plan.servers {
+        println!(
+            "{}  runs  ({}, {}): {}",
+            escape_controls(&spec.name),
+            spec.source.as_str(),
+            spec.transport_kind(),
+            escape_controls(&spec.launch_line())
+        );
+    }
+    for s in &plan.skipped {
+        println!(
+            "{}  skipped: {}; {}",
+            escape_controls(&s.name),
+            escape_controls(&s.reason),
+            escape_controls(&s.fix)
+        );
+    }
+    Ok(0)
+}
+
+fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
+    // First of all: from here on only the MCP transport writes to the real stdout.
+    let streams = crate::mcp::stdio::take_protocol_streams().map_err(|e| CliError {
+        code: 1,
+        message: format!("vis mcp: cannot set up stdio: {e}"),
+    })?;
+    let config = load_config()?;
+    let limits = limits(&args.limits, &config)?;
+    let workspace = resolve_workspace(args.workspace.as_deref())?;
+    let (session_id, created) = match &args.session {
+        Some(id) => {
+            validate_session_id(id).map_err(CliError::usage)?;
+            (id.clone(), false)
+        }
+        None => (new_session_id(), true),
+    };
+    let store = Store::open(db)?;
+    let default_root = match &workspace {
+        Some(w) => w.clone(),
+        None => current_dir()?,
+    };
+    let root_strings = vec![default_root.to_string_lossy().into_owned()];
+    let row = store.ensure_session(&session_id, &root_strings)?;
+    let roots = if workspace.is_some() && row.workspace_roots != root_strings {
+        store.set_workspace_roots(&session_id, &root_strings)?;
+        root_strings
+    } else {
+        row.workspace_roots
+    };
+    if let Some(missing) = roots.iter().find(|r| !Path::new(r).is_dir()) {
+        return Err(CliError::usage(format!(
+            "the workspace {missing} of session '{session_id}' no longer exists; pass --workspace DIR to move the session"
+        )));
+    }
+    let root = PathBuf::from(&roots[0]);
+    let defs = store.load_defs(&session_id)?;
+    let mut opts = worker_options(&config, Some(&root))?;
+    opts.memory_limit_mb = limits.memory_limit_mb;
+    opts.sandbox = limits.sandbox.clone();
+    let artifact_dir = crate::config::artifact_dir(db, &session_id);
+    let _ = std::fs::create_dir_all(&artifact_dir);
+    opts.sandbox.writable.push(artifact_dir.clone());
+    opts.sandbox
+        .writable
+        .extend(roots.iter().skip(1).map(PathBuf::from));
+    let supervisor = Supervisor::new(opts, defs);
+    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &store)
+        .map_err(CliError::usage)?;
+    let verb = if created { "new session" } else { "session" };
+    eprintln!(
+        "vis mcp: {verb} {session_id} (workspace {}; continue it with --session {session_id})",
+        escape_controls(&roots[0])
+    );
+    for note in hub.notices() {
+        eprintln!("{}", escape_controls(&note));
+    }
+    let hub = (!hub.is_empty()).then_some(hub);
+    let events = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis mcp: cannot start the event loop: {e}"),
+        })?;
+    let serve_opts = ServeOptions {
+        session_id,
+        roots,
+        artifact_dir,
+        timeout: limits.timeout,
+        output_limit: limits.output_limit,
+        artifact_quota: limits.sandbox.artifact_quota,
+        catalog_budget: config
+            .catalog_budget
+            .unwrap_or(crate::catalog::DEFAULT_BUDGET_TOKENS),
+        hub,
+    };
+    let served = events.block_on(async move {
+        let (reader, writer) = streams.into_async()?;
+        let stop = CancellationToken::new();
+        let on_signal = stop.clone();
+        let signals = tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async {
+                    match term.as_mut() {
+                        Some(t) => { t.recv().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+            on_signal.cancel();
+        });
+        let result = serve(store, supervisor, serve_opts, (reader, writer), stop).await;
+        signals.abort();
+        result.map_err(|e| std::io::Error::other(e.to_string()))
+    });
+    match served {
+        Ok(()) => Ok(0),
+        Err(e) => Err(CliError {
+            code: 1,
+            message: format!("vis mcp: {}", escape_controls(&e.to_string())),
+        }),
+    }
+}

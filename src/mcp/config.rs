@@ -1,0 +1,577 @@
+//! Declaring MCP servers: `[mcp.servers.NAME]` tables in `config.toml` and in a workspace's
+//! `.vis/mcp.toml` (the same shape), plus the `[mcp]` settings of the user's config.
+//!
+//! ```toml
+//! [mcp]
+//! call_timeout = 60          # seconds one tool call may take (default 60)
+//! startup_timeout = 30       # seconds a server gets to start and list its tools (default 30)
+//!
+//! [mcp.servers.github]       # a stdio server: vis starts the command
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-github"]
+//! env = { GITHUB_PERSONAL_ACCESS_TOKEN = "${GITHUB_TOKEN}" }
+//! cwd = "."                  # relative to the workspace (the default)
+//! timeout = 120              # this server's call timeout
+//!
+//! [mcp.servers.docs]         # a streamable HTTP server
+//! url = "https://example.com/mcp"
+//! headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+//! ```
+//!
+//! Design notes:
+//! - A server's name becomes its Python namespace, so it must be one identifier (validated by
+//!   the catalog's name rules, never sanitized); the error proposes a spelling.
+//! - Unknown keys inside a server table are errors, unlike elsewhere in the config: a
+//!   misspelled `env` or `args` would otherwise start a server silently misconfigured.
+//! - `${VAR}` in `command`, `args`, `env`, `url` and `headers` is replaced from the host's
+//!   environment when the server starts (so secrets need not be written into files). The
+//!   approval of a workspace server covers the text as written, before expansion.
+//! - Values from `env` and `headers` may be secrets: they go to the server process or its
+//!   HTTP requests only, never to the worker, the store or `session["mcp"]`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::names::{validate_name, NameRule};
+
+/// Default time one MCP tool call may take.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time a server gets to start and answer `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where a server was declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerSource {
+    /// The user's `config.toml`: trusted as written.
+    Config,
+    /// The workspace's `.vis/mcp.toml`: runs only once approved (see `approval`).
+    Workspace,
+}
+
+impl ServerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerSource::Config => "config",
+            ServerSource::Workspace => "workspace",
+        }
+    }
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum Transport {
+    /// A process vis starts; MCP over its stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// One declared server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerSpec {
+    pub name: String,
+    pub source: ServerSource,
+    pub transport: Transport,
+    /// This server's call timeout (else `[mcp] call_timeout`).
+    pub timeout: Option<Duration>,
+    /// The file that declared it (for messages).
+    pub file: PathBuf,
+}
+
+impl ServerSpec {
+    /// What the server runs, for people: the command line (quoted where needed) or the URL.
+    /// Values of `env` and `headers` are never shown (they may be secrets); their names are.
+    pub fn launch_line(&self) -> String {
+        match &self.transport {
+            Transport::Stdio {
+                command, args, env, ..
+            } => {
+                let mut parts: Vec<String> = env.keys().map(|k| format!("{k}=…")).collect();
+                parts.push(shell_quote(command));
+                parts.extend(args.iter().map(|a| shell_quote(a)));
+                parts.join(" ")
+            }
+            Transport::Http { url, headers } => {
+                let mut line = url.clone();
+                if !headers.is_empty() {
+                    let names: Vec<&str> = headers.keys().map(String::as_str).collect();
+                    line.push_str(&format!(" (headers: {})", names.join(", ")));
+                }
+                line
+            }
+        }
+    }
+
+    /// A stable hash of everything that decides what runs (command, args, env, cwd; or URL
+    /// and headers), as written: the key of a workspace server's approval, so any change
+    /// needs approval again.
+    pub fn fingerprint(&self) -> String {
+        let canonical = serde_json::to_string(&self.transport).unwrap_or_default();
+        blake3::hash(canonical.as_bytes()).to_hex()[..32].to_string()
+    }
+
+    pub fn transport_kind(&self) -> &'static str {
+        match self.transport {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,${}".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `[mcp]` of the user's config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpConfig {
+    pub call_timeout: Option<Duration>,
+    pub startup_timeout: Option<Duration>,
+    /// `[mcp.servers.*]`, by name.
+    pub servers: Vec<ServerSpec>,
+}
+
+impl McpConfig {
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT)
+    }
+
+    pub fn startup_timeout(&self) -> Duration {
+        self.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT)
+    }
+}
+
+/// A server table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerTable {
+    /// Accepted for configs copied from other clients: "stdio", "http" or "streamable-http".
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    /// Read from the raw table (for the error message); listed so it is a known key.
+    #[allow(dead_code)]
+    timeout: Option<toml::Value>,
+}
+
+/// Headers the streamable HTTP transport manages itself.
+const RESERVED_HEADERS: [&str; 4] = [
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+const SERVER_KEYS: &str =
+    "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
+
+/// The line of `text` a `[mcp.servers.NAME]` header (or `needle`) starts on, as "line N: ".
+fn line_of(text: &str, needle: &str) -> String {
+    text.lines()
+        .position(|l| l.trim_start().starts_with(needle))
+        .map(|i| format!("line {}: ", i + 1))
+        .unwrap_or_default()
+}
+
+fn server_line(text: &str, name: &str) -> String {
+    let header = format!("[mcp.servers.{name}]");
+    let quoted = format!("[mcp.servers.\"{name}\"]");
+    let at = line_of(text, &header);
+    if at.is_empty() {
+        line_of(text, &quoted)
+    } else {
+        at
+    }
+}
+
+fn positive_seconds(value: &toml::Value, what: &str, at: &str) -> Result<Duration, String> {
+    let n = value
+        .as_float()
+        .or_else(|| value.as_integer().map(|i| i as f64));
+    match n {
+        Some(n) if n.is_finite() && n > 0.0 && n <= 86_400.0 => Ok(Duration::from_secs_f64(n)),
+        _ => Err(format!(
+            "{at}`{what}` must be a positive number of seconds (at most a day), got {value}; e.g. {} = 60",
+            what.rsplit('.').next().unwrap_or(what)
+        )),
+    }
+}
+
+/// Reads the `mcp` table of a parsed TOML file. `text` is the file's text (for line numbers);
+/// `with_settings` reads `call_timeout`/`startup_timeout` too (the user's config only).
+pub fn parse_mcp_table(
+    root: &toml::Table,
+    text: &str,
+    file: &Path,
+    source: ServerSource,
+) -> Result<McpConfig, String> {
+    let mut out = McpConfig::default();
+    let Some(mcp) = root.get("mcp") else {
+        return Ok(out);
+    };
+    let mcp = mcp
+        .as_table()
+        .ok_or_else(|| format!("{}`mcp` must be a table ([mcp])", line_of(text, "mcp")))?;
+    for (key, value) in mcp {
+        match key.as_str() {
+            "servers" => {}
+            "call_timeout" | "startup_timeout" if source == ServerSource::Config => {
+                let d = positive_seconds(value, &format!("mcp.{key}"), &line_of(text, key))?;
+                if key == "call_timeout" {
+                    out.call_timeout = Some(d);
+                } else {
+                    out.startup_timeout = Some(d);
+                }
+            }
+            // Settings other than servers are the user's to choose, not a workspace's; other
+            // keys are ignored like unknown keys elsewhere in the config.
+            _ => {}
+        }
+    }
+    let Some(servers) = mcp.get("servers") else {
+        return Ok(out);
+    };
+    let servers = servers.as_table().ok_or_else(|| {
+        format!(
+            "{}`mcp.servers` must hold one table per server, e.g. [mcp.servers.github]",
+            line_of(text, "servers")
+        )
+    })?;
+    for (name, value) in servers {
+        let at = server_line(text, name);
+        validate_server_name(name).map_err(|e| format!("{at}{e}"))?;
+        let table = value.as_table().ok_or_else(|| {
+            format!("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")
+        })?;
+        let parsed: ServerTable =
+            toml::Value::Table(table.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    let msg = e.message().trim_end().to_string();
+                    if msg.starts_with("unknown field") {
+                        format!("{at}[mcp.servers.{name}]: {msg}; the keys are {SERVER_KEYS}")
+                    } else {
+                        format!(
+                        "{at}[mcp.servers.{name}]: {msg}; see the documented keys in docs/mcp.md"
+                    )
+                    }
+                })?;
+        out.servers
+            .push(build_server(name, parsed, &at, file, source, table)?);
+    }
+    Ok(out)
+}
+
+/// A server name is one namespace segment: a Python identifier, not a keyword.
+pub fn validate_server_name(name: &str) -> Result<(), String> {
+    if name.contains('.') {
+        return Err(format!(
+            "MCP server name `{name}` must be one identifier (it becomes the namespace `{name}`), without `.`; rename it, e.g. [mcp.servers.{}]",
+            name.replace('.', "_")
+        ));
+    }
+    validate_name(name, NameRule::Identifier).map_err(|e| {
+        format!("MCP server name `{name}` is not a valid namespace: {e}; rename the table")
+    })
+}
+
+fn build_server(
+    name: &str,
+    t: ServerTable,
+    at: &str,
+    file: &Path,
+    source: ServerSource,
+    raw: &toml::Table,
+) -> Result<ServerSpec, String> {
+    let here = format!("{at}[mcp.servers.{name}]");
+    let timeout = match raw.get("timeout") {
+        Some(v) => Some(positive_seconds(
+            v,
+            &format!("mcp.servers.{name}.timeout"),
+            at,
+        )?),
+        None => None,
+    };
+    let transport = match (&t.command, &t.url) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{here} has both `command` and `url`; keep `command` for a server vis starts, or `url` for a streamable HTTP server"
+            ))
+        }
+        (None, None) => {
+            return Err(format!(
+                "{here} needs `command` (a server vis starts, e.g. command = \"npx\") or `url` (a streamable HTTP server, e.g. url = \"http://127.0.0.1:8000/mcp\")"
+            ))
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(format!(
+                    "{here}: `command` is empty; name the program to run, e.g. command = \"npx\""
+                ));
+            }
+            if t.headers.is_some() {
+                return Err(format!(
+                    "{here}: `headers` applies to HTTP servers (url = …) only; remove it or use `env` for the process"
+                ));
+            }
+            if let Some(kind) = &t.kind {
+                if kind != "stdio" {
+                    return Err(format!(
+                        "{here}: type = \"{kind}\" does not fit `command`; a server with a command is type = \"stdio\""
+                    ));
+                }
+            }
+            Transport::Stdio {
+                command: command.clone(),
+                args: t.args.unwrap_or_default(),
+                env: t.env.unwrap_or_default(),
+                cwd: t.cwd,
+            }
+        }
+        (None, Some(url)) => {
+            let lower = url.to_ascii_lowercase();
+            if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+                return Err(format!(
+                    "{here}: url = \"{url}\" is not an http:// or https:// URL; write the server's full MCP endpoint, e.g. \"http://127.0.0.1:8000/mcp\""
+                ));
+            }
+            for (key, what) in [
+                ("args", t.args.is_some()),
+                ("env", t.env.is_some()),
+                ("cwd", t.cwd.is_some()),
+            ] {
+                if what {
+                    return Err(format!(
+                        "{here}: `{key}` applies to servers vis starts (command = …) only; remove it"
+                    ));
+                }
+            }
+            if let Some(kind) = &t.kind {
+                if !matches!(kind.as_str(), "http" | "streamable-http" | "streamable_http") {
+                    return Err(format!(
+                        "{here}: type = \"{kind}\" does not fit `url`; vis speaks streamable HTTP (type = \"http\")"
+                    ));
+                }
+            }
+            let headers = t.headers.unwrap_or_default();
+            for (k, v) in &headers {
+                let ok_name = !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !ok_name || v.contains(['\r', '\n']) {
+                    return Err(format!(
+                        "{here}: header `{k}` is not a valid HTTP header (name or value); fix it in `headers`"
+                    ));
+                }
+                if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(k)) {
+                    return Err(format!(
+                        "{here}: header `{k}` is set by the MCP transport itself; remove it from `headers`"
+                    ));
+                }
+            }
+            Transport::Http {
+                url: url.clone(),
+                headers,
+            }
+        }
+    };
+    Ok(ServerSpec {
+        name: name.to_string(),
+        source,
+        transport,
+        timeout,
+        file: file.to_path_buf(),
+    })
+}
+
+/// Reads a workspace's `.vis/mcp.toml` (no file: no servers).
+pub fn load_workspace_servers(workspace: &Path) -> Result<Vec<ServerSpec>, String> {
+    let path = workspace.join(".vis").join("mcp.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read {}: {e}; fix its permissions or remove it",
+                path.display()
+            ))
+        }
+    };
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let place = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: ")
+            })
+            .unwrap_or_default();
+        format!(
+            "invalid {}: {place}{}; fix the TOML syntax",
+            path.display(),
+            e.message().trim_end()
+        )
+    })?;
+    parse_mcp_table(&table, &text, &path, ServerSource::Workspace)
+        .map(|c| c.servers)
+        .map_err(|e| format!("invalid {}: {e}", path.display()))
+}
+
+/// Replaces `${NAME}` with the host's environment variable `NAME`; `what` names the place
+/// for the error (an unset variable is an error, not an empty string).
+pub fn expand_env(value: &str, what: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!(
+                "{what}: `${{` without a closing `}}`; write ${{NAME}} to use an environment variable"
+            ));
+        };
+        let name = &after[..end];
+        match std::env::var(name) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => {
+                return Err(format!(
+                    "{what} uses ${{{name}}}, but the environment variable {name} is not set; set it or write the value"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpConfig, String> {
+        let table: toml::Table = text.parse().unwrap();
+        parse_mcp_table(
+            &table,
+            text,
+            Path::new("/c/config.toml"),
+            ServerSource::Config,
+        )
+    }
+
+    #[test]
+    fn reads_stdio_and_http_servers() {
+        let c = parse(
+            "[mcp]\ncall_timeout = 5\n[mcp.servers.gh]\ncommand = \"npx\"\nargs = [\"-y\", \"x y\"]\nenv = { T = \"1\" }\ntimeout = 2.5\n[mcp.servers.docs]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n",
+        )
+        .unwrap();
+        assert_eq!(c.call_timeout(), Duration::from_secs(5));
+        assert_eq!(c.servers.len(), 2);
+        let gh = c.servers.iter().find(|s| s.name == "gh").unwrap();
+        assert_eq!(gh.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(gh.launch_line(), "T=… npx -y 'x y'");
+        let docs = c.servers.iter().find(|s| s.name == "docs").unwrap();
+        assert_eq!(docs.transport_kind(), "http");
+        assert!(!docs.launch_line().contains("Bearer"));
+    }
+
+    #[test]
+    fn bad_tables_say_what_and_how() {
+        let cases = [
+            ("[mcp.servers.gh]\nargs = []\n", "needs `command`"),
+            (
+                "[mcp.servers.gh]\ncommand = \"a\"\nurl = \"http://x\"\n",
+                "both `command` and `url`",
+            ),
+            (
+                "[mcp.servers.gh]\ncommand = \"a\"\nargv = []\n",
+                "unknown field `argv`",
+            ),
+            (
+                "[mcp.servers.gh]\nurl = \"ftp://x\"\n",
+                "not an http:// or https:// URL",
+            ),
+            (
+                "[mcp.servers.gh]\ncommand = \"a\"\nheaders = {}\n",
+                "`headers` applies to HTTP",
+            ),
+            (
+                "[mcp.servers.gh]\nurl = \"http://x\"\nenv = {}\n",
+                "`env` applies to servers vis starts",
+            ),
+            (
+                "[mcp.servers.my-server]\ncommand = \"a\"\n",
+                "not a valid namespace",
+            ),
+            ("[mcp.servers.\"a.b\"]\ncommand = \"a\"\n", "without `.`"),
+            (
+                "[mcp.servers.gh]\ncommand = \"a\"\ntimeout = -1\n",
+                "positive number of seconds",
+            ),
+            (
+                "[mcp]\ncall_timeout = \"x\"\n",
+                "positive number of seconds",
+            ),
+            ("[mcp]\nservers = 3\n", "one table per server"),
+            ("[mcp.servers]\ngh = \"npx\"\n", "must be a table"),
+            ("[mcp.servers.gh]\ncommand = 5\n", "invalid type"),
+            (
+                "[mcp.servers.gh]\nurl = \"http://x\"\nheaders = { Accept = \"x\" }\n",
+                "set by the MCP transport",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        let e = parse("\n[mcp.servers.gh]\nargs = []\n").unwrap_err();
+        assert!(e.starts_with("line 2: "), "{e}");
+    }
+
+    #[test]
+    fn fingerprints_change_with_what_runs() {
+        let a = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"1\"]\n").unwrap();
+        let b = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"2\"]\n").unwrap();
+        let a2 = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"1\"]\ntimeout = 3\n").unwrap();
+        assert_ne!(a.servers[0].fingerprint(), b.servers[0].fingerprint());
+        assert_eq!(a.servers[0].fingerprint(), a2.servers[0].fingerprint());
+    }
+
+    #[test]
+    fn env_expansion() {
+        std::env::set_var("VIS_MCP_TEST_X", "secret");
+        assert_eq!(
+            expand_env("Bearer ${VIS_MCP_TEST_X}!", "h").unwrap(),
+            "Bearer secret!"
+        );
+        assert!(expand_env("${VIS_MCP_TEST_UNSET_Y}", "env of x")
+            .unwrap_err()
+            .contains("VIS_MCP_TEST_UNSET_Y is not set"));
+        assert!(expand_env("${oops", "h").unwrap_err().contains("closing"));
+    }
+}

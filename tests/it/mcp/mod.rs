@@ -1,0 +1,7 @@
+//! MCP both ways, against real clients and servers (the official Python SDK): `vis mcp` as a
+//! server (`server`), MCP servers as namespaces (`namespaces`), and tool-list changes
+//! reaching the model's catalog (`catalog`).
+
+mod catalog;
+mod namespaces;
+mod server;
