@@ -70,12 +70,26 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
     });
     // Ensure the database is usable before listening.
     crate::store::Store::open(db)?;
-    let registry = Arc::new(Registry::new(
-        db.to_path_buf(),
-        settings_for,
-        config.serve.max_live_workers.unwrap_or(32),
-        Duration::from_secs_f64(config.serve.idle_park_after.unwrap_or(900.0)),
-    ));
+    let hub_config = config.clone();
+    let hub_db = db.to_path_buf();
+    let hub_for: crate::serve::registry::HubFor = Arc::new(move |workspace, id, store| {
+        let hub = crate::mcp::hub_for(
+            &hub_config,
+            Path::new(workspace),
+            crate::config::artifact_dir(&hub_db, id),
+            store,
+        )?;
+        Ok((!hub.is_empty()).then_some(hub))
+    });
+    let registry = Arc::new(
+        Registry::new(
+            db.to_path_buf(),
+            settings_for,
+            config.serve.max_live_workers.unwrap_or(32),
+            Duration::from_secs_f64(config.serve.idle_park_after.unwrap_or(900.0)),
+        )
+        .with_mcp(hub_for),
+    );
     let opts = ServeOptions {
         listen,
         token,

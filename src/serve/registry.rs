@@ -37,6 +37,11 @@ pub type SettingsFor = Arc<
     dyn Fn(Option<&SessionModel>, &ModelChoice, &str) -> Result<ChatSettings, String> + Send + Sync,
 >;
 
+/// The MCP servers of a session as namespaces (`None` when it declares none): workspace,
+/// session id, a store to read approvals from.
+pub type HubFor =
+    Arc<dyn Fn(&str, &str, &Store) -> Result<Option<crate::mcp::McpHub>, String> + Send + Sync>;
+
 pub struct Slot {
     pub id: String,
     pub session: tokio::sync::Mutex<Option<ChatSession>>,
@@ -115,6 +120,7 @@ pub struct Registry {
     boot: String,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     settings_for: SettingsFor,
+    hub_for: Option<HubFor>,
     pub drain: CancellationToken,
     pub max_live_workers: usize,
     pub idle_park_after: Duration,
@@ -136,11 +142,27 @@ impl Registry {
             boot,
             slots: Mutex::new(HashMap::new()),
             settings_for,
+            hub_for: None,
             drain: CancellationToken::new(),
             max_live_workers,
             idle_park_after,
             metrics: Metrics::new(),
         }
+    }
+
+    /// Sessions get their MCP servers from `hub_for`.
+    pub fn with_mcp(mut self, hub_for: HubFor) -> Registry {
+        self.hub_for = Some(hub_for);
+        self
+    }
+
+    fn attach_mcp(&self, session: &mut ChatSession, workspace: &str, store: &Store) -> Result<(), String> {
+        if let Some(hub_for) = &self.hub_for {
+            if let Some(hub) = hub_for(workspace, session.id(), store)? {
+                session.set_mcp(hub);
+            }
+        }
+        Ok(())
     }
 
     /// The slot of session `id` (made empty if the server has not seen it yet).
@@ -211,8 +233,10 @@ impl Registry {
         let stored = store.session_model(id).map_err(|e| e.to_string())?;
         let workspace = row.workspace_roots.first().cloned().unwrap_or_default();
         let settings = (self.settings_for)(stored.as_ref(), &ModelChoice::default(), &workspace)?;
-        let (session, notes) =
+        let approvals = Store::open(&self.db).map_err(|e| e.to_string())?;
+        let (mut session, notes) =
             ChatSession::open(store, &self.db, id, settings).map_err(|e| e.to_string())?;
+        self.attach_mcp(&mut session, &workspace, &approvals)?;
         *guard = Some(self.with_drain(session));
         self.metrics.sessions_open.inc();
         Ok(notes)
