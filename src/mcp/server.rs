@@ -325,6 +325,9 @@ impl Session {
             artifact_quota: self.opts.artifact_quota,
         };
         let started_at = now_millis();
+        // The code is stored before the worker sees it.
+        self.store
+            .begin_iteration(&id, turn, iteration, &code, started_at)?;
         let hub = self.opts.hub.clone();
         let (calls_tx, mut calls) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
@@ -363,14 +366,30 @@ impl Session {
                 })
             }
             Err(e) => {
+                let text = format!("[vis] the block could not run: {e}");
+                self.store.finish_iteration(&IterationRecord {
+                    session_id: &id,
+                    turn,
+                    iteration,
+                    code: &code,
+                    output: &text,
+                    status: "crashed",
+                    started_at,
+                    duration_ms: 0,
+                    exec_us: 0,
+                    artifact: None,
+                    worker_exit: None,
+                    defs_set: &[],
+                    defs_deleted: &[],
+                })?;
                 return Ok(CallOutcome {
-                    text: format!("[vis] the block could not run: {e}\n[vis] status: crashed"),
+                    text: format!("{text}\n[vis] status: crashed"),
                     failed: true,
-                })
+                });
             }
         };
         let worker_exit = outcome.worker_lost.map(|e| e.to_string());
-        self.store.record_iteration(&IterationRecord {
+        self.store.finish_iteration(&IterationRecord {
             session_id: &id,
             turn,
             iteration,

@@ -156,7 +156,12 @@ impl Registry {
         self
     }
 
-    fn attach_mcp(&self, session: &mut ChatSession, workspace: &str, store: &Store) -> Result<(), String> {
+    fn attach_mcp(
+        &self,
+        session: &mut ChatSession,
+        workspace: &str,
+        store: &Store,
+    ) -> Result<(), String> {
         if let Some(hub_for) = &self.hub_for {
             if let Some(hub) = hub_for(workspace, session.id(), store)? {
                 session.set_mcp(hub);

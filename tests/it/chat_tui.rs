@@ -14,6 +14,13 @@ const PROMPT: &str = "› ";
 
 /// `vis chat` against `fake` in a tmux pane, with the env's database, home and config.
 fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
+    let tmux = launch(env, fake, extra);
+    tmux.wait_text(PROMPT);
+    tmux
+}
+
+/// `start` without waiting for the input prompt.
+fn launch(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
     let mut args: Vec<String> = vec![
         "--db".into(),
         env.db().to_string_lossy().into_owned(),
@@ -38,9 +45,7 @@ fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
         // A NO_COLOR of the person running the tests must not reach the program (empty = unset).
         ("NO_COLOR", String::new()),
     ];
-    let tmux = Tmux::start(&env.workspace(), &vars, &vis_bin(), &args);
-    tmux.wait_text(PROMPT);
-    tmux
+    Tmux::start(&env.workspace(), &vars, &vis_bin(), &args)
 }
 
 /// The screen after the n-th status line (a turn's end) appears.
@@ -471,3 +476,40 @@ vistest!(
         assert_eq!(tmux.wait_exit(), 0);
     }
 );
+
+#[test]
+fn an_untrusted_workspace_with_code_asks_before_any_of_it_loads() {
+    for (answer_key, trusted) in [("n", false), ("y", true)] {
+        let env = TestEnv::untrusted();
+        let ext = env.workspace().join(".vis/extensions");
+        std::fs::create_dir_all(&ext).unwrap();
+        std::fs::write(ext.join("greet.py"), "from vis.extension import register\n\n@register\ndef hi() -> str:\n    \"\"\"Say hello.\"\"\"\n    return 'hello from greet'\n")
+            .unwrap();
+        let fake = FakeProvider::start();
+        fake.push(calls(
+            KIND,
+            "a",
+            &["try:\n    print(greet.hi())\nexcept NameError:\n    print('no greet here')"],
+        ));
+        fake.push(answer(KIND, "Checked."));
+        let tmux = launch(&env, &fake, &[]);
+        let screen = tmux.wait_text("[y/N]");
+        assert!(
+            screen.contains("This workspace carries code that runs when a session starts: .vis/extensions (greet.py)"),
+            "{screen}"
+        );
+        tmux.send_line(answer_key);
+        tmux.wait_text(PROMPT);
+        tmux.send_line("is greet there?");
+        let screen = wait_turns(&tmux, 1);
+        let expected = if trusted {
+            "hello from greet"
+        } else {
+            "no greet here"
+        };
+        assert!(screen.contains(expected), "{screen}");
+        let listed = env.vis(&["trust", "--list"]).stdout;
+        let ws = env.workspace().canonicalize().unwrap();
+        assert_eq!(listed.contains(&*ws.to_string_lossy()), trusted, "{listed}");
+    }
+}

@@ -36,7 +36,7 @@ use crate::protocol::TurnStatus;
 use commands::{Flow, Parsed};
 use editor::{Editor, Input};
 use render::View;
-use style::{ACCENT, BAD, DIM};
+use style::{ACCENT, BAD, DIM, WARN};
 
 pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     let fancy = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
@@ -47,6 +47,9 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
         code: 1,
         message: format!("vis chat: cannot catch Ctrl-C: {e}"),
     })?;
+    if fancy {
+        ask_trust(&args)?;
+    }
     let (mut session, notes) = open_session(&args, &db)?;
     let code = if fancy {
         for note in notes {
@@ -61,6 +64,54 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     };
     session.shutdown().await;
     code
+}
+
+/// Asks once whether to trust a workspace that carries its own code, before any of it could
+/// load (as Codex and Claude Code ask).
+fn ask_trust(args: &ChatArgs) -> Result<(), CliError> {
+    use std::io::Write;
+    let config = crate::cli::settings::load_config()?;
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
+        None => crate::cli::settings::current_dir()?,
+    };
+    let Ok(workspace) = workspace.canonicalize() else {
+        return Ok(());
+    };
+    if crate::trust::is_trusted(&config, &workspace) {
+        return Ok(());
+    }
+    let code = crate::trust::workspace_code(&workspace);
+    if code.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "{}",
+        WARN.paint(&format!(
+            "This workspace carries code that runs when a session starts: {}.",
+            escape_controls(&code.join(", "))
+        ))
+    );
+    print!(
+        "Trust {} so that code may load? Only do this for code you trust. [y/N] ",
+        escape_controls(&workspace.to_string_lossy())
+    );
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+        crate::trust::trust(&config.dir, &workspace)
+            .map_err(|e| CliError::usage(format!("vis chat: {e}")))?;
+        println!("{}", DIM.paint("trusted (undo with vis trust --revoke)"));
+    } else {
+        println!(
+            "{}",
+            DIM.paint(
+                "not trusted: the session starts without that code (vis trust DIR trusts it later)"
+            )
+        );
+    }
+    Ok(())
 }
 
 async fn interactive(
