@@ -95,8 +95,8 @@ pub enum ConfigError {
 /// shutdown_grace = 30             # seconds running blocks get at shutdown
 ///
 /// [sandbox]
-/// mode = "workspace-write"        # read-only | workspace-write | full-access (--sandbox)
-/// network = false                 # on by default only in full-access (--network)
+/// mode = "workspace-write"        # read-only | workspace-write | full-access | off (--sandbox)
+/// network = false                 # on by default only in full-access and off (--network)
 /// writable = ["/path"]            # more places blocks may write
 /// env = ["MY_VAR"]                # more environment variables the worker gets
 /// require = false                 # refuse to run when a layer is missing

@@ -3,14 +3,29 @@
 Top-level `def`, `async def` and `class` statements (and the imports they rely on) are kept as
 source with the session and re-created whenever a new worker starts, so helpers outlive
 crashes and restarts. Redefining replaces; `del name` or rebinding the name to a value removes.
+
+A kept definition may read module-level names. Those that are simple constants are kept with
+it: `NAME = <literal>` with an immutable value (numbers, strings, bytes, tuples, frozensets,
+None, booleans), or `NAME = mod.func(<literals>)` where `mod` is a kept import (for example
+`PAT = re.compile(r"\d+")`). Any other global it reads (a list, a loaded file, a name set by a
+loop) is not kept, and the block that defines or uses it is told so, by name.
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
+import symtable
 from typing import Any, Iterator
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+#: Immutable values a literal constant may have (a mutable one would come back as it was
+#: first written, not as the blocks left it).
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
+
+#: Longest constant statement kept (larger data belongs in a file).
+_MAX_CONSTANT_CHARS = 2000
 
 
 def describe(obj: Any, name: str) -> tuple[str, str]:
@@ -53,6 +68,10 @@ def _import_entries(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, st
         yield bound, ast.unparse(stmt) + "\n"
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _rebound_names(node: ast.stmt) -> list[str]:
     """Names a plain assignment or `del` at top level rebinds or removes."""
     targets: list[ast.expr] = []
@@ -70,6 +89,42 @@ def _rebound_names(node: ast.stmt) -> list[str]:
     return names
 
 
+def _globals_read(source: str) -> set[str]:
+    """Module-level names a definition reads, when defined (decorators, defaults, bases) or
+    when called (bodies, nested functions and lambdas)."""
+    try:
+        top = symtable.symtable(source, "<def>", "exec")
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    tables = [top]
+    while tables:
+        table = tables.pop()
+        names.update(s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced())
+        tables.extend(table.get_children())
+    return names
+
+
+def _stored_names(node: ast.stmt) -> set[str]:
+    """Every name a top-level statement that is not itself a definition may bind globally."""
+    names: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            names.add(sub.id)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(sub.name)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in sub.names)
+    return names
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        return isinstance(ast.literal_eval(node), _IMMUTABLE)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
 class DefRegistry:
     """The worker's copy of the session's persisted definitions, in definition order."""
 
@@ -77,6 +132,11 @@ class DefRegistry:
         self.entries: dict[str, dict[str, Any]] = {}
         self._lines: list[str] = []
         self._changed: dict[str, dict[str, Any] | None] = {}
+        #: Constants blocks of this worker assigned, by name: kept once a definition reads one.
+        self._constants: dict[str, dict[str, Any]] = {}
+        #: Names blocks of this worker bound by anything else (values a new worker lacks).
+        self._unkept: set[str] = set()
+        self._reads: dict[str, set[str]] = {}
 
     def add(self, record: dict[str, Any], restored: bool = True) -> None:
         self.entries.pop(record["name"], None)
@@ -118,13 +178,86 @@ class DefRegistry:
                 if name in self.entries:
                     del self.entries[name]
                     self._changed[name] = None
+            stored = _stored_names(node)
+            constant = self._constant(node)
+            for name in stored:
+                self._constants.pop(name, None)
+            if constant is not None:
+                self._constants[constant["name"]] = constant
+                stored.discard(constant["name"])
+            self._unkept |= stored
+
+    def _constant(self, node: ast.stmt) -> dict[str, Any] | None:
+        """The record of `NAME = <simple constant>`, or None when `node` is something else."""
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
+            target, value = node.target, node.value
+        else:
+            return None
+        if not isinstance(target, ast.Name) or not self._simple_value(value):
+            return None
+        source = _segment(self._lines, node, node.lineno)
+        if len(source) > _MAX_CONSTANT_CHARS:
+            return None
+        return {"name": target.id, "kind": "constant", "source": source, "signature": _clip(source.strip(), 70), "doc": ""}
+
+    def _simple_value(self, value: ast.expr) -> bool:
+        if _literal(value):
+            return True
+        if not isinstance(value, ast.Call):
+            return False
+        root = value.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        kept_import = isinstance(root, ast.Name) and self.entries.get(root.id, {}).get("kind") == "import"
+        return (
+            kept_import
+            and all(_literal(a) for a in value.args)
+            and all(k.arg is not None and _literal(k.value) for k in value.keywords)
+        )
+
+    def _reads_of(self, record: dict[str, Any]) -> set[str]:
+        source = record["source"]
+        if source not in self._reads:
+            self._reads[source] = _globals_read(source) - set(dir(builtins)) - {record["name"]}
+        return self._reads[source]
+
+    def _keep_constants(self) -> dict[str, list[str]]:
+        """Keeps the constants kept definitions read; returns, per definition this block set,
+        the globals it reads that a new worker will not have."""
+        changed = {n for n, r in self._changed.items() if r is not None and r["kind"] != "constant"}
+        dropped = {n for n, r in self._changed.items() if r is None}
+        missing: dict[str, list[str]] = {}
+        for record in list(self.entries.values()):
+            if record["kind"] not in ("function", "class"):
+                continue
+            for name in sorted(self._reads_of(record)):
+                if name in self.entries:
+                    continue
+                constant = self._constants.get(name)
+                if constant is not None:
+                    self._set(constant)
+                elif name in self._unkept and (record["name"] in changed or name in dropped):
+                    missing.setdefault(record["name"], []).append(name)
+        return missing
 
     def _set(self, record: dict[str, Any]) -> None:
         self.add(record)
         self._changed[record["name"]] = record
 
     def take_changes(self) -> dict[str, list[Any]]:
-        """The block's changes, for the host to persist: {"set": [...], "deleted": [...]}."""
+        """The block's changes, for the host to persist: {"set": [...], "deleted": [...]}.
+
+        Also tells the block (in its output) which globals its new definitions read that are
+        not kept, so a restart would end in `NameError`."""
+        for name, reads in self._keep_constants().items():
+            listed = ", ".join(reads)
+            print(
+                "[vis] %s reads %s, which a new worker will not have: only definitions, imports and "
+                "simple constants are kept; pass it as an argument, or make it a constant "
+                "(NAME = literal, or NAME = module.func(literals))" % (name, listed)
+            )
         changed, self._changed = self._changed, {}
         return {
             "set": [r for r in changed.values() if r is not None],
@@ -139,9 +272,10 @@ class DefList(list):
     """The result of `defs()`: a list of dicts that prints as a compact listing."""
 
     def __repr__(self) -> str:
-        funcs = [d for d in self if d["kind"] != "import"]
+        funcs = [d for d in self if d["kind"] in ("function", "class")]
         imports = [d["name"] for d in self if d["kind"] == "import"]
-        if not funcs and not imports:
+        constants = [d["name"] for d in self if d["kind"] == "constant"]
+        if not funcs and not imports and not constants:
             return "no definitions yet: top-level def/class statements in blocks are kept here"
         noun = "definition" if len(funcs) == 1 else "definitions"
         lines = ["%d %s (kept across restarts):" % (len(funcs), noun)]
@@ -154,6 +288,8 @@ class DefList(list):
             lines.append(line)
         if imports:
             lines.append("imports: " + ", ".join(imports))
+        if constants:
+            lines.append("constants: " + ", ".join(constants))
         return "\n".join(lines)
 
     __str__ = __repr__
@@ -163,7 +299,9 @@ def defs() -> DefList:
     """List the helper functions and classes defined in this session (kept across restarts).
 
     Top-level `def`/`class` statements in blocks are saved as source with the session and
-    re-created when a new worker starts; redefining replaces, `del name` removes. Each entry
+    re-created when a new worker starts; redefining replaces, `del name` removes. The imports
+    they use are kept too, and the simple constants they read (`NAME = literal` with an
+    immutable value, or `NAME = module.func(literals)` such as `PAT = re.compile(r"\d+")`). Each entry
     is a dict with name, kind, signature, doc (first line) and source; the list prints as a
     compact listing.
     """

@@ -86,6 +86,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
         "  landlock          {}",
         match (&layers.landlock, policy.mode) {
             (_, crate::sandbox::Mode::FullAccess) => "not used (full-access)".to_string(),
+            (_, crate::sandbox::Mode::Off) => "not used (sandbox off)".to_string(),
             (Some(level), crate::sandbox::Mode::ReadOnly) =>
                 format!("{level} (writes only to the session's own directories)"),
             (Some(level), _) => format!(
@@ -98,6 +99,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
         "  seccomp           {}",
         match policy.mode {
             crate::sandbox::Mode::FullAccess => "not used (full-access)".to_string(),
+            crate::sandbox::Mode::Off => "not used (sandbox off)".to_string(),
             _ if layers.seccomp => format!(
                 "yes ({} system calls refused: {})",
                 crate::sandbox::seccomp::denied().len(),

@@ -55,8 +55,8 @@ pub struct LimitArgs {
     /// output_limit).
     #[arg(long, value_name = "CHARS")]
     pub output_limit: Option<usize>,
-    /// The sandbox: read-only, workspace-write (default) or full-access (env VIS_SANDBOX;
-    /// config [sandbox] mode).
+    /// The sandbox: read-only, workspace-write (default), full-access or off (env
+    /// VIS_SANDBOX; config [sandbox] mode).
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<String>,
     /// Let blocks reach the network (config [sandbox] network; on by default only in
@@ -125,6 +125,18 @@ pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
     }
     sandbox.writable = config.sandbox.writable.iter().map(PathBuf::from).collect();
     sandbox.require = config.sandbox.require.unwrap_or(false);
+    if mode == crate::sandbox::Mode::Off {
+        if !sandbox.network {
+            return Err(CliError::usage(
+                "vis: the sandbox mode off has no network namespace, so the network cannot be switched off; drop `[sandbox] network = false` or choose another mode".to_string(),
+            ));
+        }
+        if sandbox.require {
+            return Err(CliError::usage(
+                "vis: `[sandbox] require = true` refuses to run without the sandbox, and the mode is off; choose another mode or drop require".to_string(),
+            ));
+        }
+    }
     if let Some(mb) = config.sandbox.max_file_mb {
         sandbox.max_file_bytes = mb.saturating_mul(1024 * 1024);
     }

@@ -192,13 +192,18 @@ impl Snapshot {
 
 /// `defs()` as the prelude prints it, from the host's copy of the definitions.
 pub fn defs_text(defs: &[PersistedDef]) -> String {
-    let funcs: Vec<&PersistedDef> = defs.iter().filter(|d| d.kind != "import").collect();
-    let imports: Vec<&str> = defs
+    let funcs: Vec<&PersistedDef> = defs
         .iter()
-        .filter(|d| d.kind == "import")
-        .map(|d| d.name.as_str())
+        .filter(|d| d.kind == "function" || d.kind == "class")
         .collect();
-    if funcs.is_empty() && imports.is_empty() {
+    let names_of = |kind: &str| -> Vec<&str> {
+        defs.iter()
+            .filter(|d| d.kind == kind)
+            .map(|d| d.name.as_str())
+            .collect()
+    };
+    let (imports, constants) = (names_of("import"), names_of("constant"));
+    if funcs.is_empty() && imports.is_empty() && constants.is_empty() {
         return "no definitions yet: top-level def/class statements in blocks are kept here\n"
             .into();
     }
@@ -219,6 +224,9 @@ pub fn defs_text(defs: &[PersistedDef]) -> String {
     }
     if !imports.is_empty() {
         out.push_str(&format!("imports: {}\n", imports.join(", ")));
+    }
+    if !constants.is_empty() {
+        out.push_str(&format!("constants: {}\n", constants.join(", ")));
     }
     out
 }

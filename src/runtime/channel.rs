@@ -78,7 +78,8 @@ pub enum Incoming {
     Closed,
 }
 
-pub(crate) fn codec() -> LengthDelimitedCodec {
+/// The host's frame codec: 4-byte little-endian lengths, at most [`MAX_FRAME_BYTES`].
+pub fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .little_endian()
         .length_field_length(4)
@@ -168,10 +169,10 @@ async fn read_loop(
                 break;
             }
         };
-        let msg = match serde_json::from_slice::<WorkerMessage>(&bytes) {
+        let msg = match decode_message(&bytes) {
             Ok(msg) => msg,
-            Err(e) => {
-                let _ = incoming.send(Incoming::Invalid(format!("not a worker message: {e}")));
+            Err(detail) => {
+                let _ = incoming.send(Incoming::Invalid(detail));
                 continue;
             }
         };
@@ -187,6 +188,22 @@ async fn read_loop(
         }
     }
     let _ = incoming.send(Incoming::Closed);
+}
+
+/// One frame from the worker as a message. The frame is untrusted input: the error names what
+/// is wrong without quoting it (its bytes would reach the user's terminal).
+pub fn decode_message(frame: &[u8]) -> Result<WorkerMessage, String> {
+    serde_json::from_slice::<WorkerMessage>(frame).map_err(|e| {
+        let detail = crate::protocol::clip(&e.to_string(), 120);
+        let detail: String = detail
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        format!(
+            "a frame of {} bytes is not a worker message: {detail}",
+            frame.len()
+        )
+    })
 }
 
 fn route_request(

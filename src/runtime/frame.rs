@@ -43,41 +43,69 @@ pub enum ReadOutcome {
     Closed,
 }
 
-/// Reads frames from a file descriptor, optionally with a deadline.
-pub struct FrameReader<R: Read + AsRawFd> {
-    inner: R,
+/// Splits a byte stream into frames, with no I/O of its own (so it can be fuzzed): bytes go
+/// in with [`FrameDecoder::push`] in any chunking, whole frames come out of
+/// [`FrameDecoder::next_frame`] in order. A header over [`MAX_FRAME_BYTES`] is an error, and
+/// the stream cannot be re-synchronized after it.
+#[derive(Debug, Default)]
+pub struct FrameDecoder {
     buf: Vec<u8>,
 }
 
-impl<R: Read + AsRawFd> FrameReader<R> {
-    pub fn new(inner: R) -> Self {
-        FrameReader {
-            inner,
-            buf: Vec::with_capacity(64 * 1024),
-        }
+impl FrameDecoder {
+    pub fn new() -> Self {
+        FrameDecoder::default()
     }
 
-    pub fn raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
+    /// Appends bytes read from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
     }
 
-    fn take_buffered_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
-        if self.buf.len() < 4 {
+    /// Bytes held that do not make a whole frame yet.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next whole frame, if the buffered bytes hold one.
+    pub fn next_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let Some(header) = self.buf.first_chunk::<4>() else {
             return Ok(None);
-        }
-        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        };
+        let len = u32::from_le_bytes(*header) as usize;
         if len > MAX_FRAME_BYTES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("incoming frame claims {len} bytes, over the {MAX_FRAME_BYTES}-byte limit"),
             ));
         }
-        if self.buf.len() < 4 + len {
+        let Some(body) = self.buf.get(4..4 + len) else {
             return Ok(None);
-        }
-        let frame = self.buf[4..4 + len].to_vec();
+        };
+        let frame = body.to_vec();
         self.buf.drain(..4 + len);
         Ok(Some(frame))
+    }
+}
+
+/// Reads frames from a file descriptor, optionally with a deadline.
+pub struct FrameReader<R: Read + AsRawFd> {
+    inner: R,
+    decoder: FrameDecoder,
+}
+
+impl<R: Read + AsRawFd> FrameReader<R> {
+    pub fn new(inner: R) -> Self {
+        FrameReader {
+            inner,
+            decoder: FrameDecoder {
+                buf: Vec::with_capacity(64 * 1024),
+            },
+        }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
     }
 
     /// Blocks until a frame arrives or the pipe closes.
@@ -93,7 +121,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
     pub fn read_frame_until(&mut self, deadline: Option<Instant>) -> io::Result<ReadOutcome> {
         let mut chunk = [0u8; 64 * 1024];
         loop {
-            if let Some(frame) = self.take_buffered_frame()? {
+            if let Some(frame) = self.decoder.next_frame()? {
                 return Ok(ReadOutcome::Frame(frame));
             }
             if let Some(deadline) = deadline {
@@ -105,7 +133,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
             }
             match self.inner.read(&mut chunk) {
                 Ok(0) => return Ok(ReadOutcome::Closed),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.decoder.push(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
@@ -183,6 +211,25 @@ mod tests {
             ReadOutcome::Frame(f) => assert_eq!(f, b"abc"),
             other => panic!("expected frame, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn decoder_takes_bytes_in_any_chunking() {
+        let mut stream = Vec::new();
+        for body in [&b"one"[..], b"", b"three"] {
+            stream.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            stream.extend_from_slice(body);
+        }
+        let mut decoder = FrameDecoder::new();
+        let mut frames = Vec::new();
+        for byte in &stream {
+            decoder.push(std::slice::from_ref(byte));
+            while let Some(frame) = decoder.next_frame().unwrap() {
+                frames.push(frame);
+            }
+        }
+        assert_eq!(frames, vec![b"one".to_vec(), Vec::new(), b"three".to_vec()]);
+        assert_eq!(decoder.buffered(), 0);
     }
 
     #[test]

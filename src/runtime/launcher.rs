@@ -35,6 +35,12 @@ pub fn isolate(policy: &Policy) -> Layers {
         mode: Some(policy.mode),
         ..Layers::default()
     };
+    if policy.mode == crate::sandbox::Mode::Off {
+        return fallback(
+            layers,
+            "sandbox off (mode off): no namespaces, Landlock or seccomp".into(),
+        );
+    }
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let want_net = !policy.network;

@@ -740,7 +740,12 @@ fn defined_by(code: &str, def: &PersistedDef) -> bool {
         return false;
     }
     if def.kind != "import" {
-        return code.contains(source);
+        let constant = def.kind == "constant";
+        return top_level_definitions(code)
+            .iter()
+            .any(|(is_constant, name, text)| {
+                *is_constant == constant && *name == def.name && same_definition(text, source)
+            });
     }
     let mut words = source.split_whitespace();
     let module = match (words.next(), words.next()) {
@@ -748,6 +753,66 @@ fn defined_by(code: &str, def: &PersistedDef) -> bool {
         _ => return false,
     };
     !source.contains('\n') && !source.contains(';') && code.contains(module)
+}
+
+/// The top-level `def`/`class` statements (decorators included) and `NAME = value`
+/// assignments of `code` as (is a constant, name, source), the way the worker records them.
+/// Parsed here, so a result frame cannot pass off text that merely appears in the block (a
+/// string literal) as a definition.
+fn top_level_definitions(code: &str) -> Vec<(bool, String, &str)> {
+    let mut parser = tree_sitter::Parser::new();
+    if parser
+        .set_language(&tree_sitter_python::LANGUAGE.into())
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let Some(tree) = parser.parse(code, None) else {
+        return Vec::new();
+    };
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    let mut out = Vec::new();
+    for node in root.children(&mut cursor) {
+        let (is_constant, name) = match node.kind() {
+            "function_definition" | "class_definition" => (false, node.child_by_field_name("name")),
+            "decorated_definition" => (
+                false,
+                node.child_by_field_name("definition")
+                    .and_then(|d| d.child_by_field_name("name")),
+            ),
+            "expression_statement" => (
+                true,
+                node.named_child(0)
+                    .filter(|a| a.kind() == "assignment" && node.named_child_count() == 1)
+                    .filter(|a| {
+                        a.child_by_field_name("right")
+                            .is_none_or(|right| right.kind() != "assignment")
+                    })
+                    .and_then(|a| a.child_by_field_name("left"))
+                    .filter(|left| left.kind() == "identifier"),
+            ),
+            _ => (false, None),
+        };
+        let name = name.and_then(|n| n.utf8_text(code.as_bytes()).ok());
+        if let (Some(name), Some(text)) = (name, code.get(node.start_byte()..node.end_byte())) {
+            out.push((is_constant, name.to_string(), text));
+        }
+    }
+    out
+}
+
+/// Whether the worker's `source` is the parsed statement `text`: equal, or `text` with only
+/// comments and blank lines after it (the parser counts a trailing comment into the body,
+/// Python's `ast` does not).
+fn same_definition(text: &str, source: &str) -> bool {
+    let text = text.trim();
+    text.strip_prefix(source).is_some_and(|rest| {
+        rest.lines().all(|line| {
+            let line = line.trim();
+            line.is_empty() || line.starts_with('#')
+        })
+    })
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -785,6 +850,73 @@ mod tests {
         let e = validate_code("x = 1\ny = '\0'").unwrap_err().to_string();
         assert!(e.contains("NUL byte (line 2"), "{e}");
         assert!(validate_code("print(1)").is_ok());
+    }
+
+    fn def(name: &str, kind: &str, source: &str) -> PersistedDef {
+        PersistedDef {
+            name: name.into(),
+            kind: kind.into(),
+            source: source.into(),
+            signature: String::new(),
+            doc: String::new(),
+        }
+    }
+
+    #[test]
+    fn definitions_are_taken_only_from_the_blocks_own_statements() {
+        let code = "import os\n@cache\ndef f(x):\n    return x\n    # done\n\nclass C:\n    pass\nevil = '''open('p', 'w')\ndef g():\n    pass'''\nif True:\n    def h():\n        pass\n";
+        assert!(defined_by(
+            code,
+            &def("f", "function", "@cache\ndef f(x):\n    return x\n")
+        ));
+        assert!(defined_by(code, &def("C", "class", "class C:\n    pass\n")));
+        assert!(defined_by(code, &def("os", "import", "import os\n")));
+        // Text inside a string literal, a nested def, a wrong name, a changed body.
+        assert!(!defined_by(
+            code,
+            &def("g", "function", "open('p', 'w')\ndef g():\n    pass")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("g", "function", "def g():\n    pass")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("h", "function", "def h():\n        pass")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("C", "function", "@cache\ndef f(x):\n    return x\n")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("f", "function", "@cache\ndef f(x):\n    return")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("os", "import", "import os; os.system('x')")
+        ));
+        let code =
+            "import re\nPAT = re.compile(r'\\d+')\nLIMIT: int = 3\nA = B = 1\nif x:\n    N = 2\n";
+        assert!(defined_by(
+            code,
+            &def("PAT", "constant", "PAT = re.compile(r'\\d+')\n")
+        ));
+        assert!(defined_by(
+            code,
+            &def("LIMIT", "constant", "LIMIT: int = 3\n")
+        ));
+        // Chained or nested assignments, another kind, another name.
+        assert!(!defined_by(code, &def("A", "constant", "A = B = 1\n")));
+        assert!(!defined_by(code, &def("N", "constant", "N = 2\n")));
+        assert!(!defined_by(
+            code,
+            &def("PAT", "function", "PAT = re.compile(r'\\d+')\n")
+        ));
+        assert!(!defined_by(
+            code,
+            &def("LIMIT", "constant", "PAT = re.compile(r'\\d+')\n")
+        ));
     }
 
     #[test]

@@ -159,7 +159,7 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
         }
     }
     layers.rlimits = rlimits_ok;
-    if policy.mode == Mode::FullAccess {
+    if matches!(policy.mode, Mode::FullAccess | Mode::Off) {
         return;
     }
     match crate::sandbox::landlock::restrict(&policy.writable) {

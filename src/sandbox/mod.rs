@@ -13,8 +13,10 @@
 //!
 //! Modes, in the spirit of Codex: `read-only` (writes only to the session's own directories),
 //! `workspace-write` (the default), `full-access` (no Landlock, no seccomp, network on; the
-//! namespaces stay, so nothing outlives the worker). The network is a separate switch, off by
-//! default except in `full-access`.
+//! namespaces stay, so nothing outlives the worker), and `off` (no sandbox at all: for when an
+//! outer sandbox such as a container already confines Vis, and to measure what the sandbox
+//! costs; the worker is then only a child subreaper). The network is a separate switch, off by
+//! default except in `full-access` and `off`.
 //!
 //! A layer the kernel lacks does not stop the worker: [`Layers`] says what is in force and
 //! what is missing (`session["sandbox"]`, `vis sandbox status`), and with
@@ -35,6 +37,8 @@ pub enum Mode {
     #[default]
     WorkspaceWrite,
     FullAccess,
+    /// No namespaces, Landlock or seccomp (resource limits and the env allow-list stay).
+    Off,
 }
 
 impl Mode {
@@ -43,6 +47,7 @@ impl Mode {
             Mode::ReadOnly => "read-only",
             Mode::WorkspaceWrite => "workspace-write",
             Mode::FullAccess => "full-access",
+            Mode::Off => "off",
         }
     }
 
@@ -51,8 +56,9 @@ impl Mode {
             "read-only" => Ok(Mode::ReadOnly),
             "workspace-write" => Ok(Mode::WorkspaceWrite),
             "full-access" => Ok(Mode::FullAccess),
+            "off" => Ok(Mode::Off),
             other => Err(format!(
-                "unknown sandbox mode '{}'; use read-only, workspace-write or full-access",
+                "unknown sandbox mode '{}'; use read-only, workspace-write, full-access or off",
                 crate::protocol::clip(other, 40)
             )),
         }
@@ -98,11 +104,11 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// `mode` with its default network switch (on only in `full-access`).
+    /// `mode` with its default network switch (on only in `full-access` and `off`).
     pub fn for_mode(mode: Mode) -> Policy {
         Policy {
             mode,
-            network: mode == Mode::FullAccess,
+            network: matches!(mode, Mode::FullAccess | Mode::Off),
             ..Policy::default()
         }
     }

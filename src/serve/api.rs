@@ -334,7 +334,10 @@ pub async fn post_exec(
     let (kept, mut rx) = slot.log.subscribe(slot.log.next() - 1);
     drop(kept);
     tokio::spawn(run(app.clone(), slot, stop, Work::Exec(body.code)));
-    // The block's result is its `block_finished` event.
+    // The block's result is its `block_finished` event; the reply waits for `turn_finished`,
+    // published once the session is free, so the client can send its next block at once (and
+    // the worker counts as live for the cap on live workers).
+    let mut result: Option<ApiResult<Json<Value>>> = None;
     loop {
         match rx.recv().await {
             Ok(Logged {
@@ -347,19 +350,27 @@ pub async fn post_exec(
                     },
                 ..
             }) => {
-                return Ok(Json(
+                result = Some(Ok(Json(
                     json!({"turn": turn, "status": status, "output": output}),
-                ));
+                )));
             }
             Ok(Logged {
                 event: Event::Error { kind, message },
                 ..
             }) => {
-                return Err(ApiError::new(
+                result.get_or_insert(Err(ApiError::new(
                     StatusCode::BAD_GATEWAY,
                     "runtime",
                     format!("{kind}: {message}"),
-                ));
+                )));
+            }
+            Ok(Logged {
+                event: Event::TurnFinished { .. },
+                ..
+            }) => {
+                return result.unwrap_or_else(|| {
+                    Err(ApiError::internal("the block ended without a result"))
+                });
             }
             Ok(_) | Err(RecvError::Lagged(_)) => {}
             Err(RecvError::Closed) => return Err(ApiError::internal("the block's events stopped")),

@@ -8,7 +8,7 @@
 //! Why this alphabet: measured with the o200k tokenizer over 47k lines of the CPython standard
 //! library, a pronounceable CVCV hash costs 1.27 tokens per address against 1.46 for three
 //! random letters, 1.69 for three base32 characters, 1.90 for three hex digits and 2.47 for four
-//! hex digits (see docs/text.md and the ignored `token_cost` test). The letters-only alphabet
+//! hex digits (see docs/text.md and `benches/address_cost.rs`). The letters-only alphabet
 //! also keeps the hash visually distinct from the line number.
 
 use std::fmt;

@@ -245,17 +245,22 @@ vistest!(
 
 vistest!(ctrl_c_interrupts_the_block_not_the_program, |env| {
     assert_eq!(env.exec("s", "kept = 1").code, 0);
+    // The block says it has started with a file (`vis exec` prints output when the block
+    // ends); the interrupt follows that, not a guessed delay.
+    let started = env.path().join("block-started");
+    let code = format!(
+        "print('start', flush=True)\nimport time\nopen({:?}, 'w').close()\ntime.sleep(30)",
+        started.display().to_string()
+    );
     let child = env
-        .command(&[
-            "exec",
-            "--session",
-            "s",
-            "print('start', flush=True)\nimport time\ntime.sleep(30)",
-        ])
+        .command(&["exec", "--session", "s", &code])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        || started.exists()
+    ));
     // SAFETY: signalling the child we spawned.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);

@@ -43,7 +43,7 @@ vistest!(failed_restores_are_reported_by_name, |env| {
     // The default value refers to a variable, which is not persisted: restoring fails.
     env.exec(
         "s",
-        "limit = 5\ndef capped(x, top=limit):\n    return min(x, top)\ndef fine(): return 1",
+        "limit = len('12345')\ndef capped(x, top=limit):\n    return min(x, top)\ndef fine(): return 1",
     );
     let out = env.exec("s", "print(session['restored']['failed'])\nfine()");
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -116,3 +116,70 @@ vistest!(defs_sees_definitions_from_the_same_block, |env| {
         ["early", "late"]
     );
 });
+
+vistest!(
+    constants_that_definitions_read_are_kept_and_other_globals_are_named,
+    |env| {
+        let first = env.exec(
+        "c",
+        "import re\nPAT = re.compile(r'\\d+')\nLIMIT: int = 2\nNAMES = ('a', 'b')\nrows = [1, 2]\nfor i in range(3):\n    last = i\ndef nums(s):\n    return [int(x) for x in PAT.findall(s)][:LIMIT]\ndef uses_state():\n    return rows + [last] + list(NAMES)\nclass Box:\n    size = LIMIT\nprint(nums('a1b22c333'))",
+    );
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        assert_eq!(
+        first.stdout,
+        "[1, 22]\n[vis] uses_state reads last, rows, which a new worker will not have: only definitions, imports and simple constants are kept; pass it as an argument, or make it a constant (NAME = literal, or NAME = module.func(literals))\n"
+    );
+        // A new worker (the next `vis exec`) has the constants, and not the other globals.
+        let second = env.exec(
+        "c",
+        "print(nums('7 8 9'), Box.size, NAMES)\nprint('rows' in globals(), 'last' in globals())",
+    );
+        assert_eq!(second.code, 0, "{}", second.stderr);
+        assert!(
+            second
+                .stdout
+                .ends_with("[7, 8] 2 ('a', 'b')\nFalse False\n"),
+            "{}",
+            second.stdout
+        );
+        let listing = env.exec("c", "defs()");
+        let line = listing
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("constants: "))
+            .unwrap_or_default();
+        let mut kept: Vec<&str> = line.trim_start_matches("constants: ").split(", ").collect();
+        kept.sort();
+        assert_eq!(kept, ["LIMIT", "NAMES", "PAT"], "{}", listing.stdout);
+        // Rebinding a kept constant to something else drops it, and the block hears who read it.
+        let rebound = env.exec("c", "PAT = open('/dev/null')");
+        assert!(
+            rebound
+                .stdout
+                .contains("[vis] nums reads PAT, which a new worker will not have"),
+            "{}",
+            rebound.stdout
+        );
+        let after = env.exec("c", "nums('1')");
+        assert!(
+            after
+                .stdout
+                .contains("NameError: name 'PAT' is not defined"),
+            "{}",
+            after.stdout
+        );
+        // Mutable literals, calls on names that are not kept imports and chained assignments are
+        // not constants.
+        let other = env.exec(
+            "c",
+            "CACHE = {}\nSIZE = len('abc')\nA = B = 1\ndef peek():\n    return CACHE, SIZE, A, B",
+        );
+        assert!(
+            other
+                .stdout
+                .contains("[vis] peek reads A, B, CACHE, SIZE, which"),
+            "{}",
+            other.stdout
+        );
+    }
+);

@@ -11,4 +11,3 @@ mod patch;
 mod props;
 mod python;
 mod support;
-mod token_cost;

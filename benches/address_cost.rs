@@ -1,11 +1,26 @@
-//! The o200k token cost of an address, per alphabet and length (ignored: a measurement, run
-//! with `cargo test --test it token_cost -- --ignored --nocapture`). Figures are in
-//! docs/text.md.
+//! The o200k token cost of an address, per alphabet and length: why addresses use the CVCV
+//! hash. `cargo bench --bench address_cost`; figures are in docs/text.md.
+
+use std::path::PathBuf;
+use std::process::Command;
 
 use vis::text::LineHash;
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::support::stdlib;
+/// The CPython standard library (`VIS_TEST_STDLIB` overrides), a large corpus of real code.
+fn stdlib() -> PathBuf {
+    if let Ok(path) = std::env::var("VIS_TEST_STDLIB") {
+        return PathBuf::from(path);
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .expect("python3");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
 
 fn encode(mut h: u64, alphabet: &[u8], len: usize) -> String {
     let mut s = String::new();
@@ -16,9 +31,7 @@ fn encode(mut h: u64, alphabet: &[u8], len: usize) -> String {
     s
 }
 
-#[test]
-#[ignore = "measurement; prints figures"]
-fn token_cost() {
+fn main() {
     let bpe = tiktoken_rs::o200k_base().expect("o200k");
     let mut files: Vec<_> = std::fs::read_dir(stdlib())
         .expect("stdlib")
