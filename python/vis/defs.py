@@ -195,10 +195,11 @@ class DefRegistry:
             target, value = node.target, node.value
         else:
             return None
-        if not isinstance(target, ast.Name) or not self._simple_value(value):
+        if not isinstance(target, ast.Name):
             return None
+        # The size first: a large literal is not worth evaluating a second time.
         source = _segment(self._lines, node, node.lineno)
-        if len(source) > _MAX_CONSTANT_CHARS:
+        if len(source) > _MAX_CONSTANT_CHARS or not self._simple_value(value):
             return None
         return {"name": target.id, "kind": "constant", "source": source, "signature": _clip(source.strip(), 70), "doc": ""}
 

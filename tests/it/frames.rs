@@ -85,17 +85,25 @@ fn stream() -> impl Strategy<Value = (Vec<u8>, Vec<usize>)> {
     })
 }
 
-/// Frames out of the worker's decoder, fed in the given chunking, and whether it hit an error.
-fn worker_side(bytes: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, bool) {
-    let mut decoder = FrameDecoder::new();
-    let mut frames = Vec::new();
+/// `bytes` cut at `cuts` (in any order), as the pipe might deliver them.
+fn chunks<'a>(bytes: &'a [u8], cuts: &[usize]) -> impl Iterator<Item = &'a [u8]> {
     let mut bounds: Vec<usize> = cuts.to_vec();
     bounds.push(bytes.len());
     bounds.sort_unstable();
     let mut start = 0;
-    for end in bounds {
-        decoder.push(&bytes[start..end]);
+    bounds.into_iter().map(move |end| {
+        let chunk = &bytes[start..end];
         start = end;
+        chunk
+    })
+}
+
+/// Frames out of the worker's decoder, fed in the given chunking, and whether it hit an error.
+fn worker_side(bytes: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, bool) {
+    let mut decoder = FrameDecoder::new();
+    let mut frames = Vec::new();
+    for chunk in chunks(bytes, cuts) {
+        decoder.push(chunk);
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => frames.push(frame),
@@ -112,13 +120,8 @@ fn host_side(bytes: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, bool) {
     let mut codec = codec();
     let mut buf = BytesMut::new();
     let mut frames = Vec::new();
-    let mut bounds: Vec<usize> = cuts.to_vec();
-    bounds.push(bytes.len());
-    bounds.sort_unstable();
-    let mut start = 0;
-    for end in bounds {
-        buf.extend_from_slice(&bytes[start..end]);
-        start = end;
+    for chunk in chunks(bytes, cuts) {
+        buf.extend_from_slice(chunk);
         loop {
             match codec.decode(&mut buf) {
                 Ok(Some(frame)) => frames.push(frame.to_vec()),
