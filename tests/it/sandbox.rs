@@ -805,6 +805,20 @@ vistest!(
     }
 );
 
+vistest!(the_mode_off_refuses_a_network_it_cannot_switch_off, |env| {
+    write_config(&env, "[sandbox]\nnetwork = false\n");
+    let run = exec_with(&env, &[], &["--sandbox", "off"], "open('ran', 'w')");
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("no network namespace") && run.stderr.contains("network = false"),
+        "{}",
+        run.stderr
+    );
+    // Nothing ran and nothing was recorded.
+    assert!(!env.workspace().join("ran").exists());
+    assert!(!env.db().exists() || session_json_opt(&env, "s").is_none());
+});
+
 vistest!(an_unknown_sandbox_mode_is_a_clear_error, |env| {
     let run = exec_with(&env, &[], &["--sandbox", "open-sesame"], "print(1)");
     assert_eq!(run.code, 2);
