@@ -210,9 +210,37 @@ pub struct GatewayConfig {
     pub max_iterations: Option<u32>,
 }
 
-/// The tables read with serde (their errors carry toml's own positions).
+/// `[permissions]`.
 #[derive(Debug, Default, serde::Deserialize)]
-struct Typed {
+struct PermissionsConfig {
+    deny: Option<Vec<String>>,
+}
+
+/// `[catalog]`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct CatalogConfig {
+    budget: Option<i64>,
+}
+
+/// `[runtime]` (numbers may be written as integers or floats).
+#[derive(Debug, Default, serde::Deserialize)]
+struct RuntimeConfig {
+    timeout: Option<f64>,
+    memory_limit_mb: Option<f64>,
+    output_limit: Option<f64>,
+}
+
+/// The file as serde reads it: type errors carry toml's own positions; values are checked
+/// afterwards, and those errors find their line through the parser's spans ([`line_of_key`]).
+/// Unknown tables and keys are ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    permissions: PermissionsConfig,
+    #[serde(default)]
+    catalog: CatalogConfig,
+    #[serde(default)]
+    runtime: RuntimeConfig,
     #[serde(default)]
     provider: ProviderConfig,
     #[serde(default)]
@@ -257,115 +285,71 @@ impl Config {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let place = e
                 .span()
-                .map(|s| {
-                    let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-                    format!("line {line}: ")
-                })
+                .map(|s| format!("line {}: ", line_number(text, s.start)))
                 .unwrap_or_default();
             invalid(format!(
                 "{place}{}; fix the TOML syntax",
                 e.message().trim_end()
             ))
         })?;
-        let line_of = |needle: &str| -> String {
-            text.lines()
-                .position(|l| l.trim_start().starts_with(needle))
-                .map(|i| format!("line {}: ", i + 1))
-                .unwrap_or_default()
-        };
-        let mut config = Config {
-            dir: dir.to_path_buf(),
-            ..Config::default()
-        };
-        if let Some(perms) = table.get("permissions") {
-            let perms = perms.as_table().ok_or_else(|| {
-                invalid(format!(
-                    "{}`permissions` must be a table ([permissions])",
-                    line_of("permissions")
-                ))
-            })?;
-            if let Some(deny) = perms.get("deny") {
-                let at = line_of("deny");
-                let items = deny.as_array().ok_or_else(|| {
-                    invalid(format!(
-                        "{at}`permissions.deny` must be a list of names, e.g. deny = [\"git.blame\", \"tests\"]"
-                    ))
-                })?;
-                for item in items {
-                    let name = item.as_str().ok_or_else(|| {
-                        invalid(format!(
-                            "{at}`permissions.deny` holds {item}, which is not a string; write names in quotes"
-                        ))
-                    })?;
-                    crate::catalog::names::validate_name(
-                        name,
-                        crate::catalog::names::NameRule::Slug,
-                    )
-                    .map_err(|e| invalid(format!("{at}in `permissions.deny`: {e}")))?;
-                    config.deny.push(name.to_string());
-                }
-            }
-        }
-        if let Some(catalog) = table.get("catalog") {
-            let catalog = catalog.as_table().ok_or_else(|| {
-                invalid(format!(
-                    "{}`catalog` must be a table ([catalog])",
-                    line_of("catalog")
-                ))
-            })?;
-            if let Some(budget) = catalog.get("budget") {
-                let at = line_of("budget");
-                match budget.as_integer() {
-                    Some(n) if n > 0 => config.catalog_budget = Some(n as usize),
-                    _ => {
-                        return Err(invalid(format!(
-                            "{at}`catalog.budget` must be a positive whole number of tokens, got {budget}; e.g. budget = 2000"
-                        )))
-                    }
-                }
-            }
-        }
-        if let Some(runtime) = table.get("runtime") {
-            let runtime = runtime.as_table().ok_or_else(|| {
-                invalid(format!(
-                    "{}`runtime` must be a table ([runtime])",
-                    line_of("runtime")
-                ))
-            })?;
-            let number = |key: &str, min: f64, example: &str| -> Result<Option<f64>, ConfigError> {
-                let Some(value) = runtime.get(key) else {
-                    return Ok(None);
-                };
-                let n = value
-                    .as_float()
-                    .or_else(|| value.as_integer().map(|i| i as f64));
-                match n {
-                    Some(n) if n.is_finite() && n >= min => Ok(Some(n)),
-                    _ => Err(invalid(format!(
-                        "{}`runtime.{key}` must be a number of at least {min}, got {value}; e.g. {key} = {example}",
-                        line_of(key)
-                    ))),
-                }
-            };
-            config.timeout = number("timeout", 0.001, "300")?;
-            config.memory_limit_mb = number("memory_limit_mb", 64.0, "4096")?.map(|n| n as u64);
-            config.output_limit = number("output_limit", 100.0, "20000")?.map(|n| n as usize);
-        }
-        let typed: Typed = toml::from_str(text).map_err(|e: toml::de::Error| {
+        let typed: ConfigFile = toml::from_str(text).map_err(|e: toml::de::Error| {
             let place = e
                 .span()
                 .map(|s| {
-                    let start = s.start.min(text.len());
-                    let line = text[..start].matches('\n').count() + 1;
+                    let line = line_number(text, s.start);
                     let content = text.lines().nth(line - 1).unwrap_or_default().trim();
                     format!("line {line} (`{}`): ", crate::protocol::clip(content, 60))
                 })
                 .unwrap_or_default();
             invalid(format!(
                 "{place}{}; see the documented keys in docs/gateway.md",
-                e.message().trim_end()
+                plain_serde_message(e.message().trim_end())
             ))
         })?;
+        let at = |path: &[&str]| line_of_key(text, path);
+        let mut config = Config {
+            dir: dir.to_path_buf(),
+            ..Config::default()
+        };
+        for name in typed.permissions.deny.unwrap_or_default() {
+            crate::catalog::names::validate_name(&name, crate::catalog::names::NameRule::Slug)
+                .map_err(|e| {
+                    invalid(format!(
+                        "{}in `permissions.deny`: {e}",
+                        at(&["permissions", "deny"])
+                    ))
+                })?;
+            config.deny.push(name);
+        }
+        if let Some(budget) = typed.catalog.budget {
+            if budget <= 0 {
+                return Err(invalid(format!(
+                    "{}`catalog.budget` must be a positive whole number of tokens, got {budget}; e.g. budget = 2000",
+                    at(&["catalog", "budget"])
+                )));
+            }
+            config.catalog_budget = Some(budget as usize);
+        }
+        let runtime_number = |key: &str,
+                              value: Option<f64>,
+                              min: f64,
+                              example: &str|
+         -> Result<Option<f64>, ConfigError> {
+            match value {
+                    Some(n) if !(n.is_finite() && n >= min) => Err(invalid(format!(
+                        "{}`runtime.{key}` must be a number of at least {min}, got {n}; e.g. {key} = {example}",
+                        at(&["runtime", key])
+                    ))),
+                    other => Ok(other),
+                }
+        };
+        let runtime = &typed.runtime;
+        config.timeout = runtime_number("timeout", runtime.timeout, 0.001, "300")?;
+        config.memory_limit_mb =
+            runtime_number("memory_limit_mb", runtime.memory_limit_mb, 64.0, "4096")?
+                .map(|n| n as u64);
+        config.output_limit = runtime_number("output_limit", runtime.output_limit, 100.0, "20000")?
+            .map(|n| n as usize);
         for (key, value) in [
             ("request_timeout", typed.provider.request_timeout),
             ("idle_timeout", typed.provider.idle_timeout),
@@ -373,14 +357,14 @@ impl Config {
             if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
                 return Err(invalid(format!(
                     "{}`provider.{key}` must be a positive number of seconds, got {v}",
-                    line_of(key)
+                    at(&["provider", key])
                 )));
             }
         }
         if typed.gateway.max_iterations == Some(0) {
             return Err(invalid(format!(
                 "{}`gateway.max_iterations` must be at least 1",
-                line_of("max_iterations")
+                at(&["gateway", "max_iterations"])
             )));
         }
         for (key, value) in [
@@ -391,7 +375,7 @@ impl Config {
             if value == Some(0) {
                 return Err(invalid(format!(
                     "{}`folding.{key}` must be at least 1 token",
-                    line_of(key)
+                    at(&["folding", key])
                 )));
             }
         }
@@ -399,7 +383,7 @@ impl Config {
             if a > l {
                 return Err(invalid(format!(
                     "{}`folding.auto_compress_above` ({a}) must not exceed `folding.input_limit` ({l})",
-                    line_of("auto_compress_above")
+                    at(&["folding", "auto_compress_above"])
                 )));
             }
         }
@@ -419,14 +403,14 @@ impl Config {
             if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0 && *v < 1e9)) {
                 return Err(invalid(format!(
                     "{}`serve.{key}` must be a number of seconds, got {v}",
-                    line_of(key)
+                    at(&["serve", key])
                 )));
             }
         }
         if typed.serve.max_live_workers == Some(0) {
             return Err(invalid(format!(
                 "{}`serve.max_live_workers` must be at least 1",
-                line_of("max_live_workers")
+                at(&["serve", "max_live_workers"])
             )));
         }
         config.folding = typed.folding;
@@ -434,19 +418,72 @@ impl Config {
         config.trusted_workspaces = typed.trust.workspaces;
         if let Some(mode) = &typed.sandbox.mode {
             crate::sandbox::Mode::parse(mode)
-                .map_err(|e| invalid(format!("{}`sandbox.mode`: {e}", line_of("mode"))))?;
+                .map_err(|e| invalid(format!("{}`sandbox.mode`: {e}", at(&["sandbox", "mode"]))))?;
         }
         for path in &typed.sandbox.writable {
             if !Path::new(path).is_absolute() {
                 return Err(invalid(format!(
                     "{}`sandbox.writable` holds {path:?}, which is not an absolute path",
-                    line_of("writable")
+                    at(&["sandbox", "writable"])
                 )));
             }
         }
         config.sandbox = typed.sandbox;
         Ok(config)
     }
+}
+
+/// serde's type names in words a user knows ("expected f64" is "expected a number").
+fn plain_serde_message(message: &str) -> String {
+    let mut out = message.to_string();
+    for (rust, plain) in [
+        ("expected f64", "expected a number"),
+        ("expected i64", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected usize", "expected a whole number"),
+        ("expected a sequence", "expected a list"),
+        ("expected a boolean", "expected true or false"),
+    ] {
+        out = out.replace(rust, plain);
+    }
+    out
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_number(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// `line N: ` for the key at `path` in a TOML document, found through the parser's own spans,
+/// so a key is looked up in its own table (`[serve] mode` is never taken for `[sandbox] mode`).
+/// When the last keys of the path are absent it points at the deepest part present; it is
+/// empty when nothing of the path is there or the text does not parse.
+pub(crate) fn line_of_key(text: &str, path: &[&str]) -> String {
+    use toml::de::{DeTable, DeValue};
+    let Ok(root) = DeTable::parse(text) else {
+        return String::new();
+    };
+    let mut table = root.get_ref();
+    let mut found = None;
+    for part in path {
+        let Some((key, value)) = table.iter().find(|(k, _)| k.get_ref() == part) else {
+            break;
+        };
+        found = Some(key.span().start);
+        match value.get_ref() {
+            DeValue::Table(inner) => table = inner,
+            _ => break,
+        }
+    }
+    found
+        .map(|start| format!("line {}: ", line_number(text, start)))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -481,7 +518,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("`runtime.output_limit` must be a number of at least 100"),
+            e.contains("line 2 (`output_limit = \"big\"`)") && e.contains("expected a number"),
             "{e}"
         );
     }
@@ -507,6 +544,26 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_value_is_placed_in_its_own_table() {
+        // `mode` appears first under [serve] (where it is unknown and ignored); the error is
+        // about the one under [sandbox].
+        let e = parse("[serve]\nmode = 1\n\n[sandbox]\nmode = \"bogus\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5: `sandbox.mode`"), "{e}");
+        let e = parse("[provider]\ntimeout = 1\n[runtime]\nx = 1\ntimeout = -2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5: `runtime.timeout`"), "{e}");
+        let e = parse("[folding]\n[folding.x]\ninput_limit = 5\n[folding.y]\n")
+            .map(|c| c.folding.input_limit);
+        assert!(matches!(e, Ok(None)), "{e:?}");
+        assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "c"]), "line 3: ");
+        assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "d"]), "line 2: ");
+        assert_eq!(line_of_key("[b\n", &["b"]), "");
+    }
+
+    #[test]
     fn errors_name_file_line_and_fix() {
         let e = parse("[permissions]\ndeny = [\"git.2fa\"]\n")
             .unwrap_err()
@@ -522,6 +579,6 @@ mod tests {
         let e = parse("[permissions]\ndeny = \"tests\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("must be a list"), "{e}");
+        assert!(e.contains("line 2") && e.contains("expected a list"), "{e}");
     }
 }

@@ -171,24 +171,11 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
 
 /// `2026-12-02 10:22:36Z` from unix milliseconds (UTC; no time-zone database needed).
 pub fn format_time(millis: i64) -> String {
-    let secs = millis.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    match jiff::Timestamp::from_millisecond(millis) {
+        Ok(t) => t.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+        // Outside jiff's range (years -9999..=9999): only a corrupt row gets here.
+        Err(_) => format!("{millis} ms since 1970"),
+    }
 }
 
 #[cfg(test)]

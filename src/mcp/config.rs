@@ -190,23 +190,8 @@ const RESERVED_HEADERS: [&str; 4] = [
 const SERVER_KEYS: &str =
     "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
 
-/// The line of `text` a `[mcp.servers.NAME]` header (or `needle`) starts on, as "line N: ".
-fn line_of(text: &str, needle: &str) -> String {
-    text.lines()
-        .position(|l| l.trim_start().starts_with(needle))
-        .map(|i| format!("line {}: ", i + 1))
-        .unwrap_or_default()
-}
-
-fn server_line(text: &str, name: &str) -> String {
-    let header = format!("[mcp.servers.{name}]");
-    let quoted = format!("[mcp.servers.\"{name}\"]");
-    let at = line_of(text, &header);
-    if at.is_empty() {
-        line_of(text, &quoted)
-    } else {
-        at
-    }
+fn line_of(text: &str, path: &[&str]) -> String {
+    crate::config::line_of_key(text, path)
 }
 
 fn positive_seconds(value: &toml::Value, what: &str, at: &str) -> Result<Duration, String> {
@@ -236,12 +221,13 @@ pub fn parse_mcp_table(
     };
     let mcp = mcp
         .as_table()
-        .ok_or_else(|| format!("{}`mcp` must be a table ([mcp])", line_of(text, "mcp")))?;
+        .ok_or_else(|| format!("{}`mcp` must be a table ([mcp])", line_of(text, &["mcp"])))?;
     for (key, value) in mcp {
         match key.as_str() {
             "servers" => {}
             "call_timeout" | "startup_timeout" if source == ServerSource::Config => {
-                let d = positive_seconds(value, &format!("mcp.{key}"), &line_of(text, key))?;
+                let d =
+                    positive_seconds(value, &format!("mcp.{key}"), &line_of(text, &["mcp", key]))?;
                 if key == "call_timeout" {
                     out.call_timeout = Some(d);
                 } else {
@@ -259,11 +245,11 @@ pub fn parse_mcp_table(
     let servers = servers.as_table().ok_or_else(|| {
         format!(
             "{}`mcp.servers` must hold one table per server, e.g. [mcp.servers.github]",
-            line_of(text, "servers")
+            line_of(text, &["mcp", "servers"])
         )
     })?;
     for (name, value) in servers {
-        let at = server_line(text, name);
+        let at = line_of(text, &["mcp", "servers", name]);
         validate_server_name(name).map_err(|e| format!("{at}{e}"))?;
         let table = value.as_table().ok_or_else(|| {
             format!("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")

@@ -6,9 +6,7 @@
 //! Content-Security-Policy allows exactly them: no other script, no inline handlers, no
 //! remote origin, and `fetch` only to this server.
 
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -50,31 +48,22 @@ fn page(nonce: &str) -> String {
         .replace("{{script}}", SCRIPT)
 }
 
-/// 128 unpredictable bits per response: a keyed hash of a counter, keyed once per process
-/// from the standard library's random hash seeds, the time and the process id.
+/// 128 unpredictable bits per response, from the OS's random generator.
 fn nonce() -> String {
-    static KEY: LazyLock<[u8; 32]> = LazyLock::new(|| {
-        let mut seed = blake3::Hasher::new();
-        for i in 0..4u64 {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(i);
-            seed.update(&h.finish().to_le_bytes());
-        }
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Not seen on a supported kernel; a keyed hash of a counter and the time still gives
+        // a nonce no page can guess ahead of time.
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        seed.update(&now.to_le_bytes());
-        seed.update(&std::process::id().to_le_bytes());
-        *seed.finalize().as_bytes()
-    });
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let hash = blake3::keyed_hash(&KEY, &n.to_le_bytes());
-    hash.as_bytes()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        let hash = blake3::hash(format!("{n}-{now}-{}", std::process::id()).as_bytes());
+        bytes.copy_from_slice(&hash.as_bytes()[..16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

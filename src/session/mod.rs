@@ -25,22 +25,21 @@ pub fn validate_session_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A fresh session id, e.g. `s-k3v9x2qa`.
+/// A fresh session id, e.g. `s-k3v9x2qa`: 40 bits from the OS's random generator.
 pub fn new_session_id() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyz23456789";
-    let mut seed = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
-        .is_ok();
-    if !random {
+    // The OS generator does not fail on a supported kernel; if it ever does, the time and the
+    // pid still make an id that is unique on this machine (ids are not secrets).
+    let mut n = getrandom::u64().unwrap_or_else(|_| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let hash = blake3::hash(format!("{nanos}-{}", std::process::id()).as_bytes());
+        let mut seed = [0u8; 8];
         seed.copy_from_slice(&hash.as_bytes()[..8]);
-    }
-    let mut n = u64::from_le_bytes(seed);
+        u64::from_le_bytes(seed)
+    });
     let mut id = String::from("s-");
     for _ in 0..8 {
         id.push(ALPHABET[(n % 32) as usize] as char);
