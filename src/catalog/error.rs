@@ -96,10 +96,6 @@ pub enum CatalogError {
     /// JSON (de)serialization of snapshot entries failed.
     #[error("catalog snapshot JSON is malformed: {0}")]
     Json(#[from] serde_json::Error),
-
-    /// A stored snapshot does not match its content address or has an unknown mode.
-    #[error("stored catalog snapshot `{hash}` is corrupt: {reason}; delete the row and re-render")]
-    CorruptSnapshot { hash: String, reason: String },
 }
 
 fn suggest_text(suggestions: &[String], fallback: &str) -> String {

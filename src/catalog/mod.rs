@@ -10,7 +10,7 @@
 //! - [`render_catalog`] renders the prompt catalog as a content-addressed [`Snapshot`] (full
 //!   signatures when they fit the budget, namespace summaries plus pinned signatures otherwise);
 //! - [`catalog_update`] turns two snapshots into the text to append mid-session;
-//! - [`store_snapshot`]/[`load_snapshot`] keep snapshots in SQLite.
+//! - the store keeps snapshots (`store::CatalogSnapshots`).
 //!
 //! Design notes (details in each module and in `docs/catalog.md`):
 //!
@@ -31,7 +31,6 @@ pub mod manifest;
 pub mod names;
 pub mod python;
 pub mod render;
-pub mod store;
 pub mod tokens;
 pub mod update;
 
@@ -42,7 +41,6 @@ pub use manifest::{DenyList, EntryKind, Manifest, ManifestEntry, NamespaceInfo, 
 pub use render::{
     render_catalog, render_catalog_text, RenderMode, Snapshot, SnapshotItem, DEFAULT_BUDGET_TOKENS,
 };
-pub use store::{load_snapshot, store_snapshot, CATALOG_SNAPSHOTS_SQL};
 pub use update::{catalog_update, CatalogUpdate, ReplaceReason};
 
 impl Manifest {

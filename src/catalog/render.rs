@@ -36,7 +36,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{CatalogError, Result};
+use super::error::Result;
 use super::manifest::{with_summary, EntryKind, Manifest, ManifestEntry};
 use super::names;
 use super::tokens;
@@ -523,12 +523,4 @@ fn render_index(
         items,
         tokens,
     ))
-}
-
-/// Checks a stored mode string.
-pub(crate) fn parse_mode(hash: &str, mode: &str) -> Result<RenderMode> {
-    RenderMode::parse(mode).ok_or_else(|| CatalogError::CorruptSnapshot {
-        hash: hash.to_string(),
-        reason: format!("unknown mode `{mode}`"),
-    })
 }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::settings::{load_config, worker_options};
 use super::CliError;
-use crate::catalog::{render_catalog, store_snapshot, DEFAULT_BUDGET_TOKENS};
+use crate::catalog::{render_catalog, DEFAULT_BUDGET_TOKENS};
 use crate::runtime::Supervisor;
 use crate::store::Store;
 
@@ -60,7 +60,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         &config,
         &workspace,
         crate::config::artifact_dir(db, "catalog"),
-        &store,
+        &*store,
     )
     .map_err(CliError::usage)?;
     for note in hub.notices() {
@@ -103,10 +103,12 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         code: 1,
         message: format!("vis catalog: {e}"),
     })?;
-    store_snapshot(store.connection(), &snapshot).map_err(|e| CliError {
-        code: 1,
-        message: format!("vis catalog: {e}"),
-    })?;
+    store
+        .save_catalog_snapshot(&snapshot)
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis catalog: {e}"),
+        })?;
     print!("{}", snapshot.text());
     Ok(0)
 }

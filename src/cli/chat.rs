@@ -61,7 +61,7 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
             let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
             settings.folding.introspection |= args.introspection;
             let id = new_session_id();
-            let hub = mcp_hub(&config, &root, db, &id, &store)?;
+            let hub = mcp_hub(&config, &root, db, &id, &*store)?;
             let mut session = ChatSession::create(store, db, &id, vec![root_string], settings)
                 .map_err(gateway)?;
             let mut notes = vec![format!(
@@ -96,7 +96,7 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
                 (None, Some(stored)) => PathBuf::from(stored),
                 _ => root,
             };
-            let hub = mcp_hub(&config, &ws, db, &id, &store)?;
+            let hub = mcp_hub(&config, &ws, db, &id, &*store)?;
             let (mut session, mut notes) =
                 ChatSession::open(store, db, &id, settings).map_err(gateway)?;
             notes.insert(0, format!("vis: resuming session {id}"));

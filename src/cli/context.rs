@@ -49,7 +49,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
                 &config,
                 ws,
                 crate::config::artifact_dir(db, &args.id),
-                &store,
+                &*store,
             )
             .map_err(CliError::usage)?;
             (!hub.is_empty()).then_some(hub)

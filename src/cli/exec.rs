@@ -108,7 +108,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     // MCP servers become namespaces; they start only when a block calls one (or, the first
     // time, to learn their tools), since `vis exec` is one short process.
-    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &store)
+    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &*store)
         .map_err(CliError::usage)?;
     for note in hub.notices() {
         eprintln!("{}", super::term::escape_controls(&note));
@@ -140,7 +140,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let started_at = now_millis();
     // The code is stored before the worker sees it.
     store.begin_iteration(&session_id, turn, iteration, &code, started_at)?;
-    let outcome = match run_block(&mut supervisor, request, hub.as_ref(), &store)? {
+    let outcome = match run_block(&mut supervisor, request, hub.as_ref(), &*store)? {
         Ok(o) => o,
         Err(e) => {
             let _ = store.finish_iteration(&IterationRecord {

@@ -71,7 +71,7 @@ fn workspace_dir(dir: Option<PathBuf>) -> Result<PathBuf, CliError> {
 fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
     let ws = workspace_dir(dir)?;
     let store = Store::open(db)?;
-    let servers = crate::mcp::approve_workspace(&ws, &store).map_err(|e| match e {
+    let servers = crate::mcp::approve_workspace(&ws, &*store).map_err(|e| match e {
         crate::mcp::ApproveError::Invalid(m) => CliError::usage(format!("vis mcp approve: {m}")),
         crate::mcp::ApproveError::Store(e) => e.into(),
     })?;
@@ -99,7 +99,7 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
     let store = Store::open(db)?;
     let deny = crate::catalog::DenyList::new(config.deny.iter().cloned())
         .map_err(|e| CliError::usage(format!("vis: [permissions] deny: {e}")))?;
-    let plan = crate::mcp::plan(&config.mcp, &deny, Some(&ws), &store)?;
+    let plan = crate::mcp::plan(&config.mcp, &deny, Some(&ws), &*store)?;
     if plan.servers.is_empty() && plan.skipped.is_empty() {
         println!("no MCP servers are declared (config.toml [mcp.servers.NAME] or .vis/mcp.toml)");
         return Ok(0);
@@ -170,7 +170,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
         .writable
         .extend(roots.iter().skip(1).map(PathBuf::from));
     let supervisor = Supervisor::new(opts, defs);
-    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &store)
+    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)
         .map_err(CliError::usage)?;
     let verb = if created { "new session" } else { "session" };
     eprintln!(

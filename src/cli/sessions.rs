@@ -23,9 +23,9 @@ pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
     }
     let store = Store::open(db)?;
     match action {
-        SessionsAction::List => list(&store),
-        SessionsAction::Show { id } => show(&store, &id),
-        SessionsAction::Export { id } => export(&store, &id),
+        SessionsAction::List => list(&*store),
+        SessionsAction::Show { id } => show(&*store, &id),
+        SessionsAction::Export { id } => export(&*store, &id),
     }
 }
 

@@ -380,7 +380,7 @@ impl ChatSession {
         fold(
             &mut FoldCtx {
                 state: &mut self.state,
-                store: &mut self.store,
+                store: &mut *self.store,
                 id: &self.id,
                 settings: &self.settings,
             },

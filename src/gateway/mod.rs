@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::catalog::{load_snapshot, render_catalog, store_snapshot, CatalogError, Snapshot};
+use crate::catalog::{render_catalog, CatalogError, Snapshot};
 use crate::protocol::{HistoryItem, ToolSpec};
 use crate::providers::{
     anthropic_request, openai_request, Provider, ProviderError, ProviderKind, ProviderSettings,
@@ -105,7 +105,7 @@ pub enum GatewayError {
 /// A session with a model: the conversation, the worker, the provider.
 pub struct ChatSession {
     id: String,
-    store: Store,
+    store: Box<Store>,
     supervisor: Supervisor,
     /// Made at the first request (so inspecting a session needs no API key).
     provider: Option<Provider>,
@@ -164,7 +164,7 @@ struct LastRequest {
 impl ChatSession {
     /// A new chat session for `roots` (its worker starts with the first request).
     pub fn create(
-        store: Store,
+        store: Box<Store>,
         db: &Path,
         id: &str,
         roots: Vec<String>,
@@ -177,7 +177,7 @@ impl ChatSession {
     /// Opens a stored session, repairing a turn a stopped gateway left running. Returns the
     /// session and what the person should be told (one line each).
     pub fn open(
-        mut store: Store,
+        mut store: Box<Store>,
         db: &Path,
         id: &str,
         mut settings: ChatSettings,
@@ -201,9 +201,9 @@ impl ChatSession {
         store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
         let prefix = store.chat_prefix(id)?;
         let mut entries = history::from_rows(store.history(id)?)?;
-        notes.extend(turn::repair_running_turns(&mut store, id, &mut entries)?);
+        notes.extend(turn::repair_running_turns(&mut *store, id, &mut entries)?);
         let marks: Vec<folds::Mark> = entries.iter().map(folds::Mark::of).collect();
-        let fold_list = folds::load(&store, id, &mut entries)?;
+        let fold_list = folds::load(&*store, id, &mut entries)?;
         let pending_group = fold_list
             .iter()
             .filter(|f| f.measurement["status"] == "pending")
@@ -286,7 +286,7 @@ impl ChatSession {
     }
 
     pub fn store(&self) -> &Store {
-        &self.store
+        &*self.store
     }
 
     pub fn supervisor(&self) -> &Supervisor {
@@ -408,7 +408,7 @@ impl ChatSession {
         }
         self.start_worker().await?;
         let snapshot = render_catalog(&self.supervisor.manifest()?, self.settings.catalog_budget)?;
-        store_snapshot(self.store.connection(), &snapshot)?;
+        self.store.save_catalog_snapshot(&snapshot)?;
         let agents = self.workspace().and_then(|w| prompt::read_agents_md(&w));
         let system = prompt::system_text(&snapshot, agents.as_deref());
         let tool = prompt::tool_spec();
@@ -447,11 +447,13 @@ impl ChatSession {
                 render_catalog(&self.supervisor.manifest()?, self.settings.catalog_budget)?;
             if self.state.shown_catalog.as_deref() != Some(current.hash.as_str()) {
                 let old = match &self.state.shown_catalog {
-                    Some(hash) => load_snapshot(self.store.connection(), hash)?
+                    Some(hash) => self
+                        .store
+                        .catalog_snapshot(hash)?
                         .unwrap_or_else(Snapshot::empty),
                     None => Snapshot::empty(),
                 };
-                store_snapshot(self.store.connection(), &current)?;
+                self.store.save_catalog_snapshot(&current)?;
                 let update = crate::catalog::catalog_update(&old, &current)?;
                 let text = update.text().trim_end().to_string();
                 if !text.is_empty() {
@@ -542,7 +544,10 @@ impl ChatSession {
         if current.hash == shown {
             return Ok(None);
         }
-        let old = load_snapshot(self.store.connection(), &shown)?.unwrap_or_else(Snapshot::empty);
+        let old = self
+            .store
+            .catalog_snapshot(&shown)?
+            .unwrap_or_else(Snapshot::empty);
         let update = crate::catalog::catalog_update(&old, &current)?;
         let text = update.text().trim_end().to_string();
         Ok((!text.is_empty()).then_some(text))

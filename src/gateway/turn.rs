@@ -128,7 +128,7 @@ impl ChatSession {
             }
             let limited = folding::enforce_limit(&mut FoldCtx {
                 state: &mut self.state,
-                store: &mut self.store,
+                store: &mut *self.store,
                 id: &self.id,
                 settings: &self.settings,
             });
@@ -444,7 +444,7 @@ impl ChatSession {
                             Err(call) => call,
                         };
                         let answer = answer_host_call(
-                            &mut FoldCtx { state: &mut self.state, store: &mut self.store, id: &self.id, settings: &self.settings },
+                            &mut FoldCtx { state: &mut self.state, store: &mut *self.store, id: &self.id, settings: &self.settings },
                             &call.method,
                             &call.params,
                         );
@@ -467,7 +467,7 @@ impl ChatSession {
             let answer = answer_host_call(
                 &mut FoldCtx {
                     state: &mut self.state,
-                    store: &mut self.store,
+                    store: &mut *self.store,
                     id: &self.id,
                     settings: &self.settings,
                 },
@@ -638,7 +638,7 @@ impl ChatSession {
         let measurement = match response {
             Some(r) => folding::measured(
                 &mut self.state,
-                &self.store,
+                &*self.store,
                 &self.id,
                 r.usage.input_tokens,
                 &provider_name,

@@ -75,7 +75,7 @@ pub enum ServeError {
 
 /// Runs the server on `transport` until the client disconnects (or `stop` is cancelled).
 pub async fn serve<T, E, A>(
-    store: Store,
+    store: Box<Store>,
     mut supervisor: Supervisor,
     opts: ServeOptions,
     transport: T,
@@ -245,7 +245,7 @@ struct Shared {
 }
 
 struct Session {
-    store: Store,
+    store: Box<Store>,
     supervisor: Supervisor,
     opts: ServeOptions,
     /// This connection's turn, begun at its first call.

@@ -105,7 +105,7 @@ where
     }
 }
 
-fn reader(app: &App) -> ApiResult<Store> {
+fn reader(app: &App) -> ApiResult<Box<Store>> {
     Store::open(&app.registry.db).map_err(ApiError::internal)
 }
 
@@ -161,8 +161,7 @@ pub async fn list_sessions(State(app): State<App>) -> ApiResult<Json<Vec<Session
     let mut out = Vec::new();
     for s in store.list_sessions().map_err(ApiError::internal)? {
         let model = store.session_model(&s.id).map_err(ApiError::internal)?;
-        let (input, cached, output, requests, failed) =
-            store.request_totals(&s.id).map_err(ApiError::internal)?;
+        let totals = store.request_totals(&s.id).map_err(ApiError::internal)?;
         out.push(SessionSummary {
             status: status_of(slots.iter().find(|x| x.id == s.id)).into(),
             id: s.id,
@@ -174,11 +173,11 @@ pub async fn list_sessions(State(app): State<App>) -> ApiResult<Json<Vec<Session
             defs: s.defs,
             provider: model.as_ref().map(|m| m.provider.clone()),
             model: model.map(|m| m.model),
-            input_tokens: input,
-            cached_tokens: cached,
-            output_tokens: output,
-            requests,
-            failed_requests: failed,
+            input_tokens: totals.input_tokens,
+            cached_tokens: totals.cached_tokens,
+            output_tokens: totals.output_tokens,
+            requests: totals.requests,
+            failed_requests: totals.failed,
         });
     }
     Ok(Json(out))
@@ -216,7 +215,7 @@ pub async fn create_session(
     responses((status = 200, body = Value), (status = 404, body = ApiError)))]
 pub async fn get_session(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let store = reader(&app)?;
-    let row = require(&store, &id)?;
+    let row = require(&*store, &id)?;
     let e = ApiError::internal;
     let slot = app.registry.slots().into_iter().find(|s| s.id == id);
     Ok(Json(json!({
@@ -253,7 +252,7 @@ pub async fn delete_session(
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<Json<Value>> {
     let mut store = reader(&app)?;
-    require(&store, &id)?;
+    require(&*store, &id)?;
     let remove = match q.history.as_deref() {
         None | Some("keep") => false,
         Some("delete") => true,
@@ -387,7 +386,7 @@ fn begin(app: &App, id: &str) -> ApiResult<Arc<Slot>> {
         ));
     }
     let store = reader(app)?;
-    require(&store, id)?;
+    require(&*store, id)?;
     Ok(app.registry.slot(id))
 }
 
@@ -501,7 +500,7 @@ pub async fn get_events(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let store = reader(&app)?;
-    require(&store, &id)?;
+    require(&*store, &id)?;
     let slot = app.registry.slot(&id);
     let last = headers
         .get("last-event-id")
@@ -583,7 +582,7 @@ fn stream_events(
     responses((status = 200, body = Value), (status = 404, body = ApiError), (status = 409, body = ApiError, description = "nothing runs")))]
 pub async fn interrupt(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let store = reader(&app)?;
-    require(&store, &id)?;
+    require(&*store, &id)?;
     if app.registry.slot(&id).interrupt() {
         Ok(Json(json!({"id": id, "interrupted": true})))
     } else {
@@ -601,7 +600,7 @@ pub async fn interrupt(State(app): State<App>, Path(id): Path<String>) -> ApiRes
     responses((status = 200, body = Value), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
 pub async fn get_context(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let store = reader(&app)?;
-    require(&store, &id)?;
+    require(&*store, &id)?;
     let slot = app.registry.slot(&id);
     let Ok(mut guard) = slot.session.try_lock() else {
         return Err(ApiError::busy(&id));

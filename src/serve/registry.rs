@@ -241,7 +241,7 @@ impl Registry {
         let approvals = Store::open(&self.db).map_err(|e| e.to_string())?;
         let (mut session, notes) =
             ChatSession::open(store, &self.db, id, settings).map_err(|e| e.to_string())?;
-        self.attach_mcp(&mut session, &workspace, &approvals)?;
+        self.attach_mcp(&mut session, &workspace, &*approvals)?;
         *guard = Some(self.with_drain(session));
         self.metrics.sessions_open.inc();
         Ok(notes)

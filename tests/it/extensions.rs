@@ -573,9 +573,7 @@ vistest!(
             .to_string();
         assert!(a.stdout.contains("\nmode: full, "), "{}", a.stdout);
         let store = vis::store::Store::open(&env.db()).unwrap();
-        let snap = vis::catalog::load_snapshot(store.connection(), &hash)
-            .unwrap()
-            .expect("stored");
+        let snap = store.catalog_snapshot(&hash).unwrap().expect("stored");
         assert_eq!(snap.hash, hash);
 
         // Budget and deny list from the config; a small budget gives the summary.

@@ -190,3 +190,337 @@ vistest!(
         );
     }
 );
+
+// ---- The store interface's contract, checked through `dyn SessionStore` ----
+//
+// Every backend must pass `contract`; a PostgreSQL backend would add one line per test below.
+
+use vis::catalog::{render_catalog, Manifest};
+use vis::protocol::PersistedDef;
+use vis::store::{
+    ChatPrefix, FoldRow, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
+    StoreError,
+};
+
+fn def(name: &str) -> PersistedDef {
+    PersistedDef {
+        name: name.into(),
+        kind: "function".into(),
+        source: format!("def {name}(): pass\n"),
+        signature: format!("def {name}()"),
+        doc: String::new(),
+    }
+}
+
+fn iteration<'a>(
+    session: &'a str,
+    turn: i64,
+    iteration: i64,
+    set: &'a [PersistedDef],
+    deleted: &'a [String],
+) -> IterationRecord<'a> {
+    IterationRecord {
+        session_id: session,
+        turn,
+        iteration,
+        code: "pass",
+        output: "out\n",
+        status: "ok",
+        started_at: vis::store::now_millis(),
+        duration_ms: 1,
+        exec_us: 1,
+        artifact: None,
+        worker_exit: None,
+        defs_set: set,
+        defs_deleted: deleted,
+    }
+}
+
+fn contract(store: &mut Store) {
+    // Sessions.
+    assert!(store.session("s").unwrap().is_none());
+    assert!(matches!(
+        store.require_session("s"),
+        Err(StoreError::UnknownSession(_))
+    ));
+    let row = store.ensure_session("s", &["/w".into()]).unwrap();
+    let again = store.ensure_session("s", &["/other".into()]).unwrap();
+    assert_eq!(
+        row.workspace_roots, again.workspace_roots,
+        "ensure keeps the first"
+    );
+    store.set_workspace_roots("s", &["/moved".into()]).unwrap();
+    assert_eq!(
+        store.require_session("s").unwrap().workspace_roots,
+        ["/moved"]
+    );
+    let now = vis::store::now_millis();
+    assert!(
+        (now - row.created_at).abs() < 60_000,
+        "milliseconds: {}",
+        row.created_at
+    );
+
+    // Turns and iterations: numbers without gaps; definitions in definition order.
+    let t1 = store.begin_turn("s", "exec", None).unwrap();
+    assert_eq!(t1, 1);
+    assert_eq!(store.next_iteration("s", t1).unwrap(), 1);
+    store
+        .begin_iteration("s", t1, 1, "def a(): pass", now)
+        .unwrap();
+    assert_eq!(store.iterations("s").unwrap()[0].status, "running");
+    store
+        .finish_iteration(&iteration("s", t1, 1, &[def("a"), def("b")], &[]))
+        .unwrap();
+    assert_eq!(store.next_iteration("s", t1).unwrap(), 2);
+    store.finish_turn("s", t1).unwrap();
+    let t2 = store.begin_turn("s", "chat", Some("hi")).unwrap();
+    assert_eq!(t2, 2);
+    store
+        .record_iteration(&iteration("s", t2, 1, &[def("a")], &["b".to_string()]))
+        .unwrap();
+    let names: Vec<_> = store
+        .load_defs("s")
+        .unwrap()
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
+    assert_eq!(names, ["a"]);
+    let its = store.iterations("s").unwrap();
+    assert_eq!(its.len(), 2);
+    assert_eq!(
+        (its[0].status.as_str(), its[0].output.as_str()),
+        ("ok", "out\n")
+    );
+    // A turn this live process owns is not dangling.
+    assert!(store.running_turns("s").unwrap().is_empty());
+    assert_eq!(store.close_dangling_turns("s").unwrap(), 0);
+    store.end_turn("s", t2, "interrupted").unwrap();
+    let turns = store.turns("s").unwrap();
+    assert_eq!(
+        turns.iter().map(|t| t.status.as_str()).collect::<Vec<_>>(),
+        ["done", "interrupted"]
+    );
+    assert_eq!(turns[1].user_text.as_deref(), Some("hi"));
+    store
+        .record_worker_event("s", "crash", "exited with code 1")
+        .unwrap();
+
+    // The conversation: items and tool results share one sequence.
+    let t3 = store.begin_turn("s", "chat", Some("next")).unwrap();
+    let seq = store
+        .append_history(
+            "s",
+            &NewHistoryItem {
+                turn: t3,
+                kind: HistoryKind::User,
+                body: "next",
+                tokens: 1,
+                meta: None,
+            },
+        )
+        .unwrap();
+    let tool = store
+        .record_tool_result(&iteration("s", t3, 1, &[], &[]), "call_1", 3)
+        .unwrap();
+    assert_eq!(tool, seq + 1);
+    let history = store.history("s").unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].kind, HistoryKind::ToolResult);
+    assert_eq!(
+        history[1].body, "out\n",
+        "a tool result reads its iteration's output"
+    );
+    assert_eq!(history[1].status.as_deref(), Some("ok"));
+
+    // The prefix is fixed by the first save.
+    let prefix = ChatPrefix {
+        system: "sys".into(),
+        tool: "{}".into(),
+        catalog_hash: "h".into(),
+        agents_md: None,
+        tokens: 2,
+    };
+    store.save_chat_prefix("s", &prefix).unwrap();
+    store
+        .save_chat_prefix(
+            "s",
+            &ChatPrefix {
+                system: "other".into(),
+                ..prefix.clone()
+            },
+        )
+        .unwrap();
+    assert_eq!(store.chat_prefix("s").unwrap(), Some(prefix));
+    store
+        .set_session_model("s", "openai", "m", "http://x")
+        .unwrap();
+    assert_eq!(store.session_model("s").unwrap().unwrap().model, "m");
+    assert_eq!(
+        store.latest_chat_session("/moved").unwrap().as_deref(),
+        Some("s")
+    );
+    assert_eq!(store.latest_chat_session("/elsewhere").unwrap(), None);
+
+    // Request health: numbered, totalled.
+    for (input, error) in [(Some(100), None), (None, Some("boom".to_string()))] {
+        store
+            .record_request(
+                "s",
+                &RequestRecord {
+                    turn: t3,
+                    provider: "openai".into(),
+                    model: "m".into(),
+                    input_tokens: input,
+                    cached_tokens: input.map(|i| i / 2),
+                    output_tokens: Some(7),
+                    error,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    let requests = store.requests("s").unwrap();
+    assert_eq!(requests.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+    let totals = store.request_totals("s").unwrap();
+    assert_eq!(
+        (
+            totals.input_tokens,
+            totals.cached_tokens,
+            totals.output_tokens,
+            totals.requests,
+            totals.failed
+        ),
+        (100, 50, 14, 2, 1)
+    );
+
+    // Folds: a later fold absorbs an earlier one; measurements are per group.
+    let fold = |id: i64, group: i64| FoldRow {
+        id,
+        turn: t3,
+        iteration: Some(1),
+        key: "t1".into(),
+        spans: "[]".into(),
+        gist: "g".into(),
+        automatic: false,
+        absorbed_by: None,
+        receipt: "{}".into(),
+        group_id: group,
+        measurement: "{\"status\":\"pending\"}".into(),
+    };
+    store.record_fold("s", &fold(1, 1), &[]).unwrap();
+    store.record_fold("s", &fold(2, 1), &[1]).unwrap();
+    store
+        .set_fold_measurement("s", 1, "{\"status\":\"measured\"}")
+        .unwrap();
+    let folds = store.folds("s").unwrap();
+    assert_eq!(folds[0].absorbed_by, Some(2));
+    assert!(folds.iter().all(|f| f.measurement.contains("measured")));
+    assert_eq!(
+        store.counts("s").unwrap().folds,
+        1,
+        "absorbed folds are not counted"
+    );
+
+    // Catalog snapshots and MCP records.
+    let snap = render_catalog(&Manifest::new(vec![]).unwrap(), 100).unwrap();
+    assert!(store.save_catalog_snapshot(&snap).unwrap());
+    assert_eq!(store.catalog_snapshot(&snap.hash).unwrap(), Some(snap));
+    assert!(!store.mcp_server_approved("/w", "gh", "f1").unwrap());
+    store
+        .approve_mcp_server("/w", "gh", "f1", "npx gh")
+        .unwrap();
+    assert!(store.mcp_server_approved("/w", "gh", "f1").unwrap());
+    assert!(
+        !store.mcp_server_approved("/w", "gh", "f2").unwrap(),
+        "a changed command needs approval"
+    );
+    store.cache_mcp_tools("gh", "f1", "[]").unwrap();
+    assert_eq!(
+        store.cached_mcp_tools("gh", "f1").unwrap().as_deref(),
+        Some("[]")
+    );
+
+    // Listing and deleting.
+    store.ensure_session("other", &["/o".into()]).unwrap();
+    let listed = store.list_sessions().unwrap();
+    assert_eq!(listed.len(), 2);
+    let s = listed.iter().find(|x| x.id == "s").unwrap();
+    assert_eq!((s.turns, s.iterations, s.defs), (3, 3, 1));
+    store.delete_session("s").unwrap();
+    assert!(store.session("s").unwrap().is_none());
+    assert!(store.history("s").unwrap().is_empty());
+    assert!(store.folds("s").unwrap().is_empty());
+    assert!(store.requests("s").unwrap().is_empty());
+    assert_eq!(store.list_sessions().unwrap().len(), 1);
+    assert!(store.schema_version().unwrap() >= 5);
+}
+
+#[test]
+fn the_sqlite_store_keeps_the_contract_in_memory() {
+    contract(&mut *Store::open_in_memory().unwrap());
+}
+
+#[test]
+fn the_sqlite_store_keeps_the_contract_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("vis.db")).unwrap();
+    contract(&mut *store);
+    assert_eq!(store.location(), dir.path().join("vis.db"));
+}
+
+#[test]
+fn damaged_records_are_errors_not_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    Store::open(&db)
+        .unwrap()
+        .ensure_session("s", &["/w".into()])
+        .unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE sessions SET workspace_roots = '[\"/w\"' WHERE id = 's'",
+            [],
+        )
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let store = Store::open(&db).unwrap();
+    let err = store.session("s").unwrap_err().to_string();
+    assert!(err.contains("workspace_roots"), "{err}");
+    let err = store.list_sessions().unwrap_err().to_string();
+    assert!(err.contains("workspace_roots"), "{err}");
+    drop(store);
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "reading changed nothing"
+    );
+}
+
+#[test]
+fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    let snap = render_catalog(&Manifest::new(vec![]).unwrap(), 100).unwrap();
+    Store::open(&db)
+        .unwrap()
+        .save_catalog_snapshot(&snap)
+        .unwrap();
+    {
+        // As a schema-4 database left it: seconds.
+        let raw = Connection::open(&db).unwrap();
+        raw.execute_batch(
+            "UPDATE catalog_snapshots SET created_at = 1764806400; PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&db).unwrap();
+    assert!(store.schema_version().unwrap() >= 5);
+    let at: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT created_at FROM catalog_snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(at, 1_764_806_400_000);
+    assert_eq!(store.catalog_snapshot(&snap.hash).unwrap(), Some(snap));
+}

@@ -22,7 +22,7 @@ vistest!(a_changed_tool_list_becomes_a_catalog_update, |env| {
         &config,
         &env.workspace(),
         vis::config::artifact_dir(&env.db(), "mcp-catalog"),
-        &store,
+        &*store,
     )
     .unwrap();
     session.set_mcp(hub);

@@ -8,7 +8,9 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{now_millis, Result, Store};
+use super::SqliteStore;
+use crate::store::api::McpRecords;
+use crate::store::{now_millis, Result};
 
 /// The tables (migration 4).
 pub const MCP_SQL: &str = r#"
@@ -32,9 +34,9 @@ CREATE TABLE mcp_tools (
 );
 "#;
 
-impl Store {
+impl McpRecords for SqliteStore {
     /// Records the approval of a workspace server as it is declared now.
-    pub fn approve_mcp_server(
+    fn approve_mcp_server(
         &self,
         workspace: &str,
         server: &str,
@@ -50,7 +52,7 @@ impl Store {
     }
 
     /// Whether exactly this declaration of `server` was approved for `workspace`.
-    pub fn mcp_server_approved(
+    fn mcp_server_approved(
         &self,
         workspace: &str,
         server: &str,
@@ -68,7 +70,7 @@ impl Store {
     }
 
     /// The tool list `server` (running what `fingerprint` says) last reported, as JSON.
-    pub fn cached_mcp_tools(&self, server: &str, fingerprint: &str) -> Result<Option<String>> {
+    fn cached_mcp_tools(&self, server: &str, fingerprint: &str) -> Result<Option<String>> {
         Ok(self
             .conn
             .query_row(
@@ -79,7 +81,7 @@ impl Store {
             .optional()?)
     }
 
-    pub fn cache_mcp_tools(&self, server: &str, fingerprint: &str, tools_json: &str) -> Result<()> {
+    fn cache_mcp_tools(&self, server: &str, fingerprint: &str, tools_json: &str) -> Result<()> {
         self.conn.execute(
             "INSERT OR REPLACE INTO mcp_tools (server, fingerprint, tools, updated_at)
              VALUES (?1, ?2, ?3, ?4)",

@@ -7,108 +7,16 @@
 //! an interrupted one never half is.
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
-use serde::Serialize;
 
-use super::{now_millis, IterationRecord, Result, Store};
+use super::{json_column, SqliteStore};
+use crate::store::api::{
+    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, IterationRecord,
+    NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
+};
+use crate::store::{now_millis, Result};
 
-/// The prefix every request of a chat session starts with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChatPrefix {
-    pub system: String,
-    /// JSON: `{"name", "description", "parameters"}`.
-    pub tool: String,
-    pub catalog_hash: String,
-    pub agents_md: Option<String>,
-    pub tokens: i64,
-}
-
-/// Which model a session talks to (never its key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SessionModel {
-    pub provider: String,
-    pub model: String,
-    pub base_url: Option<String>,
-}
-
-/// The kinds of conversation items.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HistoryKind {
-    User,
-    Assistant,
-    ToolResult,
-    Notice,
-}
-
-impl HistoryKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            HistoryKind::User => "user",
-            HistoryKind::Assistant => "assistant",
-            HistoryKind::ToolResult => "tool_result",
-            HistoryKind::Notice => "notice",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "user" => HistoryKind::User,
-            "assistant" => HistoryKind::Assistant,
-            "tool_result" => HistoryKind::ToolResult,
-            "notice" => HistoryKind::Notice,
-            _ => return None,
-        })
-    }
-}
-
-/// One conversation item as stored. For a tool result, `body` is the iteration's output and
-/// `status` its status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HistoryRow {
-    pub seq: i64,
-    pub turn: i64,
-    pub kind: HistoryKind,
-    pub iteration: Option<i64>,
-    pub call_id: Option<String>,
-    pub body: String,
-    pub status: Option<String>,
-    pub tokens: i64,
-    pub meta: Option<String>,
-}
-
-/// A conversation item to append (tool results go through [`Store::record_tool_result`]).
-#[derive(Debug, Clone)]
-pub struct NewHistoryItem<'a> {
-    pub turn: i64,
-    pub kind: HistoryKind,
-    pub body: &'a str,
-    pub tokens: i64,
-    pub meta: Option<&'a str>,
-}
-
-/// One model request's health record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct RequestRecord {
-    pub seq: i64,
-    pub turn: i64,
-    pub provider: String,
-    pub model: String,
-    pub started_at: i64,
-    pub latency_ms: i64,
-    pub ttft_ms: Option<i64>,
-    pub retries: i64,
-    pub input_tokens: Option<i64>,
-    pub cached_tokens: Option<i64>,
-    pub cache_creation_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub estimate_tokens: i64,
-    pub error_kind: Option<String>,
-    pub error: Option<String>,
-    pub fold_measurement: Option<String>,
-}
-
-impl Store {
-    pub fn chat_prefix(&self, session_id: &str) -> Result<Option<ChatPrefix>> {
+impl Conversation for SqliteStore {
+    fn chat_prefix(&self, session_id: &str) -> Result<Option<ChatPrefix>> {
         Ok(self
             .conn
             .query_row(
@@ -128,7 +36,7 @@ impl Store {
     }
 
     /// Records the prefix of a session's first request (a second call keeps the first).
-    pub fn save_chat_prefix(&self, session_id: &str, prefix: &ChatPrefix) -> Result<()> {
+    fn save_chat_prefix(&self, session_id: &str, prefix: &ChatPrefix) -> Result<()> {
         self.conn.execute(
             "INSERT OR IGNORE INTO chat_prefix (session_id, system, tool, catalog_hash, agents_md, tokens, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -146,7 +54,7 @@ impl Store {
     }
 
     /// The provider, model and base URL the session last used.
-    pub fn session_model(&self, session_id: &str) -> Result<Option<SessionModel>> {
+    fn session_model(&self, session_id: &str) -> Result<Option<SessionModel>> {
         Ok(self
             .conn
             .query_row(
@@ -163,7 +71,7 @@ impl Store {
             .optional()?)
     }
 
-    pub fn set_session_model(
+    fn set_session_model(
         &self,
         session_id: &str,
         provider: &str,
@@ -178,7 +86,7 @@ impl Store {
     }
 
     /// Appends one item; returns its `seq`.
-    pub fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64> {
+    fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -206,7 +114,7 @@ impl Store {
 
     /// Commits a completed iteration and its place in the conversation (answering
     /// `call_id`) together.
-    pub fn record_tool_result(
+    fn record_tool_result(
         &mut self,
         rec: &IterationRecord<'_>,
         call_id: &str,
@@ -238,7 +146,7 @@ impl Store {
     }
 
     /// The whole conversation in order, tool results with their outputs.
-    pub fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
+    fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
         let mut stmt = self.conn.prepare(
             "SELECT h.seq, h.turn, h.kind, h.iteration, h.call_id,
                     CASE WHEN h.kind = 'tool_result' THEN i.output ELSE h.body END,
@@ -272,40 +180,8 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Sets how a turn ended.
-    pub fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()> {
-        self.conn.execute(
-            "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
-            params![session_id, turn, status, now_millis()],
-        )?;
-        Ok(())
-    }
-
-    /// Turns still marked running whose process is gone (it stopped without ending them);
-    /// turns another live process is running are left alone.
-    pub fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT turn, kind, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (turn, kind, owner) = row?;
-            if !owner.as_deref().is_some_and(super::owner_alive) {
-                out.push((turn, kind));
-            }
-        }
-        Ok(out)
-    }
-
     /// The most recently used chat session whose first workspace root is `root`.
-    pub fn latest_chat_session(&self, root: &str) -> Result<Option<String>> {
+    fn latest_chat_session(&self, root: &str) -> Result<Option<String>> {
         let mut stmt = self.conn.prepare(
             "SELECT s.id, s.workspace_roots FROM sessions s
              WHERE EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.kind = 'chat')
@@ -313,8 +189,7 @@ impl Store {
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
-            let roots: String = row.get(1)?;
-            let roots: Vec<String> = serde_json::from_str(&roots).unwrap_or_default();
+            let roots: Vec<String> = json_column(row, 1)?;
             if roots.first().map(String::as_str) == Some(root) {
                 return Ok(Some(row.get(0)?));
             }
@@ -323,7 +198,7 @@ impl Store {
     }
 
     /// Stores a request's health record; `seq` is assigned here and returned.
-    pub fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64> {
+    fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -360,7 +235,7 @@ impl Store {
         Ok(seq)
     }
 
-    pub fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
+    fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
         let mut stmt = self.conn.prepare(
             "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
                     cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
@@ -389,6 +264,26 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
+
+    /// Totals of a session's model requests: input, cached and output tokens (reported),
+    /// requests, failed requests.
+    fn request_totals(&self, session_id: &str) -> Result<RequestTotals> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                    count(*), COALESCE(SUM(error IS NOT NULL), 0)
+             FROM requests WHERE session_id = ?1",
+            [session_id],
+            |r| {
+                Ok(RequestTotals {
+                    input_tokens: r.get(0)?,
+                    cached_tokens: r.get(1)?,
+                    output_tokens: r.get(2)?,
+                    requests: r.get(3)?,
+                    failed: r.get(4)?,
+                })
+            },
+        )?)
+    }
 }
 
 fn next_history_seq(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<i64> {
@@ -399,26 +294,9 @@ fn next_history_seq(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<
     )?)
 }
 
-/// One fold as stored (see the `folds` table).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FoldRow {
-    pub id: i64,
-    pub turn: i64,
-    pub iteration: Option<i64>,
-    pub key: String,
-    /// JSON: `[{first_seq, last_seq, label, text}]`.
-    pub spans: String,
-    pub gist: String,
-    pub automatic: bool,
-    pub absorbed_by: Option<i64>,
-    pub receipt: String,
-    pub group_id: i64,
-    pub measurement: String,
-}
-
-impl Store {
+impl FoldRecords for SqliteStore {
     /// Records a fold and marks the folds it absorbs, together.
-    pub fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()> {
+    fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -451,7 +329,7 @@ impl Store {
     }
 
     /// Every fold of the session, absorbed ones included, by id.
-    pub fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
+    fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
              FROM folds WHERE session_id = ?1 ORDER BY id",
@@ -475,7 +353,7 @@ impl Store {
     }
 
     /// Sets the measurement of every fold of a group.
-    pub fn set_fold_measurement(
+    fn set_fold_measurement(
         &self,
         session_id: &str,
         group_id: i64,
@@ -486,44 +364,5 @@ impl Store {
             params![session_id, group_id, measurement],
         )?;
         Ok(())
-    }
-}
-
-impl Store {
-    /// Removes a session and everything recorded for it.
-    pub fn delete_session(&mut self, session_id: &str) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        for table in [
-            "history",
-            "requests",
-            "folds",
-            "chat_prefix",
-            "iterations",
-            "turns",
-            "defs",
-            "worker_events",
-        ] {
-            tx.execute(
-                &format!("DELETE FROM {table} WHERE session_id = ?1"),
-                [session_id],
-            )?;
-        }
-        tx.execute("DELETE FROM sessions WHERE id = ?1", [session_id])?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Totals of a session's model requests: input, cached and output tokens (reported),
-    /// requests, failed requests.
-    pub fn request_totals(&self, session_id: &str) -> Result<(i64, i64, i64, i64, i64)> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(output_tokens), 0),
-                    count(*), COALESCE(SUM(error IS NOT NULL), 0)
-             FROM requests WHERE session_id = ?1",
-            [session_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )?)
     }
 }

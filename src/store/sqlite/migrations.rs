@@ -67,8 +67,8 @@ CREATE TABLE worker_events (
 );
 "#,
     ),
-    // Rendered catalogs, content-addressed (see `catalog::store`).
-    (2, crate::catalog::CATALOG_SNAPSHOTS_SQL),
+    // Rendered catalogs, content-addressed (see `sqlite::catalog`).
+    (2, super::catalog::CATALOG_SNAPSHOTS_SQL),
     // Chat sessions: the stable request prefix, the conversation in order, request health.
     (
         3,
@@ -148,8 +148,14 @@ CREATE TABLE requests (
 );
 "#,
     ),
-    // MCP: approvals of workspace-declared servers, last tool lists (see `store::mcp`).
+    // MCP: approvals of workspace-declared servers, last tool lists (see `sqlite::mcp`).
     (4, super::mcp::MCP_SQL),
+    // One timestamp unit: catalog snapshots were stamped in seconds, everything else in
+    // milliseconds. A value below 10^11 cannot be milliseconds of this century.
+    (
+        5,
+        "UPDATE catalog_snapshots SET created_at = created_at * 1000 WHERE created_at < 100000000000;",
+    ),
 ];
 
 pub fn latest_version() -> u32 {

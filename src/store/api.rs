@@ -1,0 +1,381 @@
+//! What the store keeps, as traits over the records it holds: the interface every caller
+//! (the gateway, the commands, `vis mcp`, `vis serve`) is written against.
+//!
+//! The interface is split by concern, one trait each, and [`SessionStore`] is all of them:
+//! a backend implements the five traits and is a `SessionStore` by the blanket impl. Callers
+//! hold a [`Store`] (`dyn SessionStore`), so a second backend (PostgreSQL, see
+//! `docs/scaling.md`) is a new implementation plus a case in [`open`](super::open), not a
+//! change to any caller.
+//!
+//! Contracts every backend keeps (the SQLite backend's tests check them):
+//! - turn, iteration, history, request and fold numbers are allocated without gaps or
+//!   duplicates, also across processes writing the same session;
+//! - a completed iteration, its definition changes and (for chat) its place in the
+//!   conversation are written in one transaction: after a crash either all are there or none;
+//! - timestamps are milliseconds since the Unix epoch, everywhere;
+//! - a catalog snapshot is content-addressed: its key is the blake3 hash of its body, a
+//!   second save of the same snapshot is a no-op, and a loaded snapshot is checked against its
+//!   key.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::Result;
+use crate::catalog::Snapshot;
+use crate::protocol::PersistedDef;
+
+/// A session as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRow {
+    pub id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub workspace_roots: Vec<String>,
+}
+
+/// A session with its counts, for listings.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub workspace_roots: Vec<String>,
+    pub turns: i64,
+    pub iterations: i64,
+    pub defs: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRow {
+    pub turn: i64,
+    pub kind: String,
+    pub user_text: Option<String>,
+    pub status: String,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IterationRow {
+    pub turn: i64,
+    pub iteration: i64,
+    pub code: String,
+    pub output: String,
+    pub status: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub exec_us: i64,
+    pub artifact: Option<String>,
+    pub worker_exit: Option<String>,
+}
+
+/// Everything recorded for one completed iteration.
+#[derive(Debug, Clone)]
+pub struct IterationRecord<'a> {
+    pub session_id: &'a str,
+    pub turn: i64,
+    pub iteration: i64,
+    pub code: &'a str,
+    pub output: &'a str,
+    pub status: &'a str,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub exec_us: i64,
+    pub artifact: Option<&'a str>,
+    pub worker_exit: Option<&'a str>,
+    pub defs_set: &'a [PersistedDef],
+    pub defs_deleted: &'a [String],
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Counts {
+    pub turns: i64,
+    pub iterations: i64,
+    /// Folds in force (absorbed ones not counted).
+    pub folds: i64,
+}
+
+/// The prefix every request of a chat session starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChatPrefix {
+    pub system: String,
+    /// JSON: `{"name", "description", "parameters"}`.
+    pub tool: String,
+    pub catalog_hash: String,
+    pub agents_md: Option<String>,
+    pub tokens: i64,
+}
+
+/// Which model a session talks to (never its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionModel {
+    pub provider: String,
+    pub model: String,
+    pub base_url: Option<String>,
+}
+
+/// The kinds of conversation items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryKind {
+    User,
+    Assistant,
+    ToolResult,
+    Notice,
+}
+
+impl HistoryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryKind::User => "user",
+            HistoryKind::Assistant => "assistant",
+            HistoryKind::ToolResult => "tool_result",
+            HistoryKind::Notice => "notice",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "user" => HistoryKind::User,
+            "assistant" => HistoryKind::Assistant,
+            "tool_result" => HistoryKind::ToolResult,
+            "notice" => HistoryKind::Notice,
+            _ => return None,
+        })
+    }
+}
+
+/// One conversation item as stored. For a tool result, `body` is the iteration's output and
+/// `status` its status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryRow {
+    pub seq: i64,
+    pub turn: i64,
+    pub kind: HistoryKind,
+    pub iteration: Option<i64>,
+    pub call_id: Option<String>,
+    pub body: String,
+    pub status: Option<String>,
+    pub tokens: i64,
+    pub meta: Option<String>,
+}
+
+/// A conversation item to append (tool results go through
+/// [`Conversation::record_tool_result`]).
+#[derive(Debug, Clone)]
+pub struct NewHistoryItem<'a> {
+    pub turn: i64,
+    pub kind: HistoryKind,
+    pub body: &'a str,
+    pub tokens: i64,
+    pub meta: Option<&'a str>,
+}
+
+/// One model request's health record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RequestRecord {
+    pub seq: i64,
+    pub turn: i64,
+    pub provider: String,
+    pub model: String,
+    pub started_at: i64,
+    pub latency_ms: i64,
+    pub ttft_ms: Option<i64>,
+    pub retries: i64,
+    pub input_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
+    pub cache_creation_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub estimate_tokens: i64,
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    pub fold_measurement: Option<String>,
+}
+
+/// Totals of a session's model requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RequestTotals {
+    /// Reported input tokens (cached included).
+    pub input_tokens: i64,
+    pub cached_tokens: i64,
+    pub output_tokens: i64,
+    pub requests: i64,
+    pub failed: i64,
+}
+
+/// One fold as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FoldRow {
+    pub id: i64,
+    pub turn: i64,
+    pub iteration: Option<i64>,
+    pub key: String,
+    /// JSON: `[{first_seq, last_seq, label, text}]`.
+    pub spans: String,
+    pub gist: String,
+    pub automatic: bool,
+    pub absorbed_by: Option<i64>,
+    pub receipt: String,
+    pub group_id: i64,
+    pub measurement: String,
+}
+
+/// Sessions, turns, iterations, persisted definitions and worker events.
+pub trait SessionRecords {
+    /// Where the data lives (a file path; `:memory:` for a private store), for messages and
+    /// for placing artifacts beside it.
+    fn location(&self) -> &Path;
+    /// The schema version the data is at.
+    fn schema_version(&self) -> Result<u32>;
+
+    fn session(&self, id: &str) -> Result<Option<SessionRow>>;
+    /// The session, or [`StoreError::UnknownSession`](super::StoreError::UnknownSession).
+    fn require_session(&self, id: &str) -> Result<SessionRow> {
+        self.session(id)?
+            .ok_or_else(|| super::StoreError::UnknownSession(id.to_string()))
+    }
+    /// Creates the session if it does not exist (concurrent callers are fine); returns it.
+    fn ensure_session(&self, id: &str, roots: &[String]) -> Result<SessionRow>;
+    fn set_workspace_roots(&self, id: &str, roots: &[String]) -> Result<()>;
+    /// Every session, most recently used first.
+    fn list_sessions(&self) -> Result<Vec<SessionSummary>>;
+    /// Removes a session and everything recorded for it, in one transaction.
+    fn delete_session(&mut self, session_id: &str) -> Result<()>;
+    fn counts(&self, session_id: &str) -> Result<Counts>;
+
+    /// Allocates the next turn number (no gaps or duplicates across concurrent processes) and
+    /// records the turn as running, owned by this process.
+    fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64>;
+    /// Marks a turn done.
+    fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()>;
+    /// Sets how a turn ended.
+    fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()>;
+    /// Turns still marked running whose process is gone (it stopped without ending them),
+    /// as `(turn, kind)`; turns another live process is running are left out.
+    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>>;
+    /// Closes the turns [`running_turns`](Self::running_turns) returns (their running
+    /// iterations become interrupted); returns how many.
+    fn close_dangling_turns(&self, session_id: &str) -> Result<usize>;
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>>;
+
+    /// The number the next iteration of `turn` gets.
+    fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64>;
+    /// Records an iteration as running, with its code, before its block is sent to the
+    /// worker: whatever the worker does (or the host, when it dies), the code is in the
+    /// history.
+    fn begin_iteration(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+        code: &str,
+        started_at: i64,
+    ) -> Result<()>;
+    /// Completes an iteration recorded by [`begin_iteration`](Self::begin_iteration), with
+    /// its definition changes, in one transaction.
+    fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
+    /// Commits one completed iteration together with the definition changes it made.
+    fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
+    fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>>;
+
+    /// Persisted definitions in definition order.
+    fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>>;
+    fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()>;
+}
+
+/// Chat sessions: the fixed request prefix, the conversation in order, request health.
+///
+/// The conversation is append-only and ordered by `seq`. A tool result's text is not copied
+/// into it: the item points at the iteration that holds the output.
+pub trait Conversation {
+    fn chat_prefix(&self, session_id: &str) -> Result<Option<ChatPrefix>>;
+    /// Records the prefix of a session's first request (a second call keeps the first).
+    fn save_chat_prefix(&self, session_id: &str, prefix: &ChatPrefix) -> Result<()>;
+    /// The provider, model and base URL the session last used.
+    fn session_model(&self, session_id: &str) -> Result<Option<SessionModel>>;
+    fn set_session_model(
+        &self,
+        session_id: &str,
+        provider: &str,
+        model: &str,
+        base_url: &str,
+    ) -> Result<()>;
+    /// The most recently used chat session whose first workspace root is `root`.
+    fn latest_chat_session(&self, root: &str) -> Result<Option<String>>;
+
+    /// Appends one item; returns its `seq`.
+    fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64>;
+    /// Commits a completed iteration and its place in the conversation (answering
+    /// `call_id`) in one transaction; returns the item's `seq`.
+    fn record_tool_result(
+        &mut self,
+        rec: &IterationRecord<'_>,
+        call_id: &str,
+        tokens: i64,
+    ) -> Result<i64>;
+    /// The whole conversation in order, tool results with their outputs.
+    fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>>;
+
+    /// Stores a request's health record; `seq` is assigned here and returned.
+    fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64>;
+    fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>>;
+    fn request_totals(&self, session_id: &str) -> Result<RequestTotals>;
+}
+
+/// Folds: which ranges of the conversation a gist replaces in requests (the originals stay).
+pub trait FoldRecords {
+    /// Records a fold and marks the folds it absorbs, in one transaction.
+    fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()>;
+    /// Every fold of the session, absorbed ones included, by id.
+    fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>>;
+    /// Sets the measurement of every fold of a group.
+    fn set_fold_measurement(
+        &self,
+        session_id: &str,
+        group_id: i64,
+        measurement: &str,
+    ) -> Result<()>;
+}
+
+/// Rendered catalogs, content-addressed.
+pub trait CatalogSnapshots {
+    /// Stores `snapshot` unless one with its hash exists; true when it was new.
+    fn save_catalog_snapshot(&self, snapshot: &Snapshot) -> Result<bool>;
+    /// The snapshot with `hash`, checked against it; `None` when absent.
+    fn catalog_snapshot(&self, hash: &str) -> Result<Option<Snapshot>>;
+}
+
+/// MCP: approvals of workspace-declared servers, and the tool list each server last
+/// reported (so `vis exec` can offer a server's tools without starting it).
+pub trait McpRecords {
+    /// Records the approval of a workspace server as it is declared now.
+    fn approve_mcp_server(
+        &self,
+        workspace: &str,
+        server: &str,
+        fingerprint: &str,
+        launch: &str,
+    ) -> Result<()>;
+    /// Whether exactly this declaration of `server` was approved for `workspace`.
+    fn mcp_server_approved(&self, workspace: &str, server: &str, fingerprint: &str)
+        -> Result<bool>;
+    /// The tool list `server` (running what `fingerprint` says) last reported, as JSON.
+    fn cached_mcp_tools(&self, server: &str, fingerprint: &str) -> Result<Option<String>>;
+    fn cache_mcp_tools(&self, server: &str, fingerprint: &str, tools_json: &str) -> Result<()>;
+}
+
+/// A complete store backend: every concern above. Implemented for every type that implements
+/// them all.
+pub trait SessionStore:
+    SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + Send
+{
+}
+
+impl<T> SessionStore for T where
+    T: SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + Send
+{
+}
+
+/// The store callers hold: any backend.
+pub type Store = dyn SessionStore;

@@ -1,0 +1,658 @@
+//! The SQLite backend (WAL): one connection per [`SqliteStore`], transactions `IMMEDIATE`
+//! where numbers are allocated, so concurrent processes never hand out the same turn,
+//! iteration or sequence number.
+
+mod catalog;
+mod chat;
+mod mcp;
+mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+
+use super::api::{
+    Counts, IterationRecord, IterationRow, SessionRecords, SessionRow, SessionSummary, TurnRow,
+};
+use super::{now_millis, Result, StoreError};
+use crate::protocol::PersistedDef;
+pub use migrations::latest_version;
+
+/// The SQLite store: one connection to one database file.
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied)
+        | Some(ErrorCode::DiskFull)
+        | Some(ErrorCode::SystemIoFailure) => StoreError::Unwritable {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        _ => StoreError::Sqlite(e),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        if path.is_dir() {
+            return Err(StoreError::Unwritable {
+                path: path.to_path_buf(),
+                detail: "it is a directory".into(),
+            });
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            // SQLite would take an empty file as a new database; one that exists but is empty
+            // was not made by us, or was truncated.
+            return Err(StoreError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::Unwritable {
+                path: path.to_path_buf(),
+                detail: format!("cannot create {}: {e}", parent.display()),
+            })?;
+        }
+        if !path.exists() {
+            Self::create_fresh(path)?;
+        }
+        let conn = Connection::open(path).map_err(|e| classify_open_error(path, e))?;
+        Self::init(conn, path)
+    }
+
+    /// Makes a new database beside `path` and links it into place, so no other process ever
+    /// sees a half-made (empty) file there; if another one got there first, its database is
+    /// used.
+    fn create_fresh(path: &Path) -> Result<()> {
+        let unwritable = |detail: String| StoreError::Unwritable {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "vis.db".into());
+        let temp = path.with_file_name(format!(
+            ".{name}.new-{}-{}",
+            std::process::id(),
+            now_millis()
+        ));
+        {
+            let conn = Connection::open(&temp).map_err(|e| classify_open_error(&temp, e))?;
+            Self::init(conn, &temp)?;
+        }
+        let linked = std::fs::hard_link(&temp, path);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", temp.display()));
+        }
+        match linked {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(unwritable(format!("cannot create it: {e}"))),
+        }
+    }
+
+    /// A private in-memory store (tests, benchmarks).
+    pub fn open_in_memory() -> Result<SqliteStore> {
+        let conn = Connection::open_in_memory()?;
+        Self::init(conn, Path::new(":memory:"))
+    }
+
+    fn init(conn: Connection, path: &Path) -> Result<SqliteStore> {
+        let classify = |e| classify_open_error(path, e);
+        conn.busy_timeout(Duration::from_secs(30))
+            .map_err(classify)?;
+        // Reading the schema is the first thing that touches the file: a non-database fails
+        // here, before anything could be written.
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(classify)?;
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(classify)?;
+        if version == 0 && tables > 0 {
+            return Err(StoreError::NotVis {
+                path: path.to_path_buf(),
+            });
+        }
+        if version > 0 {
+            let app: Option<String> = conn
+                .query_row(
+                    "SELECT value FROM vis_meta WHERE key = 'application'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()
+                .unwrap_or(None);
+            if app.as_deref() != Some("vis") {
+                return Err(StoreError::NotVis {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        if version > latest_version() {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: latest_version(),
+            });
+        }
+        if path != Path::new(":memory:") {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(classify)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Unwritable {
+                    path: path.to_path_buf(),
+                    detail: format!("cannot switch to WAL journaling (got '{mode}')"),
+                });
+            }
+        }
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+            .map_err(classify)?;
+        let mut store = SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate(version)?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self, from: u32) -> Result<()> {
+        let path = self.path.clone();
+        for (version, sql) in migrations::MIGRATIONS.iter().filter(|(v, _)| *v > from) {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| classify_open_error(&path, e))?;
+            // Another process may have migrated while we waited for the lock.
+            let current: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if current >= *version {
+                continue;
+            }
+            tx.execute_batch(sql)
+                .map_err(|e| classify_open_error(&path, e))?;
+            tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+            tx.commit().map_err(|e| classify_open_error(&path, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl SessionRecords for SqliteStore {
+    fn location(&self) -> &Path {
+        &self.path
+    }
+
+    fn schema_version(&self) -> Result<u32> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, created_at, updated_at, workspace_roots FROM sessions WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(SessionRow {
+                        id: r.get(0)?,
+                        created_at: r.get(1)?,
+                        updated_at: r.get(2)?,
+                        workspace_roots: json_column(r, 3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Creates the session if it does not exist (concurrent callers are fine); returns it.
+    fn ensure_session(&self, id: &str, roots: &[String]) -> Result<SessionRow> {
+        let now = now_millis();
+        let roots_json = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
+        self.conn.execute(
+            "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, workspace_roots) VALUES (?1, ?2, ?2, ?3)",
+            params![id, now, roots_json],
+        )?;
+        self.require_session(id)
+    }
+
+    fn set_workspace_roots(&self, id: &str, roots: &[String]) -> Result<()> {
+        let roots_json = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
+        self.conn.execute(
+            "UPDATE sessions SET workspace_roots = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id, roots_json, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// Allocates the next turn number (no gaps or duplicates across concurrent processes).
+    fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let turn: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
+            params![session_id, turn, kind, user_text, now_millis(), process_identity(std::process::id() as i32)],
+        )?;
+        tx.execute(
+            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+            params![session_id, now_millis()],
+        )?;
+        tx.commit()?;
+        Ok(turn)
+    }
+
+    fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE turns SET status = 'done', finished_at = ?3 WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// The number the next iteration of `turn` gets.
+    fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(MAX(iteration), 0) + 1 FROM iterations WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Commits one completed iteration together with the definition changes it made.
+    fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        insert_iteration(&tx, rec)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records an iteration as running, with its code, before its block is sent to the worker:
+    /// whatever the worker does (or the host, when it dies), the code is in the history.
+    fn begin_iteration(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+        code: &str,
+        started_at: i64,
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
+             VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)",
+            params![session_id, turn, iteration, code, started_at],
+        )?;
+        Ok(())
+    }
+
+    /// Completes an iteration recorded by [`Store::begin_iteration`], with its definition
+    /// changes, in one transaction.
+    fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "DELETE FROM iterations WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3 AND status = 'running'",
+            params![rec.session_id, rec.turn, rec.iteration],
+        )?;
+        insert_iteration(&tx, rec)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Closes turns whose process stopped without ending them (their running iterations
+    /// become interrupted); returns how many.
+    fn close_dangling_turns(&self, session_id: &str) -> Result<usize> {
+        let dangling = self.running_turns(session_id)?;
+        for (turn, _) in &dangling {
+            self.conn.execute(
+                "UPDATE iterations SET status = 'interrupted',
+                    output = '[vis] interrupted: the process running this block stopped before it finished; the block''s effects are unknown.'
+                 WHERE session_id = ?1 AND turn = ?2 AND status = 'running'",
+                params![session_id, turn],
+            )?;
+            self.conn.execute(
+                "UPDATE turns SET status = 'interrupted', finished_at = ?3 WHERE session_id = ?1 AND turn = ?2",
+                params![session_id, turn, now_millis()],
+            )?;
+        }
+        Ok(dangling.len())
+    }
+
+    fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO worker_events (session_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)",
+            params![session_id, now_millis(), event, detail],
+        )?;
+        Ok(())
+    }
+
+    /// Persisted definitions in definition order.
+    fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, kind, source, signature, doc FROM defs WHERE session_id = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(PersistedDef {
+                name: r.get(0)?,
+                kind: r.get(1)?,
+                source: r.get(2)?,
+                signature: r.get(3)?,
+                doc: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn counts(&self, session_id: &str) -> Result<Counts> {
+        let turns = self.conn.query_row(
+            "SELECT count(*) FROM turns WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        let iterations = self.conn.query_row(
+            "SELECT count(*) FROM iterations WHERE session_id = ?1",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        let folds = self.conn.query_row(
+            "SELECT count(*) FROM folds WHERE session_id = ?1 AND absorbed_by IS NULL",
+            [session_id],
+            |r| r.get(0),
+        )?;
+        Ok(Counts {
+            turns,
+            iterations,
+            folds,
+        })
+    }
+
+    fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.created_at, s.updated_at, s.workspace_roots,
+                    (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
+                    (SELECT count(*) FROM iterations i WHERE i.session_id = s.id),
+                    (SELECT count(*) FROM defs d WHERE d.session_id = s.id)
+             FROM sessions s ORDER BY s.updated_at DESC, s.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SessionSummary {
+                id: r.get(0)?,
+                created_at: r.get(1)?,
+                updated_at: r.get(2)?,
+                workspace_roots: json_column(r, 3)?,
+                turns: r.get(4)?,
+                iterations: r.get(5)?,
+                defs: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, kind, user_text, status, started_at, finished_at FROM turns WHERE session_id = ?1 ORDER BY turn",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(TurnRow {
+                turn: r.get(0)?,
+                kind: r.get(1)?,
+                user_text: r.get(2)?,
+                status: r.get(3)?,
+                started_at: r.get(4)?,
+                finished_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Sets how a turn ended.
+    fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
+            params![session_id, turn, status, now_millis()],
+        )?;
+        Ok(())
+    }
+
+    /// Turns still marked running whose process is gone (it stopped without ending them);
+    /// turns another live process is running are left alone.
+    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, kind, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (turn, kind, owner) = row?;
+            if !owner.as_deref().is_some_and(owner_alive) {
+                out.push((turn, kind));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes a session and everything recorded for it.
+    fn delete_session(&mut self, session_id: &str) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for table in [
+            "history",
+            "requests",
+            "folds",
+            "chat_prefix",
+            "iterations",
+            "turns",
+            "defs",
+            "worker_events",
+        ] {
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE session_id = ?1"),
+                [session_id],
+            )?;
+        }
+        tx.execute("DELETE FROM sessions WHERE id = ?1", [session_id])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
+             FROM iterations WHERE session_id = ?1 ORDER BY turn, iteration",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(IterationRow {
+                turn: r.get(0)?,
+                iteration: r.get(1)?,
+                code: r.get(2)?,
+                output: r.get(3)?,
+                status: r.get(4)?,
+                started_at: r.get(5)?,
+                duration_ms: r.get(6)?,
+                exec_us: r.get(7)?,
+                artifact: r.get(8)?,
+                worker_exit: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}
+
+/// A column holding JSON, parsed; a damaged value is an error naming the column, never a
+/// silent default.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(|e| {
+        let name = row.as_ref().column_name(idx).unwrap_or("?").to_string();
+        rusqlite::Error::FromSqlConversionFailure(
+            idx,
+            rusqlite::types::Type::Text,
+            format!("column `{name}` does not hold the JSON it should ({e})").into(),
+        )
+    })
+}
+
+/// `pid:start time` of a process (the start time tells a reused pid apart), or `None` when
+/// the process does not exist.
+pub fn process_identity(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name; the start time is field 22 of the whole line.
+    let rest = stat.rsplit_once(')')?.1;
+    let start = rest.split_whitespace().nth(19)?;
+    Some(format!("{pid}:{start}"))
+}
+
+/// True while the process that recorded `owner` still runs.
+fn owner_alive(owner: &str) -> bool {
+    let Some(pid) = owner.split(':').next().and_then(|p| p.parse::<i32>().ok()) else {
+        return false;
+    };
+    process_identity(pid).as_deref() == Some(owner)
+}
+
+/// Inserts an iteration and applies its definition changes, inside the caller's transaction.
+fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status,
+            rec.started_at, rec.duration_ms, rec.exec_us, rec.artifact, rec.worker_exit
+        ],
+    )?;
+    for name in rec.defs_deleted {
+        tx.execute(
+            "DELETE FROM defs WHERE session_id = ?1 AND name = ?2",
+            params![rec.session_id, name],
+        )?;
+    }
+    for def in rec.defs_set {
+        let seq: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM defs WHERE session_id = ?1",
+            [rec.session_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
+        )?;
+    }
+    tx.execute(
+        "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+        params![rec.session_id, now_millis()],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str) -> PersistedDef {
+        PersistedDef {
+            name: name.into(),
+            kind: "function".into(),
+            source: format!("def {name}(): pass\n"),
+            signature: format!("def {name}()"),
+            doc: String::new(),
+        }
+    }
+
+    #[test]
+    fn turns_iterations_and_defs_round_trip() {
+        let mut store = SqliteStore::open_in_memory().unwrap();
+        store.ensure_session("s1", &["/w".into()]).unwrap();
+        let t = store.begin_turn("s1", "exec", None).unwrap();
+        assert_eq!(t, 1);
+        assert_eq!(store.next_iteration("s1", t).unwrap(), 1);
+        let set = [def("a"), def("b")];
+        store
+            .record_iteration(&IterationRecord {
+                session_id: "s1",
+                turn: t,
+                iteration: 1,
+                code: "def a(): pass",
+                output: "",
+                status: "ok",
+                started_at: 0,
+                duration_ms: 1,
+                exec_us: 1,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &set,
+                defs_deleted: &[],
+            })
+            .unwrap();
+        store.finish_turn("s1", t).unwrap();
+        let t2 = store.begin_turn("s1", "exec", None).unwrap();
+        store
+            .record_iteration(&IterationRecord {
+                session_id: "s1",
+                turn: t2,
+                iteration: 1,
+                code: "del a; def a(): 1",
+                output: "",
+                status: "ok",
+                started_at: 0,
+                duration_ms: 1,
+                exec_us: 1,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &[def("a")],
+                defs_deleted: &["b".to_string()],
+            })
+            .unwrap();
+        let names: Vec<_> = store
+            .load_defs("s1")
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        // Redefinition moves `a` after everything defined before it.
+        assert_eq!(names, ["a"]);
+        let counts = store.counts("s1").unwrap();
+        assert_eq!((counts.turns, counts.iterations), (2, 2));
+        assert!(matches!(
+            store.require_session("nope"),
+            Err(StoreError::UnknownSession(_))
+        ));
+    }
+}
