@@ -11,6 +11,9 @@
 //!    bytes shared with the previous request). Goal: ≥ 40% fewer input tokens with folds, and
 //!    a cache share over 80% outside the requests right after a fold.
 
+// Tests and benchmarks may panic on failure and print what they measure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 #[path = "../tests/it/support/fake_provider.rs"]
 mod fake_provider;
 

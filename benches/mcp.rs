@@ -10,6 +10,9 @@
 //! Options: `--calls N` (default 2000), `--python PATH` (a Python with the `mcp` package;
 //! default `.test-venv/bin/python`, which `scripts/bench.sh` creates).
 
+// Tests and benchmarks may panic on failure and print what they measure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,6 +35,7 @@ fn block(dir: &Path, code: &str) -> BlockRequest {
         artifact_dir: dir.to_path_buf(),
         workspace_roots: vec![dir.to_path_buf()],
         timeout: Duration::from_secs(300),
+        artifact_quota: 1 << 30,
     }
 }
 

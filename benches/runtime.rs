@@ -8,6 +8,9 @@
 //! Options: `--blocks N` (default 10000), `--jupyter-python PATH` (a Python with
 //! jupyter_client and ipykernel; without it the Jupyter comparison is skipped and says so).
 
+// Tests and benchmarks may panic on failure and print what they measure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -30,4 +30,6 @@ if ! .test-venv/bin/python -c 'import mcp.server.mcpserver' >/dev/null 2>&1; the
   python3 -m venv .test-venv
   .test-venv/bin/pip install --quiet 'mcp==2.3.0'
 fi
+# Lints first (Cargo.toml's [lints]: no unwrap/expect/print outside the CLI and tests).
+cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked "$@"

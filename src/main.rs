@@ -5,7 +5,11 @@ fn main() {
     let code = match vis::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{e}");
+            // The one line that names the cause and the fix.
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("{e}");
+            }
             e.code
         }
     };
