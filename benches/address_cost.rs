@@ -2,7 +2,12 @@
 //! hash. `cargo bench --bench address_cost`; figures are in docs/text.md.
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

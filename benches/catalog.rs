@@ -4,7 +4,12 @@
 //! entries ≤ 20 ms (tokenizer load excluded, reported separately).
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

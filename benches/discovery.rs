@@ -6,7 +6,12 @@
 //! native manifest → text). Budget from the spec: `apropos` over 5,000 entries ≤ 5 ms.
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -12,7 +12,12 @@
 //!    a cache share over 80% outside the requests right after a fold.
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 #[path = "../tests/it/support/fake_provider.rs"]
 mod fake_provider;

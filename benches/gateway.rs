@@ -8,7 +8,12 @@
 //!    in process and as a whole `vis chat --resume -m` process (target ≤ 300 ms).
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 #[path = "../tests/it/support/fake_provider.rs"]
 mod fake_provider;

@@ -11,7 +11,12 @@
 //! default `.test-venv/bin/python`, which `scripts/bench.sh` creates).
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

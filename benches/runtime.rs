@@ -9,7 +9,12 @@
 //! jupyter_client and ipykernel; without it the Jupyter comparison is skipped and says so).
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

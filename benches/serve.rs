@@ -8,7 +8,12 @@
 //! Options: `--sessions N` (default 50), `--turns N` (default 20).
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 #[path = "../tests/it/support/fake_provider.rs"]
 mod fake_provider;

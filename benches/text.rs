@@ -8,7 +8,12 @@
 //!   regex. Set VIS_BENCH_TREES (colon-separated) to use other trees.
 
 // Tests and benchmarks may panic on failure and print what they measure.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -147,7 +147,7 @@ impl Conversation for SqliteStore {
 
     /// The whole conversation in order, tool results with their outputs.
     fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT h.seq, h.turn, h.kind, h.iteration, h.call_id,
                     CASE WHEN h.kind = 'tool_result' THEN i.output ELSE h.body END,
                     i.status, h.tokens, h.meta
@@ -156,28 +156,28 @@ impl Conversation for SqliteStore {
                ON h.kind = 'tool_result' AND i.session_id = h.session_id
               AND i.turn = h.turn AND i.iteration = h.iteration
              WHERE h.session_id = ?1 ORDER BY h.seq",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
-            let kind: String = r.get(2)?;
-            Ok(HistoryRow {
-                seq: r.get(0)?,
-                turn: r.get(1)?,
-                kind: HistoryKind::parse(&kind).ok_or_else(|| {
-                    rusqlite::Error::FromSqlConversionFailure(
-                        2,
-                        rusqlite::types::Type::Text,
-                        format!("unknown history kind '{kind}'").into(),
-                    )
-                })?,
-                iteration: r.get(3)?,
-                call_id: r.get(4)?,
-                body: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                status: r.get(6)?,
-                tokens: r.get(7)?,
-                meta: r.get(8)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            [session_id],
+            |r| {
+                let kind: String = r.get(2)?;
+                Ok(HistoryRow {
+                    seq: r.get(0)?,
+                    turn: r.get(1)?,
+                    kind: HistoryKind::parse(&kind).ok_or_else(|| {
+                        rusqlite::Error::FromSqlConversionFailure(
+                            2,
+                            rusqlite::types::Type::Text,
+                            format!("unknown history kind '{kind}'").into(),
+                        )
+                    })?,
+                    iteration: r.get(3)?,
+                    call_id: r.get(4)?,
+                    body: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+                    status: r.get(6)?,
+                    tokens: r.get(7)?,
+                    meta: r.get(8)?,
+                })
+            },
+        )
     }
 
     /// The most recently used chat session whose first workspace root is `root`.
@@ -236,13 +236,12 @@ impl Conversation for SqliteStore {
     }
 
     fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
+        self.rows(
+"SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
                     cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
                     fold_measurement
              FROM requests WHERE session_id = ?1 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
+[session_id], |r| {
             Ok(RequestRecord {
                 seq: r.get(0)?,
                 turn: r.get(1)?,
@@ -261,8 +260,8 @@ impl Conversation for SqliteStore {
                 error: r.get(14)?,
                 fold_measurement: r.get(15)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        },
+)
     }
 
     /// Totals of a session's model requests: input, cached and output tokens (reported),
@@ -330,11 +329,10 @@ impl FoldRecords for SqliteStore {
 
     /// Every fold of the session, absorbed ones included, by id.
     fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
+        self.rows(
+"SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
              FROM folds WHERE session_id = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
+[session_id], |r| {
             Ok(FoldRow {
                 id: r.get(0)?,
                 turn: r.get(1)?,
@@ -348,8 +346,8 @@ impl FoldRecords for SqliteStore {
                 group_id: r.get(9)?,
                 measurement: r.get(10)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        },
+)
     }
 
     /// Sets the measurement of every fold of a group.

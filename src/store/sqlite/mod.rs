@@ -174,6 +174,18 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Every row `sql` yields, mapped.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let rows = stmt.query_map(params, map)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     fn migrate(&mut self, from: u32) -> Result<()> {
         let path = self.path.clone();
         for (version, sql) in migrations::MIGRATIONS.iter().filter(|(v, _)| *v > from) {
@@ -355,10 +367,9 @@ impl SessionRecords for SqliteStore {
 
     /// Persisted definitions in definition order.
     fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name, kind, source, signature, doc FROM defs WHERE session_id = ?1 ORDER BY seq")?;
-        let rows = stmt.query_map([session_id], |r| {
+        self.rows(
+"SELECT name, kind, source, signature, doc FROM defs WHERE session_id = ?1 ORDER BY seq",
+[session_id], |r| {
             Ok(PersistedDef {
                 name: r.get(0)?,
                 kind: r.get(1)?,
@@ -366,8 +377,8 @@ impl SessionRecords for SqliteStore {
                 signature: r.get(3)?,
                 doc: r.get(4)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        },
+)
     }
 
     fn counts(&self, session_id: &str) -> Result<Counts> {
@@ -394,32 +405,31 @@ impl SessionRecords for SqliteStore {
     }
 
     fn list_sessions(&self) -> Result<Vec<SessionSummary>> {
-        let mut stmt = self.conn.prepare(
+        self.rows(
             "SELECT s.id, s.created_at, s.updated_at, s.workspace_roots,
                     (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
                     (SELECT count(*) FROM iterations i WHERE i.session_id = s.id),
                     (SELECT count(*) FROM defs d WHERE d.session_id = s.id)
              FROM sessions s ORDER BY s.updated_at DESC, s.id",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(SessionSummary {
-                id: r.get(0)?,
-                created_at: r.get(1)?,
-                updated_at: r.get(2)?,
-                workspace_roots: json_column(r, 3)?,
-                turns: r.get(4)?,
-                iterations: r.get(5)?,
-                defs: r.get(6)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            [],
+            |r| {
+                Ok(SessionSummary {
+                    id: r.get(0)?,
+                    created_at: r.get(1)?,
+                    updated_at: r.get(2)?,
+                    workspace_roots: json_column(r, 3)?,
+                    turns: r.get(4)?,
+                    iterations: r.get(5)?,
+                    defs: r.get(6)?,
+                })
+            },
+        )
     }
 
     fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT turn, kind, user_text, status, started_at, finished_at FROM turns WHERE session_id = ?1 ORDER BY turn",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
+        self.rows(
+"SELECT turn, kind, user_text, status, started_at, finished_at FROM turns WHERE session_id = ?1 ORDER BY turn",
+[session_id], |r| {
             Ok(TurnRow {
                 turn: r.get(0)?,
                 kind: r.get(1)?,
@@ -428,8 +438,8 @@ impl SessionRecords for SqliteStore {
                 started_at: r.get(4)?,
                 finished_at: r.get(5)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        },
+)
     }
 
     /// Sets how a turn ended.
@@ -490,11 +500,10 @@ impl SessionRecords for SqliteStore {
     }
 
     fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
+        self.rows(
+"SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
              FROM iterations WHERE session_id = ?1 ORDER BY turn, iteration",
-        )?;
-        let rows = stmt.query_map([session_id], |r| {
+[session_id], |r| {
             Ok(IterationRow {
                 turn: r.get(0)?,
                 iteration: r.get(1)?,
@@ -507,8 +516,8 @@ impl SessionRecords for SqliteStore {
                 artifact: r.get(8)?,
                 worker_exit: r.get(9)?,
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        },
+)
     }
 }
 
