@@ -168,14 +168,14 @@ def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
     return call
 
 
-def install(payload_json: str) -> str:
-    """Replaces the MCP namespaces with the host's list; returns the visible manifest (JSON)."""
-    payload = json.loads(payload_json)
+def install(namespaces: list[dict[str, Any]], functions: list[dict[str, Any]]) -> Any:
+    """Replaces the MCP namespaces with the host's list (`protocol::McpNamespace` and
+    `protocol::McpFunction` as dicts); returns the visible manifest."""
     taken = _taken_top_level()
     skipped: dict[str, str] = {}
     entries: list[dict[str, Any]] = []
     functions: dict[str, Callable[..., Any]] = {}
-    for ns in payload.get("namespaces", []):
+    for ns in namespaces:
         server = ns["name"]
         who = taken.get(server)
         if who is not None:
@@ -193,7 +193,7 @@ def install(payload_json: str) -> str:
                 "origin": {"mcp": server},
             }
         )
-    for spec in payload.get("functions", []):
+    for spec in functions:
         if spec["server"] in skipped:
             continue
         entries.append(
@@ -212,7 +212,7 @@ def install(payload_json: str) -> str:
     _extensions.rebuild()
     # The host takes the manifest from this answer, not from the next block's result.
     _extensions.registry.manifest_changed = False
-    return _extensions.manifest_json()
+    return _extensions.manifest()
 
 
 def entries() -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ pub use apropos::{apropos, AproposPage, AproposRow, DEFAULT_LIMIT};
 pub use doc::doc;
 pub use error::{CatalogError, Result};
 pub use manifest::{DenyList, EntryKind, Manifest, ManifestEntry, NamespaceInfo, Origin, Row};
+pub use python::{manifest_entries_of, set_deny_list};
 pub use render::{
     render_catalog, render_catalog_text, RenderMode, Snapshot, SnapshotItem, DEFAULT_BUDGET_TOKENS,
 };

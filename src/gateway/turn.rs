@@ -20,7 +20,8 @@ use crate::protocol::{
     AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
 };
 use crate::providers::{ModelResponse, ProviderError};
-use crate::runtime::{BlockRequest, RuntimeError};
+use crate::protocol::Block;
+use crate::runtime::RuntimeError;
 use crate::store::{
     now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
 };
@@ -401,13 +402,12 @@ impl ChatSession {
             turn,
             iteration,
             counts,
-            &self.roots,
             utilization,
         );
         if let Some(hub) = &self.mcp {
             session["mcp"] = hub.status_json();
         }
-        let request = BlockRequest {
+        let request = Block {
             code: code.clone(),
             filename: format!("<t{turn}/i{iteration}>"),
             session,
@@ -500,7 +500,7 @@ impl ChatSession {
                     started_at,
                     wall_ms: outcome.wall.as_millis() as i64,
                     exec_us: outcome.exec_micros as i64,
-                    artifact: outcome.artifact,
+                    artifact: outcome.artifact.map(|p| p.to_string_lossy().into_owned()),
                     worker_exit: outcome.worker_lost.map(|e| e.to_string()),
                     defs_set: outcome.defs_set,
                     defs_deleted: outcome.defs_deleted,
