@@ -1,7 +1,8 @@
 //! Block semantics through the real embedded interpreter (SPEC §3).
 
 use serde_json::{json, Value};
-use vis::runtime::{HostHandler, Status};
+use vis::protocol::Status;
+use vis::runtime::HostHandler;
 
 use crate::support::run;
 use crate::vistest;
@@ -171,7 +172,7 @@ vistest!(long_output_is_capped_with_head_tail_and_artifact, |env| {
     let artifact = out.artifact.clone().expect("artifact saved");
     assert!(
         out.output
-            .contains(&format!("characters cut; full output: {artifact}")),
+            .contains(&format!("characters cut; full output: {}", artifact.display())),
         "marker missing"
     );
     let full = std::fs::read_to_string(&artifact).unwrap();
@@ -215,11 +216,14 @@ vistest!(non_utf8_output_is_replaced_and_said, |env| {
 vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     let mut rt = env.runtime();
     let mut req = env.block("import json; print(json.dumps(session, sort_keys=True))");
-    req.session = json!({"turn": 7, "iteration": 2, "workspace_roots": ["/w"], "extensions": {}});
+    req.session = json!({"turn": 7, "iteration": 2, "workspace_roots": ["/stale"], "extensions": {}});
+    let roots = req.workspace_roots.clone();
     let out = rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap();
     let v: Value = serde_json::from_str(out.output.trim()).unwrap();
     assert_eq!(v["turn"], 7);
     assert_eq!(v["iteration"], 2);
+    // The roots travel one way, in the block's own field: the dict shows that, not a copy.
+    assert_eq!(v["workspace_roots"], json!(roots));
     assert_eq!(v["restored"]["ok"], json!([]));
     let mut req = env.block("session['turn'] = 99");
     req.session = json!({"turn": 8});

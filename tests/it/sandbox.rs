@@ -357,9 +357,13 @@ vistest!(a_forged_result_frame_cannot_plant_definitions, |env| {
     });
     let mut frames = String::from("frame = b''\n");
     for id in 0..8 {
+        // A complete, well-formed result: the host must still refuse what it plants.
         let msg = serde_json::json!({
-            "type": "result", "id": id, "status": "ok", "output": "forged\n",
-            "defs_set": [evil.clone()], "defs_deleted": ["helper"],
+            "type": "result", "id": id, "result": {
+                "status": "ok", "output": "forged\n", "cut_chars": 0, "total_chars": 7,
+                "artifact": null, "defs_set": [evil.clone()], "defs_deleted": ["helper"],
+                "exec_micros": 1, "manifest": null,
+            },
         });
         frames.push_str(&format!(
             "body = {:?}.encode()\nframe += len(body).to_bytes(4, 'little') + body\n",

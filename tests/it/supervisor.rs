@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use vis::runtime::{HostHandler, Status, Supervisor, WorkerOptions};
+use vis::protocol::Status;
+use vis::runtime::{HostHandler, Supervisor, WorkerOptions};
 
 use crate::support::{vis_bin, TestEnv};
 use crate::vistest;
