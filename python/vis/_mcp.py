@@ -168,7 +168,7 @@ def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
     return call
 
 
-def install(namespaces: list[dict[str, Any]], functions: list[dict[str, Any]]) -> Any:
+def install(namespaces: list[dict[str, Any]], specs: list[dict[str, Any]]) -> Any:
     """Replaces the MCP namespaces with the host's list (`protocol::McpNamespace` and
     `protocol::McpFunction` as dicts); returns the visible manifest."""
     taken = _taken_top_level()
@@ -193,7 +193,7 @@ def install(namespaces: list[dict[str, Any]], functions: list[dict[str, Any]]) -
                 "origin": {"mcp": server},
             }
         )
-    for spec in functions:
+    for spec in specs:
         if spec["server"] in skipped:
             continue
         entries.append(
