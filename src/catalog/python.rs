@@ -275,3 +275,61 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(line_address, m)?)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pyo3::types::PyList;
+
+    #[test]
+    fn entries_cross_from_python_dicts_and_denied_ones_are_dropped_once() {
+        // The only test in this binary that touches the process's deny list.
+        let deny = DenyList::new(["git.blame", "secret"]).unwrap();
+        set_deny_list(deny).unwrap();
+        let again = set_deny_list(DenyList::default()).unwrap_err();
+        assert!(again.contains("set once"), "{again}");
+        Python::initialize();
+        Python::attach(|py| {
+            let entries = py
+                .eval(
+                    c"[{'name': 'git', 'kind': 'namespace', 'summary': 'Git', 'origin': {'extension': 'git'}},
+                       {'name': 'git.diff', 'kind': 'function', 'signature': '()', 'doc': 'Diff.', 'origin': {'extension': 'git'}},
+                       {'name': 'git.blame', 'kind': 'function', 'origin': {'extension': 'git'}},
+                       {'name': 'secret', 'kind': 'function'},
+                       {'name': 'cat', 'kind': 'function', 'pinned': True, 'origin': 'core', 'summary': None}]",
+                    None,
+                    None,
+                )
+                .unwrap();
+            let manifest = PyManifest::new(py, entries.extract().unwrap()).unwrap();
+            let object = Bound::new(py, manifest).unwrap().into_any();
+            let visible = manifest_entries_of(&object).unwrap();
+            let names: Vec<&str> = visible.iter().map(|e| e.name.as_str()).collect();
+            assert!(names.contains(&"git.diff") && names.contains(&"cat"), "{names:?}");
+            assert!(!names.contains(&"git.blame") && !names.contains(&"secret"));
+            let diff = visible.iter().find(|e| e.name == "git.diff").unwrap();
+            assert_eq!(diff.origin, Origin::Extension("git".into()));
+            assert_eq!((diff.signature.as_str(), diff.doc.as_str()), ("()", "Diff."));
+            assert!(visible.iter().any(|e| e.name == "cat" && e.pinned));
+            assert!(denied("git.blame") && denied("secret.x") && !denied("git"));
+
+            // Bad input names the entry and what is wrong.
+            let bad = |code: &std::ffi::CStr| {
+                py.eval(code, None, None)
+                    .unwrap()
+                    .extract::<ManifestEntry>()
+                    .unwrap_err()
+                    .to_string()
+            };
+            assert!(bad(c"{'kind': 'function'}").contains("no `name`"));
+            assert!(bad(c"{'name': 'f'}").contains("`f` has no `kind`"));
+            assert!(bad(c"{'name': 'f', 'kind': 'macro'}").contains("use function, namespace"));
+            assert!(bad(c"{'name': 'f', 'kind': 'page', 'origin': {'mcp': 'a', 'x': 1}}")
+                .contains("origin is"));
+            assert!(bad(c"{'name': 'f', 'kind': 'page', 'origin': 'user'}").contains("origin is"));
+            assert!(bad(c"['f']").contains("a manifest entry is a dict"));
+            let e = manifest_entries_of(&PyList::empty(py).into_any()).unwrap_err();
+            assert!(e.to_string().contains("expected a vis._native.Manifest"), "{e}");
+        });
+    }
+}

@@ -860,6 +860,98 @@ mod tests {
         ));
     }
 
+    fn settle_block() -> Block {
+        Block {
+            code: "pass".into(),
+            filename: "<t1/i1>".into(),
+            session: serde_json::json!({}),
+            workspace_roots: vec![],
+            output_limit: 100,
+            artifact_path: "/nowhere/a.txt".into(),
+            artifact_dir: "/nowhere".into(),
+            artifact_quota: 0,
+            timeout: Duration::from_secs(3),
+        }
+    }
+
+    fn reported(status: Status) -> Ending {
+        let mut result = BlockResult::new(status);
+        result.output = "out\n".into();
+        Ending::Reported(result)
+    }
+
+    #[test]
+    fn settle_decides_every_status_in_one_table() {
+        let block = settle_block();
+        let mut opts = WorkerOptions::new("vis".into());
+        opts.memory_limit_mb = 64;
+        let status = |ending, cause| settle(ending, cause, &block, &opts);
+        // What the worker reports stands unless the host interrupted the block for its
+        // timeout: then an interrupt or an error is the timeout.
+        for (got, cause, want) in [
+            (Status::Ok, None, Status::Ok),
+            (Status::Error, None, Status::Error),
+            (Status::Interrupted, None, Status::Interrupted),
+            (Status::Interrupted, Some(Cause::Stop), Status::Interrupted),
+            (Status::Error, Some(Cause::Stop), Status::Error),
+            (Status::Interrupted, Some(Cause::Timeout), Status::Timeout),
+            (Status::Error, Some(Cause::Timeout), Status::Timeout),
+            (Status::Ok, Some(Cause::Timeout), Status::Ok),
+        ] {
+            let s = status(reported(got), cause);
+            assert_eq!(s.result.status, want, "{got:?} {cause:?}");
+            assert!(s.result.ran && s.lost_because.is_none() && s.result.worker_lost.is_none());
+            assert_eq!(s.result.output, "out\n");
+            let trailer = s.trailer.unwrap_or_default();
+            match want {
+                Status::Timeout => assert!(trailer.contains("longer than 3 s"), "{trailer}"),
+                Status::Interrupted => assert!(trailer.contains("stopped on request"), "{trailer}"),
+                _ => assert!(trailer.is_empty(), "{trailer}"),
+            }
+        }
+        let s = status(Ending::NotSent, Some(Cause::Stop));
+        assert_eq!(s.result.status, Status::Interrupted);
+        assert!(!s.result.ran && s.result.output.contains("did not run"));
+        // A lost worker: the host's verdict, whatever was printed before.
+        let captured = || BlockResult::new(Status::Ok);
+        let s = status(
+            Ending::Died {
+                exit: ExitInfo::Signal(libc::SIGKILL),
+                captured: captured(),
+            },
+            None,
+        );
+        assert_eq!(s.result.status, Status::Crashed);
+        assert_eq!(s.result.worker_lost, Some(ExitInfo::Signal(libc::SIGKILL)));
+        assert!(s.trailer.unwrap().contains("limit is 64 MiB"));
+        assert!(s.lost_because.unwrap().starts_with("after a crash"));
+        let s = status(
+            Ending::ProtocolBroken {
+                detail: "a result with status `timeout`".into(),
+                exit: ExitInfo::Code(0),
+                captured: captured(),
+            },
+            Some(Cause::Timeout),
+        );
+        assert_eq!(s.result.status, Status::Crashed);
+        assert!(s.trailer.unwrap().contains("not part of the protocol (a result with status `timeout`)"));
+        for (cause, want) in [
+            (Some(Cause::Timeout), Status::Timeout),
+            (Some(Cause::Stop), Status::Interrupted),
+        ] {
+            let s = status(
+                Ending::Killed {
+                    exit: ExitInfo::Signal(libc::SIGKILL),
+                    captured: captured(),
+                },
+                cause,
+            );
+            assert_eq!(s.result.status, want);
+            assert!(s.trailer.unwrap().contains("did not stop within"));
+            assert!(s.lost_because.unwrap().contains("was killed"));
+        }
+    }
+
     #[test]
     fn restore_notice_lines() {
         let quiet = RestoreNotice {
