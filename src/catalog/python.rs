@@ -93,9 +93,8 @@ impl<'py> FromPyObject<'_, 'py> for ManifestEntry {
         let origin = match dict.get_item("origin")? {
             None => Origin::Core,
             Some(v) if v.is_none() => Origin::Core,
-            Some(v) => extract_origin(&v).map_err(|e| {
-                PyValueError::new_err(format!("manifest entry `{name}`: {e}"))
-            })?,
+            Some(v) => extract_origin(&v)
+                .map_err(|e| PyValueError::new_err(format!("manifest entry `{name}`: {e}")))?,
         };
         let pinned = match dict.get_item("pinned")? {
             Some(v) if !v.is_none() => v.extract()?,
@@ -305,11 +304,17 @@ mod tests {
             let object = Bound::new(py, manifest).unwrap().into_any();
             let visible = manifest_entries_of(&object).unwrap();
             let names: Vec<&str> = visible.iter().map(|e| e.name.as_str()).collect();
-            assert!(names.contains(&"git.diff") && names.contains(&"cat"), "{names:?}");
+            assert!(
+                names.contains(&"git.diff") && names.contains(&"cat"),
+                "{names:?}"
+            );
             assert!(!names.contains(&"git.blame") && !names.contains(&"secret"));
             let diff = visible.iter().find(|e| e.name == "git.diff").unwrap();
             assert_eq!(diff.origin, Origin::Extension("git".into()));
-            assert_eq!((diff.signature.as_str(), diff.doc.as_str()), ("()", "Diff."));
+            assert_eq!(
+                (diff.signature.as_str(), diff.doc.as_str()),
+                ("()", "Diff.")
+            );
             assert!(visible.iter().any(|e| e.name == "cat" && e.pinned));
             assert!(denied("git.blame") && denied("secret.x") && !denied("git"));
 
@@ -324,12 +329,17 @@ mod tests {
             assert!(bad(c"{'kind': 'function'}").contains("no `name`"));
             assert!(bad(c"{'name': 'f'}").contains("`f` has no `kind`"));
             assert!(bad(c"{'name': 'f', 'kind': 'macro'}").contains("use function, namespace"));
-            assert!(bad(c"{'name': 'f', 'kind': 'page', 'origin': {'mcp': 'a', 'x': 1}}")
-                .contains("origin is"));
+            assert!(
+                bad(c"{'name': 'f', 'kind': 'page', 'origin': {'mcp': 'a', 'x': 1}}")
+                    .contains("origin is")
+            );
             assert!(bad(c"{'name': 'f', 'kind': 'page', 'origin': 'user'}").contains("origin is"));
             assert!(bad(c"['f']").contains("a manifest entry is a dict"));
             let e = manifest_entries_of(&PyList::empty(py).into_any()).unwrap_err();
-            assert!(e.to_string().contains("expected a vis._native.Manifest"), "{e}");
+            assert!(
+                e.to_string().contains("expected a vis._native.Manifest"),
+                "{e}"
+            );
         });
     }
 }

@@ -16,11 +16,11 @@ use super::folds;
 use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
 use super::{to_bytes, ChatSession, GatewayError};
+use crate::protocol::Block;
 use crate::protocol::{
     AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
 };
 use crate::providers::{ModelResponse, ProviderError};
-use crate::protocol::Block;
 use crate::runtime::RuntimeError;
 use crate::store::{
     now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
@@ -397,13 +397,8 @@ impl ChatSession {
         let counts = self.store.counts(&self.id)?;
         self.state.now.running = Some((turn, iteration));
         let utilization = folding::utilization(&self.state, &self.settings).to_json();
-        let mut session = crate::session::session_dict(
-            &self.id,
-            turn,
-            iteration,
-            counts,
-            utilization,
-        );
+        let mut session =
+            crate::session::session_dict(&self.id, turn, iteration, counts, utilization);
         if let Some(hub) = &self.mcp {
             session["mcp"] = hub.status_json();
         }

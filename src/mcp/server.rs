@@ -406,7 +406,10 @@ impl Session {
             started_at,
             duration_ms: outcome.wall.as_millis() as i64,
             exec_us: outcome.exec_micros as i64,
-            artifact: outcome.artifact.as_deref().and_then(std::path::Path::to_str),
+            artifact: outcome
+                .artifact
+                .as_deref()
+                .and_then(std::path::Path::to_str),
             worker_exit: worker_exit.as_deref(),
             defs_set: &outcome.defs_set,
             defs_deleted: &outcome.defs_deleted,

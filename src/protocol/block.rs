@@ -345,9 +345,8 @@ impl<'py> FromPyObject<'_, 'py> for BlockResult {
             ))
         })?;
         let item = |key: &str| {
-            dict.get_item(key)?.ok_or_else(|| {
-                PyKeyError::new_err(format!("the runner's result has no `{key}`"))
-            })
+            dict.get_item(key)?
+                .ok_or_else(|| PyKeyError::new_err(format!("the runner's result has no `{key}`")))
         };
         let manifest = item("manifest")?;
         let manifest = if manifest.is_none() {
@@ -395,11 +394,17 @@ pub fn json_into_py<'py>(value: Cow<'_, Value>, py: Python<'py>) -> PyResult<Bou
     convert(&value, py)
 }
 
+// The derive hands `into_py_with` a `Cow` of the field's own type.
+#[allow(clippy::owned_cow)]
 fn path_into_py<'py>(path: Cow<'_, PathBuf>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
     Ok(PyString::new(py, &path.to_string_lossy()).into_any())
 }
 
-fn paths_into_py<'py>(paths: Cow<'_, Vec<PathBuf>>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+#[allow(clippy::owned_cow)]
+fn paths_into_py<'py>(
+    paths: Cow<'_, Vec<PathBuf>>,
+    py: Python<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
     let list = PyList::empty(py);
     for path in paths.iter() {
         list.append(path.to_string_lossy())?;
@@ -472,7 +477,14 @@ mod tests {
         full["wall"] = json!(5);
         let back: BlockResult = serde_json::from_value(full.clone()).unwrap();
         assert!(!back.ran && back.wall == Duration::ZERO);
-        for key in ["status", "output", "artifact", "manifest", "defs_set", "exec_micros"] {
+        for key in [
+            "status",
+            "output",
+            "artifact",
+            "manifest",
+            "defs_set",
+            "exec_micros",
+        ] {
             let mut partial = full.clone();
             partial.as_object_mut().unwrap().remove(key);
             let e = serde_json::from_value::<BlockResult>(partial).unwrap_err();
@@ -502,8 +514,16 @@ mod tests {
                 session.get_item("big").unwrap().extract::<u64>().unwrap(),
                 u64::MAX
             );
-            assert_eq!(session.get_item("f").unwrap().extract::<f64>().unwrap(), 0.5);
-            assert!(session.get_item("l").unwrap().get_item(0).unwrap().is_none());
+            assert_eq!(
+                session.get_item("f").unwrap().extract::<f64>().unwrap(),
+                0.5
+            );
+            assert!(session
+                .get_item("l")
+                .unwrap()
+                .get_item(0)
+                .unwrap()
+                .is_none());
 
             let def = PersistedDef {
                 name: "f".into(),
@@ -514,7 +534,9 @@ mod tests {
             };
             let result = PyDict::new(py);
             result.set_item("status", "interrupted").unwrap();
-            result.set_item("defs_set", vec![(&def).into_pyobject(py).unwrap()]).unwrap();
+            result
+                .set_item("defs_set", vec![(&def).into_pyobject(py).unwrap()])
+                .unwrap();
             result.set_item("defs_deleted", vec!["g"]).unwrap();
             result.set_item("manifest", py.None()).unwrap();
             let r: BlockResult = result.extract().unwrap();
@@ -531,7 +553,10 @@ mod tests {
             result.set_item("status", "timeout?").unwrap();
             let e = result.extract::<BlockResult>().unwrap_err().to_string();
             assert!(e.contains("unknown block status"), "{e}");
-            let e = PyList::empty(py).extract::<BlockResult>().unwrap_err().to_string();
+            let e = PyList::empty(py)
+                .extract::<BlockResult>()
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("not a dict"), "{e}");
         });
     }

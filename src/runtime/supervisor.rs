@@ -448,10 +448,16 @@ enum Ending {
         captured: BlockResult,
     },
     /// The worker's pipe closed while the block ran: it died.
-    Died { exit: ExitInfo, captured: BlockResult },
+    Died {
+        exit: ExitInfo,
+        captured: BlockResult,
+    },
     /// The block did not stop within the grace period after an interrupt: the worker was
     /// killed.
-    Killed { exit: ExitInfo, captured: BlockResult },
+    Killed {
+        exit: ExitInfo,
+        captured: BlockResult,
+    },
 }
 
 /// Waits for block `id`'s result, interrupting it at its timeout or when `stop` is
@@ -475,7 +481,7 @@ async fn wait_for_result(
             incoming = worker.channel.recv() => match incoming {
                 Incoming::Message(WorkerMessage::Result { id: got, result }) if got == id => {
                     if result.status.reportable_by_worker() {
-                        return Ok((Ending::Reported(result), cause));
+                        return Ok((Ending::Reported(*result), cause));
                     }
                     let exit = worker.kill().await;
                     let detail = format!(
@@ -934,7 +940,10 @@ mod tests {
             Some(Cause::Timeout),
         );
         assert_eq!(s.result.status, Status::Crashed);
-        assert!(s.trailer.unwrap().contains("not part of the protocol (a result with status `timeout`)"));
+        assert!(s
+            .trailer
+            .unwrap()
+            .contains("not part of the protocol (a result with status `timeout`)"));
         for (cause, want) in [
             (Some(Cause::Timeout), Status::Timeout),
             (Some(Cause::Stop), Status::Interrupted),

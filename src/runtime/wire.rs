@@ -65,10 +65,10 @@ pub enum WorkerMessage {
         isolation: Isolation,
     },
     Restored(RestoreReport),
-    /// The result of block `id`.
+    /// The result of block `id` (boxed: it is by far the largest message).
     Result {
         id: u64,
-        result: BlockResult,
+        result: Box<BlockResult>,
     },
     /// A call from the block back to the host (answered with `HostMessage::Response`).
     Request {
@@ -126,7 +126,7 @@ mod tests {
     fn a_result_is_the_shared_type_tagged_with_its_id() {
         let msg = WorkerMessage::Result {
             id: 3,
-            result: BlockResult::new(crate::protocol::Status::Error),
+            result: Box::new(BlockResult::new(crate::protocol::Status::Error)),
         };
         let json = serde_json::to_value(&msg).unwrap();
         assert_eq!(json["type"], "result");

@@ -495,7 +495,10 @@ fn serve(
                 CURRENT_EXEC.store(id, Ordering::SeqCst);
                 let result = run_block(&runner, &block, &args.capture);
                 CURRENT_EXEC.store(0, Ordering::SeqCst);
-                send(&WorkerMessage::Result { id, result })?;
+                send(&WorkerMessage::Result {
+                    id,
+                    result: Box::new(result),
+                })?;
             }
             HostMessage::McpTools {
                 namespaces,

@@ -171,8 +171,10 @@ vistest!(long_output_is_capped_with_head_tail_and_artifact, |env| {
     assert!(out.output.chars().count() < 20_400, "{}", out.output.len());
     let artifact = out.artifact.clone().expect("artifact saved");
     assert!(
-        out.output
-            .contains(&format!("characters cut; full output: {}", artifact.display())),
+        out.output.contains(&format!(
+            "characters cut; full output: {}",
+            artifact.display()
+        )),
         "marker missing"
     );
     let full = std::fs::read_to_string(&artifact).unwrap();
@@ -216,7 +218,8 @@ vistest!(non_utf8_output_is_replaced_and_said, |env| {
 vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     let mut rt = env.runtime();
     let mut req = env.block("import json; print(json.dumps(session, sort_keys=True))");
-    req.session = json!({"turn": 7, "iteration": 2, "workspace_roots": ["/stale"], "extensions": {}});
+    req.session =
+        json!({"turn": 7, "iteration": 2, "workspace_roots": ["/stale"], "extensions": {}});
     let roots = req.workspace_roots.clone();
     let out = rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap();
     let v: Value = serde_json::from_str(out.output.trim()).unwrap();
