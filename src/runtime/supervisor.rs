@@ -4,7 +4,7 @@
 //! [`Supervisor`] owns the session's persisted definitions while it runs (the store is the
 //! source of truth across processes; the caller hands them in and persists the changes each
 //! outcome reports) and restarts a dead worker lazily before the next block. Every way a
-//! block can end becomes a [`BlockOutcome`] the model can read; `Err` is kept for blocks that
+//! block can end becomes a [`BlockResult`] the model can read; `Err` is kept for blocks that
 //! could not run at all.
 //!
 //! Running a block is one `select!` loop over the worker's messages, the timeout, the
