@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import json
 from typing import Any, Callable
 
 from vis import _extensions, _native
@@ -152,13 +151,12 @@ def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
             raise TypeError("%s%s: %s; doc('%s') shows the arguments" % (name, spec["signature"], e, name)) from None
         arguments = {keys[k]: v for k, v in bound.arguments.items() if v is not None}
         try:
-            payload = json.dumps({"server": server, "tool": tool, "arguments": arguments})
+            answer = _native.host_call("mcp.call", {"server": server, "tool": tool, "arguments": arguments})
         except (TypeError, ValueError) as e:
             raise TypeError(
                 "%s(): the arguments must be JSON values (str, int, float, bool, None, lists, dicts): %s"
                 % (name, e)
             ) from None
-        answer = json.loads(_native.host_call("mcp.call", payload))
         return _decode(answer, server, tool)
 
     call.__name__ = name.rsplit(".", 1)[-1]

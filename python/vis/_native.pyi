@@ -1,5 +1,7 @@
 """Stubs for `vis._native`, the Rust functions compiled into the vis binary."""
 
+from typing import Any
+
 VERSION: str
 
 def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
@@ -8,14 +10,13 @@ def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, 
 def interrupt_pending() -> bool:
     """True when the host asked to interrupt the block now running."""
 
-def host_call(method: str, params_json: str) -> str:
-    """Call the host that owns the session; returns its JSON answer. Raises RuntimeError with
-    the host's message, or KeyboardInterrupt when the running block is interrupted while the
-    call waits."""
+def host_call(method: str, params: Any) -> Any:
+    """Call the host that owns the session with JSON-like params (dicts with str keys, lists,
+    tuples, str, int, float, bool, None); returns its answer as such values. Raises TypeError
+    or ValueError for params JSON cannot hold, RuntimeError with the host's message, or
+    KeyboardInterrupt when the running block is interrupted while the call waits."""
 
 # --- the catalog (src/catalog/python.rs) ---
-
-from typing import Any
 
 class Manifest:
     """The visible manifest: `entries` are dicts with `name` and `kind` (function, namespace,

@@ -394,6 +394,60 @@ pub fn json_into_py<'py>(value: Cow<'_, Value>, py: Python<'py>) -> PyResult<Bou
     convert(&value, py)
 }
 
+/// A Python value as JSON: `None`, `bool`, `int`, `float`, `str`, lists and tuples, and dicts
+/// with `str` keys; anything else (or a number JSON cannot hold) is a `TypeError` or
+/// `ValueError` that names it.
+pub fn json_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::types::{PyBool, PyInt, PyTuple};
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        return obj.extract::<u64>().map(Value::from).map_err(|_| {
+            PyValueError::new_err(format!("the integer {obj} is too large for JSON"))
+        });
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return serde_json::Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err(format!("{obj} is not a JSON number")));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_string()));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return obj
+            .try_iter()?
+            .map(|item| json_from_py(&item?))
+            .collect::<PyResult<Vec<Value>>>()
+            .map(Value::Array);
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (key, value) in dict.iter() {
+            let key = key.cast::<PyString>().map_err(|_| {
+                PyTypeError::new_err(format!("dict keys must be str for JSON, not {key:?}"))
+            })?;
+            map.insert(key.to_str()?.to_string(), json_from_py(&value)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is not a JSON value (use str, int, float, bool, None, lists and dicts)",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
+}
+
 // The derive hands `into_py_with` a `Cow` of the field's own type.
 #[allow(clippy::owned_cow)]
 fn path_into_py<'py>(path: Cow<'_, PathBuf>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -13,7 +13,8 @@ mod events;
 mod mcp;
 
 pub use block::{
-    json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice, RestoreReport, Status,
+    json_from_py, json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice,
+    RestoreReport, Status,
 };
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,

@@ -256,9 +256,50 @@ impl HostHandler for Echo {
 vistest!(blocks_can_call_the_host_while_running, |env| {
     let mut rt = env.runtime();
     let mut host = Echo(vec![]);
-    let code = "from vis import _native\nprint(_native.host_call('echo', '{\"a\": 1}'))\ntry:\n    _native.host_call('nope', '{}')\nexcept RuntimeError as e:\n    print('error:', e)";
+    // Params and answers are Python values (no JSON text); what JSON cannot hold is refused
+    // before anything is sent.
+    let code = r#"from vis import _native
+print(_native.host_call('echo', {'a': 1, 'b': [True, None, 1.5, 'x', (2,)], 'big': 2**64 - 1}))
+try:
+    _native.host_call('nope', {})
+except RuntimeError as e:
+    print('error:', e)
+for bad in ({1: 'x'}, {'s': {1, 2}}, float('nan'), 2**64, object()):
+    try:
+        _native.host_call('echo', bad)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__ + ":", e)"#;
     let out = rt.exec(env.block(code), &mut host).unwrap();
-    assert_eq!(out.output, "{\"echo\":{\"a\":1}}\nerror: no method nope\n");
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "{'echo': {'a': 1, 'b': [True, None, 1.5, 'x', [2]], 'big': 18446744073709551615}}",
+            "error: no method nope"
+        ],
+        "{}",
+        out.output
+    );
+    assert!(
+        lines[2].starts_with("TypeError: dict keys must be str"),
+        "{}",
+        out.output
+    );
+    assert!(
+        lines[3].starts_with("TypeError: set is not a JSON value"),
+        "{}",
+        out.output
+    );
+    assert_eq!(lines[4], "ValueError: nan is not a JSON number");
+    assert_eq!(
+        lines[5],
+        "ValueError: the integer 18446744073709551616 is too large for JSON"
+    );
+    assert!(
+        lines[6].starts_with("TypeError: object is not a JSON value"),
+        "{}",
+        out.output
+    );
     assert_eq!(host.0, ["echo", "nope"]);
 });
 
