@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vis::runtime::{BlockRequest, NoHostCalls, Runtime, WorkerOptions};
+use vis::protocol::Block;
+use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
 const EXTENSION: &str = r#"from vis.extension import register
 
@@ -104,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(m);
     let art = dir.path().join("artifacts");
     let out = rt.exec(
-        BlockRequest {
+        Block {
             code: TIMING.to_string(),
             filename: "<t1/i1>".into(),
             session: json!({"turn": 1, "iteration": 1}),
@@ -113,7 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             artifact_dir: art,
             workspace_roots: vec![ws],
             timeout: Duration::from_secs(600),
-            artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
+            artifact_quota: vis::runtime::DEFAULT_ARTIFACT_QUOTA,
         },
         &mut NoHostCalls,
     )?;

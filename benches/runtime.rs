@@ -21,7 +21,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vis::runtime::{BlockRequest, NoHostCalls, PersistedDef, Runtime, WorkerOptions};
+use vis::protocol::{Block, PersistedDef};
+use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -47,17 +48,17 @@ fn hundred_defs() -> Vec<PersistedDef> {
         .collect()
 }
 
-fn block(dir: &std::path::Path, code: &str) -> BlockRequest {
-    BlockRequest {
+fn block(dir: &std::path::Path, code: &str) -> Block {
+    Block {
         code: code.into(),
         filename: "<t1/i1>".into(),
-        session: json!({"turn": 1, "iteration": 1, "workspace_roots": [dir], "utilization": {}, "extensions": {}}),
+        session: json!({"turn": 1, "iteration": 1, "utilization": {}, "extensions": {}}),
         output_limit: 20_000,
         artifact_path: dir.join("a.txt"),
         artifact_dir: dir.to_path_buf(),
         workspace_roots: vec![dir.to_path_buf()],
         timeout: Duration::from_secs(30),
-        artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
+        artifact_quota: vis::runtime::DEFAULT_ARTIFACT_QUOTA,
     }
 }
 

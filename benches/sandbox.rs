@@ -19,7 +19,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vis::runtime::{BlockRequest, NoHostCalls, Runtime, WorkerOptions};
+use vis::protocol::Block;
+use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 use vis::sandbox::{Mode, Policy};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -32,17 +33,17 @@ fn sorted(mut xs: Vec<f64>) -> Vec<f64> {
     xs
 }
 
-fn block(dir: &Path) -> BlockRequest {
-    BlockRequest {
+fn block(dir: &Path) -> Block {
+    Block {
         code: "x = 1".into(),
         filename: "<t1/i1>".into(),
-        session: json!({"turn": 1, "iteration": 1, "workspace_roots": [dir]}),
+        session: json!({"turn": 1, "iteration": 1}),
         output_limit: 20_000,
         artifact_path: dir.join("a.txt"),
         artifact_dir: dir.to_path_buf(),
         workspace_roots: vec![dir.to_path_buf()],
         timeout: Duration::from_secs(30),
-        artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
+        artifact_quota: vis::runtime::DEFAULT_ARTIFACT_QUOTA,
     }
 }
 

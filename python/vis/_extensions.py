@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import os
 import sys
 import traceback
@@ -278,7 +277,9 @@ def _broken_line(name: str, status: dict[str, Any]) -> str:
 
 
 def _denied(name: str) -> bool:
-    return any(name == d or name.startswith(d + ".") for d in _state.deny)
+    from vis import _native
+
+    return _native.denied(name)
 
 
 def load_extensions() -> None:
@@ -447,12 +448,12 @@ def build_manifest() -> Any:
     from vis import _native
 
     try:
-        return _native.Manifest(json.dumps(all_entries()), list(_state.deny))
-    except ValueError as e:
+        return _native.Manifest(all_entries())
+    except (TypeError, KeyError, ValueError) as e:
         # Should not happen (duplicates are checked per extension); keep the prelude usable.
         registry.notices.append("[vis] the manifest could not be built: %s; extensions are disabled" % e)
         registry.loaded.clear()
-        return _native.Manifest(json.dumps(all_entries()), list(_state.deny))
+        return _native.Manifest(all_entries())
 
 
 class Namespace:
@@ -566,17 +567,13 @@ def manifest() -> Any:
     return registry.manifest
 
 
-def manifest_json() -> str:
-    """The visible entries (deny list applied), as the worker sends them to the host."""
-    return manifest().entries_json()
-
-
-def take_manifest_update() -> list[dict[str, Any]] | None:
-    """The visible entries if they changed since the last call, else None."""
+def take_manifest_update() -> Any:
+    """The visible manifest (deny list applied) if it changed since the last call, else None;
+    the worker sends its entries to the host."""
     if not registry.manifest_changed:
         return None
     registry.manifest_changed = False
-    return json.loads(manifest_json())
+    return manifest()
 
 
 def name_of(obj: Any) -> str | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import json
 from typing import Any, Callable
 
 from vis import _extensions, _native
@@ -152,13 +151,12 @@ def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
             raise TypeError("%s%s: %s; doc('%s') shows the arguments" % (name, spec["signature"], e, name)) from None
         arguments = {keys[k]: v for k, v in bound.arguments.items() if v is not None}
         try:
-            payload = json.dumps({"server": server, "tool": tool, "arguments": arguments})
+            answer = _native.host_call("mcp.call", {"server": server, "tool": tool, "arguments": arguments})
         except (TypeError, ValueError) as e:
             raise TypeError(
                 "%s(): the arguments must be JSON values (str, int, float, bool, None, lists, dicts): %s"
                 % (name, e)
             ) from None
-        answer = json.loads(_native.host_call("mcp.call", payload))
         return _decode(answer, server, tool)
 
     call.__name__ = name.rsplit(".", 1)[-1]
@@ -168,14 +166,14 @@ def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
     return call
 
 
-def install(payload_json: str) -> str:
-    """Replaces the MCP namespaces with the host's list; returns the visible manifest (JSON)."""
-    payload = json.loads(payload_json)
+def install(namespaces: list[dict[str, Any]], specs: list[dict[str, Any]]) -> Any:
+    """Replaces the MCP namespaces with the host's list (`protocol::McpNamespace` and
+    `protocol::McpFunction` as dicts); returns the visible manifest."""
     taken = _taken_top_level()
     skipped: dict[str, str] = {}
     entries: list[dict[str, Any]] = []
     functions: dict[str, Callable[..., Any]] = {}
-    for ns in payload.get("namespaces", []):
+    for ns in namespaces:
         server = ns["name"]
         who = taken.get(server)
         if who is not None:
@@ -193,7 +191,7 @@ def install(payload_json: str) -> str:
                 "origin": {"mcp": server},
             }
         )
-    for spec in payload.get("functions", []):
+    for spec in specs:
         if spec["server"] in skipped:
             continue
         entries.append(
@@ -212,7 +210,7 @@ def install(payload_json: str) -> str:
     _extensions.rebuild()
     # The host takes the manifest from this answer, not from the next block's result.
     _extensions.registry.manifest_changed = False
-    return _extensions.manifest_json()
+    return _extensions.manifest()
 
 
 def entries() -> list[dict[str, Any]]:

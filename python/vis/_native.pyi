@@ -1,5 +1,7 @@
 """Stubs for `vis._native`, the Rust functions compiled into the vis binary."""
 
+from typing import Any
+
 VERSION: str
 
 def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
@@ -8,10 +10,37 @@ def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, 
 def interrupt_pending() -> bool:
     """True when the host asked to interrupt the block now running."""
 
-def host_call(method: str, params_json: str) -> str:
-    """Call the host that owns the session; returns its JSON answer. Raises RuntimeError with
-    the host's message, or KeyboardInterrupt when the running block is interrupted while the
-    call waits."""
+def host_call(method: str, params: Any) -> Any:
+    """Call the host that owns the session with JSON-like params (dicts with str keys, lists,
+    tuples, str, int, float, bool, None); returns its answer as such values. Raises TypeError
+    or ValueError for params JSON cannot hold, RuntimeError with the host's message, or
+    KeyboardInterrupt when the running block is interrupted while the call waits."""
+
+# --- the catalog (src/catalog/python.rs) ---
+
+class Manifest:
+    """The visible manifest: `entries` are dicts with `name` and `kind` (function, namespace,
+    page, skill) and optionally `signature`, `summary`, `doc`, `namespace`, `pinned`, `origin`
+    ("core", {"extension": name} or {"mcp": server}); the worker's deny list is applied."""
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None: ...
+    def apropos(
+        self, pattern: str, namespace: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[str, list[tuple[str, str, str]], int, int, int | None]: ...
+    def doc(self, name: str) -> str: ...
+    def visible(self, name: str) -> bool: ...
+    def callable(self, name: str) -> bool: ...
+    def function_names(self) -> list[str]: ...
+    def __len__(self) -> int: ...
+
+def validate_name(name: str, kind: str = "function") -> None:
+    """Raises ValueError naming the bad segment."""
+
+def denied(name: str) -> bool:
+    """True when the config's deny list denies `name` (it or a namespace containing it)."""
+
+def line_address(line_no: int, text: str) -> str:
+    """`LINE:HASH` of one line, as `cat` prints it."""
 
 # --- text tools (src/text/python.rs; the documented wrappers are in vis/text.py) ---
 

@@ -1,8 +1,10 @@
 """Runs the model's blocks with REPL semantics and records their top-level definitions.
 
-The worker calls `Runner.run` once per block and `Runner.restore` after a start. Output goes
-to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are one shared line-buffered
-stream so their order is kept.
+The worker calls `Runner.run` once per block and `Runner.restore` after a start. Both take and
+return plain dicts that the worker converts to and from its Rust types (`protocol::Block`,
+`protocol::BlockResult`, `protocol::PersistedDef`, `protocol::RestoreReport`) with pyo3, never
+JSON text. Output goes to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are
+one shared line-buffered stream so their order is kept.
 """
 from __future__ import annotations
 
@@ -13,13 +15,12 @@ import builtins
 import faulthandler
 import inspect
 import io
-import json
 import linecache
 import os
 import signal
 import sys
 import types
-from typing import Any
+from typing import Any, TypedDict
 
 from vis import _native, _state
 from vis.defs import DefRegistry, describe
@@ -33,6 +34,49 @@ for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 #: How many library frames (not the model's code) a traceback keeps.
 _LIBRARY_FRAMES_KEPT = 2
+
+
+class Block(TypedDict):
+    """One block, as the worker hands it over (`protocol::Block`)."""
+
+    code: str
+    filename: str
+    #: The `session` dict; this runner adds `workspace_roots` and `extensions`.
+    session: dict[str, Any]
+    workspace_roots: list[str]
+    output_limit: int
+    artifact_path: str
+    artifact_dir: str
+    artifact_quota: int
+    #: Seconds.
+    timeout: float
+
+
+class Definition(TypedDict):
+    """A persisted top-level definition (`protocol::PersistedDef`)."""
+
+    name: str
+    kind: str
+    source: str
+    signature: str
+    doc: str
+
+
+class Report(TypedDict):
+    """What the runner says about a block; the worker adds its output, the host decides the
+    final status (`protocol::BlockResult`)."""
+
+    #: "ok", "error" or "interrupted": what the interpreter saw.
+    status: str
+    defs_set: list[Definition]
+    defs_deleted: list[str]
+    #: The visible manifest (`vis._native.Manifest`) when the block changed it, else None.
+    manifest: Any
+
+
+class RestoreReport(TypedDict):
+    ok: list[str]
+    failed: list[tuple[str, str]]
 
 
 class _Interrupts:
@@ -75,22 +119,16 @@ class Runner:
 
     # -- blocks -------------------------------------------------------------------------
 
-    def run(
-        self,
-        code: str,
-        filename: str,
-        session_json: str,
-        artifact_dir: str,
-        output_limit: int,
-        roots: list[str],
-    ) -> tuple[str, str]:
-        """Runs one block; returns (status, JSON of definition changes)."""
-        session = json.loads(session_json)
+    def run(self, block: Block) -> Report:
+        """Runs one block; never raises (everything the block raises is in its output)."""
+        session = block["session"]
+        roots = block["workspace_roots"]
+        session["workspace_roots"] = list(roots)
         _state.session.clear()
         _state.session.update(session)
         self.ns["session"] = _state.session
-        _state.artifact_dir = artifact_dir
-        _state.output_limit = output_limit
+        _state.artifact_dir = block["artifact_dir"]
+        _state.output_limit = block["output_limit"]
         _state.artifact_seq = 0
         if roots and roots != _state.workspace_roots:
             _state.workspace_roots = list(roots)
@@ -102,7 +140,7 @@ class Runner:
 
         try:
             _extensions.before_block(_state.session)
-            status, changes = self._run(code, filename)
+            status, changes = self._run(block["code"], block["filename"])
         finally:
             self.stream.flush()
             # Writes through the interpreter's original streams belong to this block too.
@@ -112,10 +150,12 @@ class Runner:
                         original.flush()
                 except (OSError, ValueError):
                     pass
-        manifest = _extensions.take_manifest_update()
-        if manifest is not None:
-            changes["manifest"] = manifest
-        return status, json.dumps(changes)
+        return {
+            "status": status,
+            "defs_set": changes["set"],
+            "defs_deleted": changes["deleted"],
+            "manifest": _extensions.take_manifest_update(),
+        }
 
     def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:
         self.registry.begin_block(code)
@@ -189,9 +229,10 @@ class Runner:
 
     # -- restore ------------------------------------------------------------------------
 
-    def restore(self, defs_json: str) -> str:
-        """Re-creates persisted definitions; returns a JSON report {ok, failed}."""
-        pending = json.loads(defs_json)
+    def restore(self, defs: list[Definition]) -> RestoreReport:
+        """Re-creates persisted definitions, in order; says which came back and why others
+        did not."""
+        pending = list(defs)
         errors: dict[str, str] = {}
         ok: list[str] = []
         # Two passes: a definition may need one defined after it (a decorator, a base class).
@@ -208,15 +249,15 @@ class Runner:
                 else:
                     errors.pop(d["name"], None)
                     ok.append(d["name"])
-                self.registry.add(d, restored=d["name"] not in errors)
+                self.registry.add(dict(d), restored=d["name"] not in errors)
             pending = retry
             if not pending:
                 break
         self.stream.flush()
-        order = {d["name"]: i for i, d in enumerate(json.loads(defs_json))}
+        order = {d["name"]: i for i, d in enumerate(defs)}
         ok.sort(key=lambda n: order.get(n, 0))
-        failed = [[n, errors[n]] for n in sorted(errors, key=lambda n: order.get(n, 0))]
-        return json.dumps({"ok": ok, "failed": failed})
+        failed = [(n, errors[n]) for n in sorted(errors, key=lambda n: order.get(n, 0))]
+        return {"ok": ok, "failed": failed}
 
 
 def _format_syntax_error(e: SyntaxError) -> str:

@@ -25,8 +25,6 @@ def next_artifact(prefix: str) -> str:
 workspace: str | None = None
 #: The user's config directory (`extensions/`, `skills/`), if any.
 config_dir: str | None = None
-#: Denied names and namespaces from the config (`[permissions] deny`).
-deny: list[str] = []
 #: Load only the bundled extensions: the host found that the others stop the worker.
 safe_mode: bool = False
 #: The user trusts this workspace: its own code (`.vis/extensions`, a workspace venv's `.pth`

@@ -5,7 +5,6 @@ Both are calls to the gateway that owns the session (`vis chat`, `vis serve`, `v
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from vis import _native
@@ -45,7 +44,7 @@ class SessionText(str):
 
 
 def _call(method: str, params: dict[str, Any]) -> Any:
-    return json.loads(_native.host_call(method, json.dumps(params)))
+    return _native.host_call(method, params)
 
 
 def fold_session(key: str, gist: str) -> FoldReceipt:

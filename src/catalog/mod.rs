@@ -1,9 +1,10 @@
 //! The catalog core: the manifest of public names, `apropos`/`doc` discovery, permissions, and
 //! the token-budgeted catalog the gateway puts in the prompt.
 //!
-//! Pure Rust, no Python: the worker sends [`ManifestEntry`] values as JSON (functions,
-//! namespaces, documentation pages, skills) and the host builds a [`Manifest`] with the config's
-//! [`DenyList`]. Then:
+//! Pure Rust at its core: the worker builds a [`Manifest`] from the prelude's entries
+//! (functions, namespaces, documentation pages, skills) with the config's [`DenyList`], set
+//! once per worker (`python`: the pyo3 face, [`set_deny_list`]), and sends the visible
+//! [`ManifestEntry`] values to the host, which builds its own [`Manifest`] from them. Then:
 //!
 //! - [`apropos`](apropos::apropos) searches names with a regex, in manifest order, paginated;
 //! - [`doc`](doc::doc) documents one name (unknown names get suggestions);
@@ -38,6 +39,7 @@ pub use apropos::{apropos, AproposPage, AproposRow, DEFAULT_LIMIT};
 pub use doc::doc;
 pub use error::{CatalogError, Result};
 pub use manifest::{DenyList, EntryKind, Manifest, ManifestEntry, NamespaceInfo, Origin, Row};
+pub use python::{manifest_entries_of, set_deny_list};
 pub use render::{
     render_catalog, render_catalog_text, RenderMode, Snapshot, SnapshotItem, DEFAULT_BUDGET_TOKENS,
 };

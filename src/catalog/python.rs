@@ -1,12 +1,14 @@
 //! The catalog core as seen from Python (`vis._native`): a native manifest object so that
 //! `apropos` and `doc` run in Rust, plus name validation for the extension API.
 //!
-//! - `Manifest(entries_json, deny)` builds a [`Manifest`] from the JSON entries the prelude
-//!   collects (see [`ManifestEntry`]) and the config's deny list;
+//! - `Manifest(entries)` builds a [`Manifest`] from the entry dicts the prelude collects
+//!   (read straight into [`ManifestEntry`] values, no JSON text) and the worker's deny list;
+//! - the deny list is set once, when the worker starts ([`set_deny_list`]); the manifest and
+//!   `denied(name)` (which extensions not to load) both apply that one [`DenyList`];
 //! - `.apropos(pattern, namespace, limit, offset)` returns `(text, rows, total, remaining,
 //!   next_offset)`, where `rows` are `(name, kind, line)` of this page only;
-//! - `.doc(name)` returns the text; `.entries_json()` the visible entries (what the worker sends
-//!   to the host); `.visible(name)`/`.callable(name)`;
+//! - `.doc(name)` returns the text; `.visible(name)`/`.callable(name)`; the worker takes the
+//!   visible entries from the object itself ([`manifest_entries_of`]) to send to the host;
 //! - `validate_name(name, kind)` raises `ValueError` naming the bad segment;
 //! - `line_address(line_no, text)` is the `LINE:HASH` address of one line (the same hash `cat`
 //!   and `patch` use), for extensions that print file lines (e.g. `git.diff`).
@@ -14,12 +16,122 @@
 //! Errors map to Python exceptions: invalid regex, names and arguments are `ValueError`;
 //! unknown names and namespaces are `LookupError`. Messages are the catalog's own.
 
-use pyo3::exceptions::{PyLookupError, PyValueError};
+use std::sync::OnceLock;
+
+use pyo3::exceptions::{PyKeyError, PyLookupError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use pyo3::Borrowed;
 
 use super::error::CatalogError;
-use super::manifest::{DenyList, EntryKind, Manifest, ManifestEntry};
+use super::manifest::{DenyList, EntryKind, Manifest, ManifestEntry, Origin};
 use super::names::{self, NameRule};
+
+/// The worker's deny list (`[permissions] deny`), set once at start.
+static DENY: OnceLock<DenyList> = OnceLock::new();
+
+/// Sets the deny list every manifest of this process applies. Only the first call counts:
+/// a second one is an error naming the cause.
+pub fn set_deny_list(deny: DenyList) -> Result<(), String> {
+    DENY.set(deny)
+        .map_err(|_| "the deny list is set once, when the worker starts".to_string())
+}
+
+fn deny_list() -> &'static DenyList {
+    DENY.get_or_init(DenyList::default)
+}
+
+/// The visible entries of a `vis._native.Manifest` object (what the worker sends the host).
+pub fn manifest_entries_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<ManifestEntry>> {
+    let manifest = obj.cast::<PyManifest>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a vis._native.Manifest, got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    Ok(manifest.get().inner.entries().to_vec())
+}
+
+/// A manifest entry as the prelude registers it: a dict with `name` and `kind`, and optionally
+/// `signature`, `summary`, `doc`, `namespace`, `pinned` and `origin` (`"core"`,
+/// `{"extension": name}` or `{"mcp": server}`).
+impl<'py> FromPyObject<'_, 'py> for ManifestEntry {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let dict = obj
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("a manifest entry is a dict"))?;
+        let name: String = dict
+            .get_item("name")?
+            .ok_or_else(|| PyKeyError::new_err("a manifest entry has no `name`"))?
+            .extract()?;
+        let kind: String = dict
+            .get_item("kind")?
+            .ok_or_else(|| PyKeyError::new_err(format!("manifest entry `{name}` has no `kind`")))?
+            .extract()?;
+        let kind = match kind.as_str() {
+            "function" => EntryKind::Function,
+            "namespace" => EntryKind::Namespace,
+            "page" => EntryKind::Page,
+            "skill" => EntryKind::Skill,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "manifest entry `{name}` has kind `{other}`: use function, namespace, page or skill"
+                )))
+            }
+        };
+        let text = |key: &str| -> PyResult<String> {
+            match dict.get_item(key)? {
+                Some(v) if !v.is_none() => v.extract(),
+                _ => Ok(String::new()),
+            }
+        };
+        let origin = match dict.get_item("origin")? {
+            None => Origin::Core,
+            Some(v) if v.is_none() => Origin::Core,
+            Some(v) => extract_origin(&v)
+                .map_err(|e| PyValueError::new_err(format!("manifest entry `{name}`: {e}")))?,
+        };
+        let pinned = match dict.get_item("pinned")? {
+            Some(v) if !v.is_none() => v.extract()?,
+            _ => false,
+        };
+        Ok(ManifestEntry {
+            signature: text("signature")?,
+            summary: text("summary")?,
+            doc: text("doc")?,
+            namespace: text("namespace")?,
+            pinned,
+            origin,
+            name,
+            kind,
+        })
+    }
+}
+
+fn extract_origin(v: &Bound<'_, PyAny>) -> Result<Origin, String> {
+    const HOW: &str = "origin is \"core\", {\"extension\": name} or {\"mcp\": server}";
+    if let Ok(s) = v.cast::<PyString>() {
+        return match s.to_str() {
+            Ok("core") => Ok(Origin::Core),
+            _ => Err(HOW.to_string()),
+        };
+    }
+    let dict = v.cast::<PyDict>().map_err(|_| HOW.to_string())?;
+    if dict.len() != 1 {
+        return Err(HOW.to_string());
+    }
+    let name_of = |key: &str| -> Option<String> { dict.get_item(key).ok()??.extract().ok() };
+    match (name_of("extension"), name_of("mcp")) {
+        (Some(n), None) => Ok(Origin::Extension(n)),
+        (None, Some(n)) => Ok(Origin::Mcp(n)),
+        _ => Err(HOW.to_string()),
+    }
+}
 
 fn to_pyerr(e: CatalogError) -> PyErr {
     match e {
@@ -38,14 +150,11 @@ pub struct PyManifest {
 
 #[pymethods]
 impl PyManifest {
+    /// Builds the visible manifest of `entries` (the worker's deny list applied).
     #[new]
-    #[pyo3(signature = (entries_json, deny=Vec::new()))]
-    fn new(py: Python<'_>, entries_json: &str, deny: Vec<String>) -> PyResult<Self> {
-        let entries: Vec<ManifestEntry> = serde_json::from_str(entries_json)
-            .map_err(|e| PyValueError::new_err(format!("manifest entries are not valid: {e}")))?;
-        let deny = DenyList::new(deny).map_err(to_pyerr)?;
+    fn new(py: Python<'_>, entries: Vec<ManifestEntry>) -> PyResult<Self> {
         let inner = py
-            .detach(move || Manifest::build(entries, &deny))
+            .detach(move || Manifest::build(entries, deny_list()))
             .map_err(to_pyerr)?;
         Ok(PyManifest { inner })
     }
@@ -91,12 +200,6 @@ impl PyManifest {
 
     fn doc(&self, name: &str) -> PyResult<String> {
         self.inner.doc(name).map_err(to_pyerr)
-    }
-
-    /// The visible entries as a JSON array (manifest entries, deny list applied).
-    fn entries_json(&self) -> PyResult<String> {
-        serde_json::to_string(self.inner.entries())
-            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     fn visible(&self, name: &str) -> bool {
@@ -147,6 +250,13 @@ fn validate_name(name: &str, kind: &str) -> PyResult<()> {
     names::validate_name(name, rule).map_err(to_pyerr)
 }
 
+/// True when the worker's deny list denies `name` (it, or a namespace containing it, is
+/// listed): a denied extension is not even loaded.
+#[pyfunction]
+fn denied(name: &str) -> bool {
+    deny_list().denies(name)
+}
+
 /// `LINE:HASH` for one line's content (line ending excluded), as `cat` prints it.
 #[pyfunction]
 fn line_address(line_no: usize, text: &str) -> String {
@@ -160,6 +270,76 @@ fn line_address(line_no: usize, text: &str) -> String {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyManifest>()?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
+    m.add_function(wrap_pyfunction!(denied, m)?)?;
     m.add_function(wrap_pyfunction!(line_address, m)?)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pyo3::types::PyList;
+
+    #[test]
+    fn entries_cross_from_python_dicts_and_denied_ones_are_dropped_once() {
+        // The only test in this binary that touches the process's deny list.
+        let deny = DenyList::new(["git.blame", "secret"]).unwrap();
+        set_deny_list(deny).unwrap();
+        let again = set_deny_list(DenyList::default()).unwrap_err();
+        assert!(again.contains("set once"), "{again}");
+        Python::initialize();
+        Python::attach(|py| {
+            let entries = py
+                .eval(
+                    c"[{'name': 'git', 'kind': 'namespace', 'summary': 'Git', 'origin': {'extension': 'git'}},
+                       {'name': 'git.diff', 'kind': 'function', 'signature': '()', 'doc': 'Diff.', 'origin': {'extension': 'git'}},
+                       {'name': 'git.blame', 'kind': 'function', 'origin': {'extension': 'git'}},
+                       {'name': 'secret', 'kind': 'function'},
+                       {'name': 'cat', 'kind': 'function', 'pinned': True, 'origin': 'core', 'summary': None}]",
+                    None,
+                    None,
+                )
+                .unwrap();
+            let manifest = PyManifest::new(py, entries.extract().unwrap()).unwrap();
+            let object = Bound::new(py, manifest).unwrap().into_any();
+            let visible = manifest_entries_of(&object).unwrap();
+            let names: Vec<&str> = visible.iter().map(|e| e.name.as_str()).collect();
+            assert!(
+                names.contains(&"git.diff") && names.contains(&"cat"),
+                "{names:?}"
+            );
+            assert!(!names.contains(&"git.blame") && !names.contains(&"secret"));
+            let diff = visible.iter().find(|e| e.name == "git.diff").unwrap();
+            assert_eq!(diff.origin, Origin::Extension("git".into()));
+            assert_eq!(
+                (diff.signature.as_str(), diff.doc.as_str()),
+                ("()", "Diff.")
+            );
+            assert!(visible.iter().any(|e| e.name == "cat" && e.pinned));
+            assert!(denied("git.blame") && denied("secret.x") && !denied("git"));
+
+            // Bad input names the entry and what is wrong.
+            let bad = |code: &std::ffi::CStr| {
+                py.eval(code, None, None)
+                    .unwrap()
+                    .extract::<ManifestEntry>()
+                    .unwrap_err()
+                    .to_string()
+            };
+            assert!(bad(c"{'kind': 'function'}").contains("no `name`"));
+            assert!(bad(c"{'name': 'f'}").contains("`f` has no `kind`"));
+            assert!(bad(c"{'name': 'f', 'kind': 'macro'}").contains("use function, namespace"));
+            assert!(
+                bad(c"{'name': 'f', 'kind': 'page', 'origin': {'mcp': 'a', 'x': 1}}")
+                    .contains("origin is")
+            );
+            assert!(bad(c"{'name': 'f', 'kind': 'page', 'origin': 'user'}").contains("origin is"));
+            assert!(bad(c"['f']").contains("a manifest entry is a dict"));
+            let e = manifest_entries_of(&PyList::empty(py).into_any()).unwrap_err();
+            assert!(
+                e.to_string().contains("expected a vis._native.Manifest"),
+                "{e}"
+            );
+        });
+    }
 }

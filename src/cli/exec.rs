@@ -10,7 +10,8 @@ use super::settings::{
     current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
 };
 use super::CliError;
-use crate::runtime::{BlockRequest, RuntimeError, Status, Supervisor};
+use crate::protocol::{Block, BlockResult, Status};
+use crate::runtime::{RuntimeError, Supervisor};
 use crate::session::{new_session_id, session_dict, validate_session_id};
 use crate::store::{now_millis, IterationRecord, Store};
 
@@ -119,7 +120,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         }
     }
     let hub = (!hub.is_empty()).then_some(hub);
-    let request = BlockRequest {
+    let request = Block {
         code: code.clone(),
         filename: format!("<t{turn}/i{iteration}>"),
         session: session_dict(
@@ -127,7 +128,6 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             turn,
             iteration,
             counts,
-            &roots,
             crate::session::utilization_without_requests(),
         ),
         output_limit: limits.output_limit,
@@ -171,6 +171,10 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         }
     };
     let worker_exit = outcome.worker_lost.map(|e| e.to_string());
+    let artifact = outcome
+        .artifact
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     let mut out = outcome.output.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
@@ -186,7 +190,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             started_at,
             duration_ms: outcome.wall.as_millis() as i64,
             exec_us: outcome.exec_micros as i64,
-            artifact: outcome.artifact.as_deref(),
+            artifact: artifact.as_deref(),
             worker_exit: worker_exit.as_deref(),
             defs_set: &outcome.defs_set,
             defs_deleted: &outcome.defs_deleted,
@@ -222,10 +226,10 @@ fn print_output(out: &str) {
 /// worker is still starting: then the block does not run), not the program.
 fn run_block(
     supervisor: &mut Supervisor,
-    mut request: BlockRequest,
+    mut request: Block,
     hub: Option<&crate::mcp::McpHub>,
     store: &Store,
-) -> Result<Result<crate::runtime::BlockOutcome, RuntimeError>, CliError> {
+) -> Result<Result<BlockResult, RuntimeError>, CliError> {
     let events = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -16,11 +16,12 @@ use super::folds;
 use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
 use super::{to_bytes, ChatSession, GatewayError};
+use crate::protocol::Block;
 use crate::protocol::{
     AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
 };
 use crate::providers::{ModelResponse, ProviderError};
-use crate::runtime::{BlockRequest, RuntimeError};
+use crate::runtime::RuntimeError;
 use crate::store::{
     now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
 };
@@ -396,18 +397,12 @@ impl ChatSession {
         let counts = self.store.counts(&self.id)?;
         self.state.now.running = Some((turn, iteration));
         let utilization = folding::utilization(&self.state, &self.settings).to_json();
-        let mut session = crate::session::session_dict(
-            &self.id,
-            turn,
-            iteration,
-            counts,
-            &self.roots,
-            utilization,
-        );
+        let mut session =
+            crate::session::session_dict(&self.id, turn, iteration, counts, utilization);
         if let Some(hub) = &self.mcp {
             session["mcp"] = hub.status_json();
         }
-        let request = BlockRequest {
+        let request = Block {
             code: code.clone(),
             filename: format!("<t{turn}/i{iteration}>"),
             session,
@@ -500,7 +495,7 @@ impl ChatSession {
                     started_at,
                     wall_ms: outcome.wall.as_millis() as i64,
                     exec_us: outcome.exec_micros as i64,
-                    artifact: outcome.artifact,
+                    artifact: outcome.artifact.map(|p| p.to_string_lossy().into_owned()),
                     worker_exit: outcome.worker_lost.map(|e| e.to_string()),
                     defs_set: outcome.defs_set,
                     defs_deleted: outcome.defs_deleted,

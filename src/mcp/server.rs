@@ -37,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 use super::McpHub;
 use crate::catalog::{render_catalog, EntryKind};
 use crate::gateway::code_of;
-use crate::protocol::{PersistedDef, ToolCall};
-use crate::runtime::{BlockRequest, RuntimeError, Status, Supervisor};
+use crate::protocol::{Block, PersistedDef, Status, ToolCall};
+use crate::runtime::{RuntimeError, Supervisor};
 use crate::store::{now_millis, IterationRecord, Store, StoreError};
 
 /// How often a running block reports progress (when the client asked for progress).
@@ -312,13 +312,12 @@ impl Session {
             turn,
             iteration,
             counts,
-            &self.opts.roots,
             crate::session::utilization_without_requests(),
         );
         if let Some(hub) = &self.opts.hub {
             session["mcp"] = hub.status_json();
         }
-        let request = BlockRequest {
+        let request = Block {
             code: code.clone(),
             filename: format!("<t{turn}/i{iteration}>"),
             session,
@@ -407,7 +406,10 @@ impl Session {
             started_at,
             duration_ms: outcome.wall.as_millis() as i64,
             exec_us: outcome.exec_micros as i64,
-            artifact: outcome.artifact.as_deref(),
+            artifact: outcome
+                .artifact
+                .as_deref()
+                .and_then(std::path::Path::to_str),
             worker_exit: worker_exit.as_deref(),
             defs_set: &outcome.defs_set,
             defs_deleted: &outcome.defs_deleted,

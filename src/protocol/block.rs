@@ -1,30 +1,59 @@
-//! Blocks: how one ended, and the definitions that outlive the worker.
+//! Blocks: the one request ([`Block`]) and the one result ([`BlockResult`]) that every layer
+//! speaks, how a block ended ([`Status`], [`ExitInfo`]), and the definitions that outlive the
+//! worker ([`PersistedDef`], [`RestoreReport`], [`RestoreNotice`]).
+//!
+//! The same structs travel the whole way: a caller (gateway, `vis exec`, `vis mcp`, `vis
+//! serve`) builds a [`Block`]; the supervisor sends it to the worker in the `exec` frame (serde,
+//! JSON, because the pipe joins two processes); the worker hands it to Python's runner as a
+//! dict (pyo3's `IntoPyObject`, no JSON text). Back, the runner returns a dict the worker reads
+//! into a [`BlockResult`] (`FromPyObject`), adds the output to and sends in the `result` frame;
+//! the supervisor decides the status and fills in what only the host knows, and the caller
+//! records that same value.
+//!
+//! Everything the worker sends is untrusted: the wire form has no defaults (a missing field is
+//! a protocol error, not an empty value), the fields only the host knows are never read from
+//! the wire, and the host re-checks definitions against the block's own statements.
 
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyList, PyString};
+use pyo3::{Borrowed, IntoPyObject, IntoPyObjectExt, IntoPyObjectRef};
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
-/// A top-level definition persisted with the session and re-created on worker start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+use crate::catalog::ManifestEntry;
+
+/// A top-level definition persisted with the session and re-created on worker start. Crosses
+/// into Python as a dict with these keys (restore) and back (a block's `defs_set`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, FromPyObject, IntoPyObject, IntoPyObjectRef,
+)]
+#[pyo3(from_item_all)]
 pub struct PersistedDef {
     pub name: String,
-    /// `function`, `class` or `import`.
+    /// `function`, `class`, `import` or `constant`.
     pub kind: String,
     pub source: String,
-    #[serde(default)]
     pub signature: String,
-    #[serde(default)]
     pub doc: String,
 }
 
-/// Which persisted definitions came back in a new worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Which persisted definitions came back in a new worker (the runner's `restore` returns it
+/// as `{"ok": [names], "failed": [(name, error), …]}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, FromPyObject)]
+#[pyo3(from_item_all)]
 pub struct RestoreReport {
     pub ok: Vec<String>,
     /// `(name, error)` for each definition that failed to come back.
     pub failed: Vec<(String, String)>,
 }
 
-/// How a block ended. `Timeout` and `Crashed` are decided by the host; the worker itself
-/// only ever reports `Ok`, `Error` or `Interrupted`.
+/// How a block ended. The worker may only report `Ok`, `Error` or `Interrupted`
+/// ([`Status::reportable_by_worker`]); `Timeout` and `Crashed` are the host's to decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -56,6 +85,403 @@ impl Status {
             _ => return None,
         })
     }
+
+    /// True for the statuses a worker can know of (the block ran to its end, raised, or was
+    /// interrupted); a worker that reports another one breaks the protocol.
+    pub fn reportable_by_worker(self) -> bool {
+        matches!(self, Status::Ok | Status::Error | Status::Interrupted)
+    }
+}
+
+/// Python's runner reports a status as its name.
+impl<'py> FromPyObject<'_, 'py> for Status {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let name: Cow<'_, str> = obj.extract()?;
+        Status::parse(&name).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown block status {name:?}: the runner reports ok, error or interrupted"
+            ))
+        })
+    }
+}
+
+/// How a worker process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+    Unknown,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitInfo::Code(c) => write!(f, "exited with code {c}"),
+            ExitInfo::Signal(s) => write!(f, "was killed by signal {s} ({})", signal_name(*s)),
+            ExitInfo::Unknown => write!(f, "ended"),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "signal",
+    }
+}
+
+/// What the first block after a (re)start is told about the new worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreNotice {
+    /// Why there is a new worker: `None` for a first start, else e.g. "after a crash".
+    pub restart_reason: Option<String>,
+    pub report: RestoreReport,
+    /// Set when the worker could only start without the non-bundled extensions: why.
+    pub extensions_skipped: Option<String>,
+}
+
+impl RestoreNotice {
+    /// `session["restored"]`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "restart_reason": self.restart_reason,
+            "ok": self.report.ok,
+            "failed": self.report.failed.iter()
+                .map(|(n, e)| json!({"name": n, "error": e}))
+                .collect::<Vec<_>>(),
+            "extensions_skipped": self.extensions_skipped,
+        })
+    }
+
+    /// What the first block after a start is told, one line each (maybe nothing).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.line().into_iter().collect();
+        if let Some(why) = &self.extensions_skipped {
+            lines.push(format!(
+                "[vis] only the bundled extensions are loaded: the worker did not start with the others ({}); fix or remove the extension, and the next new worker loads them again",
+                why.trim()
+            ));
+        }
+        lines
+    }
+
+    /// The one line shown at the top of the block's output, if there is anything to say.
+    pub fn line(&self) -> Option<String> {
+        let total = self.report.ok.len() + self.report.failed.len();
+        let reason = match &self.restart_reason {
+            Some(r) => format!(" ({r})"),
+            None if total == 0 => return None,
+            None => String::new(),
+        };
+        let mut line = format!("[vis] new worker{reason}: ");
+        if total == 0 {
+            line.push_str("no definitions to restore; variables from earlier blocks are gone");
+        } else {
+            let noun = if self.report.ok.len() == 1 {
+                "definition"
+            } else {
+                "definitions"
+            };
+            line.push_str(&format!("restored {} {noun}", self.report.ok.len()));
+            if !self.report.ok.is_empty() {
+                line.push_str(": ");
+                line.push_str(&short_list(&self.report.ok, 12));
+            }
+            if !self.report.failed.is_empty() {
+                let failed: Vec<String> = self
+                    .report
+                    .failed
+                    .iter()
+                    .map(|(n, e)| format!("{n} ({e})"))
+                    .collect();
+                line.push_str(&format!(
+                    "; {} failed: {}",
+                    failed.len(),
+                    short_list(&failed, 5)
+                ));
+            }
+        }
+        Some(line)
+    }
+}
+
+fn short_list(items: &[String], max: usize) -> String {
+    let mut out = items
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > max {
+        out.push_str(&format!(", +{} more", items.len() - max));
+    }
+    out
+}
+
+/// One block to run: what the caller asks for, exactly as the worker and Python's runner get
+/// it (Python sees a dict with these keys; paths are strings, `timeout` is seconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, IntoPyObjectRef)]
+pub struct Block {
+    pub code: String,
+    /// e.g. `<t3/i1>`: tracebacks name it.
+    pub filename: String,
+    /// The `session` dict the model reads. The supervisor adds `restored` and `sandbox`; the
+    /// runner adds `workspace_roots` (from the field below) and `extensions`.
+    #[pyo3(into_py_with = json_into_py)]
+    pub session: Value,
+    /// The session's roots: the text tools are confined to them and the first one is the
+    /// working directory. The one place they travel.
+    #[pyo3(into_py_with = paths_into_py)]
+    pub workspace_roots: Vec<PathBuf>,
+    /// Output cap in characters.
+    pub output_limit: usize,
+    /// Where the full output goes when it is cut.
+    #[pyo3(into_py_with = path_into_py)]
+    pub artifact_path: PathBuf,
+    /// Directory for other artifacts of this block (e.g. `sh` output); readable by the text
+    /// tools.
+    #[pyo3(into_py_with = path_into_py)]
+    pub artifact_dir: PathBuf,
+    /// The most bytes the session's artifact directory may hold.
+    pub artifact_quota: u64,
+    /// How long the block may run before it is interrupted.
+    #[serde(with = "millis")]
+    #[pyo3(into_py_with = seconds_into_py)]
+    pub timeout: Duration,
+}
+
+impl Block {
+    /// The paths that must be UTF-8 to cross the pipe, for a clear error before sending.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.workspace_roots
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([self.artifact_path.as_path(), self.artifact_dir.as_path()])
+    }
+}
+
+/// How a block ended, and everything a caller needs to record it. Filled in stages, each by
+/// the one party that knows:
+///
+/// - Python's runner: `status` (as the interpreter saw it: ok, error or interrupted),
+///   `defs_set`, `defs_deleted` and `manifest` (a `vis._native.Manifest`, or `None`);
+/// - the worker: `output` (capped), `cut_chars`, `total_chars`, `artifact`, `exec_micros`,
+///   then the whole of it crosses the pipe;
+/// - the supervisor (`runtime::supervisor`, `settle`): the final `status`, the notices in
+///   `output`, and the fields that never cross the pipe (`restored`, `worker_lost`, `wall`,
+///   `ran`). It also takes `manifest` for itself, so callers see `None` there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockResult {
+    pub status: Status,
+    /// Exactly what the model gets back.
+    pub output: String,
+    /// Characters cut by the cap (0 when nothing was cut).
+    pub cut_chars: usize,
+    pub total_chars: usize,
+    /// Set when the output was cut and saved in full there.
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub artifact: Option<PathBuf>,
+    pub defs_set: Vec<PersistedDef>,
+    pub defs_deleted: Vec<String>,
+    /// Time spent running the block inside the worker.
+    pub exec_micros: u64,
+    /// The visible manifest, when the block changed it (e.g. `promote` loaded an extension).
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub manifest: Option<Vec<ManifestEntry>>,
+    /// Set on the first block after a worker start.
+    #[serde(skip)]
+    pub restored: Option<RestoreNotice>,
+    /// The worker died or was killed during this block.
+    #[serde(skip)]
+    pub worker_lost: Option<ExitInfo>,
+    /// Time from the call until the result, on the host.
+    #[serde(skip)]
+    pub wall: Duration,
+    /// False when the block never reached the worker (stopped before it started).
+    #[serde(skip)]
+    pub ran: bool,
+}
+
+impl BlockResult {
+    /// A result with `status` and nothing else yet.
+    pub fn new(status: Status) -> BlockResult {
+        BlockResult {
+            status,
+            output: String::new(),
+            cut_chars: 0,
+            total_chars: 0,
+            artifact: None,
+            defs_set: Vec::new(),
+            defs_deleted: Vec::new(),
+            exec_micros: 0,
+            manifest: None,
+            restored: None,
+            worker_lost: None,
+            wall: Duration::ZERO,
+            ran: false,
+        }
+    }
+}
+
+/// What Python's runner returns: a dict with `status`, `defs_set`, `defs_deleted` and
+/// `manifest`, every key required (the rest of the result is not the runner's to say).
+impl<'py> FromPyObject<'_, 'py> for BlockResult {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        let dict = obj.cast::<PyDict>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "the runner returned {}, not a dict with status, defs_set, defs_deleted and manifest",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?;
+        let item = |key: &str| {
+            dict.get_item(key)?
+                .ok_or_else(|| PyKeyError::new_err(format!("the runner's result has no `{key}`")))
+        };
+        let manifest = item("manifest")?;
+        let manifest = if manifest.is_none() {
+            None
+        } else {
+            Some(crate::catalog::manifest_entries_of(&manifest)?)
+        };
+        Ok(BlockResult {
+            defs_set: item("defs_set")?.extract()?,
+            defs_deleted: item("defs_deleted")?.extract()?,
+            manifest,
+            ..BlockResult::new(item("status")?.extract()?)
+        })
+    }
+}
+
+/// A JSON value as the Python object `json.loads` would make of it.
+pub fn json_into_py<'py>(value: Cow<'_, Value>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn convert<'py>(value: &Value, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match value {
+            Value::Null => py.None().into_bound(py),
+            Value::Bool(b) => b.into_bound_py_any(py)?,
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => i.into_bound_py_any(py)?,
+                (None, Some(u)) => u.into_bound_py_any(py)?,
+                _ => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
+            },
+            Value::String(s) => PyString::new(py, s).into_any(),
+            Value::Array(items) => {
+                let list = PyList::empty(py);
+                for item in items {
+                    list.append(convert(item, py)?)?;
+                }
+                list.into_any()
+            }
+            Value::Object(map) => {
+                let dict = PyDict::new(py);
+                for (key, item) in map {
+                    dict.set_item(key, convert(item, py)?)?;
+                }
+                dict.into_any()
+            }
+        })
+    }
+    convert(&value, py)
+}
+
+/// A Python value as JSON: `None`, `bool`, `int`, `float`, `str`, lists and tuples, and dicts
+/// with `str` keys; anything else (or a number JSON cannot hold) is a `TypeError` or
+/// `ValueError` that names it.
+pub fn json_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::types::{PyBool, PyInt, PyTuple};
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        return obj.extract::<u64>().map(Value::from).map_err(|_| {
+            PyValueError::new_err(format!("the integer {obj} is too large for JSON"))
+        });
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return serde_json::Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err(format!("{obj} is not a JSON number")));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_string()));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return obj
+            .try_iter()?
+            .map(|item| json_from_py(&item?))
+            .collect::<PyResult<Vec<Value>>>()
+            .map(Value::Array);
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (key, value) in dict.iter() {
+            let key = key.cast::<PyString>().map_err(|_| {
+                PyTypeError::new_err(format!("dict keys must be str for JSON, not {key:?}"))
+            })?;
+            map.insert(key.to_str()?.to_string(), json_from_py(&value)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is not a JSON value (use str, int, float, bool, None, lists and dicts)",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
+}
+
+// The derive hands `into_py_with` a `Cow` of the field's own type.
+#[allow(clippy::owned_cow)]
+fn path_into_py<'py>(path: Cow<'_, PathBuf>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyString::new(py, &path.to_string_lossy()).into_any())
+}
+
+#[allow(clippy::owned_cow)]
+fn paths_into_py<'py>(
+    paths: Cow<'_, Vec<PathBuf>>,
+    py: Python<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let list = PyList::empty(py);
+    for path in paths.iter() {
+        list.append(path.to_string_lossy())?;
+    }
+    Ok(list.into_any())
+}
+
+fn seconds_into_py<'py>(d: Cow<'_, Duration>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyFloat::new(py, d.as_secs_f64()).into_any())
+}
+
+/// A duration as whole milliseconds on the wire.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 #[cfg(test)]
@@ -68,5 +494,133 @@ mod tests {
             assert_eq!(Status::parse(s).unwrap().as_str(), s);
         }
         assert!(Status::parse("nope").is_none());
+        let reportable: Vec<&str> = ["ok", "error", "timeout", "interrupted", "crashed"]
+            .into_iter()
+            .filter(|s| Status::parse(s).unwrap().reportable_by_worker())
+            .collect();
+        assert_eq!(reportable, ["ok", "error", "interrupted"]);
+    }
+
+    fn block() -> Block {
+        Block {
+            code: "print(1)".into(),
+            filename: "<t1/i1>".into(),
+            session: json!({"turn": 1, "big": 18446744073709551615u64, "f": 0.5, "l": [null, true]}),
+            workspace_roots: vec![PathBuf::from("/w"), PathBuf::from("/x")],
+            output_limit: 100,
+            artifact_path: PathBuf::from("/a/t1-i1.txt"),
+            artifact_dir: PathBuf::from("/a"),
+            artifact_quota: 7,
+            timeout: Duration::from_millis(1500),
+        }
+    }
+
+    #[test]
+    fn a_block_crosses_the_pipe_unchanged() {
+        let b = block();
+        let wire = serde_json::to_value(&b).unwrap();
+        assert_eq!(wire["timeout"], 1500);
+        assert_eq!(serde_json::from_value::<Block>(wire).unwrap(), b);
+    }
+
+    #[test]
+    fn a_result_from_the_wire_must_be_complete_and_cannot_set_host_fields() {
+        let mut full = serde_json::to_value(BlockResult::new(Status::Ok)).unwrap();
+        assert!(full.get("worker_lost").is_none() && full.get("ran").is_none());
+        full["ran"] = json!(true);
+        full["wall"] = json!(5);
+        let back: BlockResult = serde_json::from_value(full.clone()).unwrap();
+        assert!(!back.ran && back.wall == Duration::ZERO);
+        for key in [
+            "status",
+            "output",
+            "artifact",
+            "manifest",
+            "defs_set",
+            "exec_micros",
+        ] {
+            let mut partial = full.clone();
+            partial.as_object_mut().unwrap().remove(key);
+            let e = serde_json::from_value::<BlockResult>(partial).unwrap_err();
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        let mut bad = full;
+        bad["status"] = json!("fine");
+        assert!(serde_json::from_value::<BlockResult>(bad).is_err());
+    }
+
+    #[test]
+    fn python_gets_the_block_as_a_dict_and_returns_a_typed_result() {
+        Python::initialize();
+        Python::attach(|py| {
+            let b = block();
+            let dict = (&b).into_pyobject(py).unwrap();
+            let get = |k: &str| dict.get_item(k).unwrap().unwrap();
+            assert_eq!(get("code").extract::<String>().unwrap(), "print(1)");
+            assert_eq!(
+                get("workspace_roots").extract::<Vec<String>>().unwrap(),
+                ["/w", "/x"]
+            );
+            assert_eq!(get("artifact_dir").extract::<String>().unwrap(), "/a");
+            assert_eq!(get("timeout").extract::<f64>().unwrap(), 1.5);
+            let session = get("session");
+            assert_eq!(
+                session.get_item("big").unwrap().extract::<u64>().unwrap(),
+                u64::MAX
+            );
+            assert_eq!(
+                session.get_item("f").unwrap().extract::<f64>().unwrap(),
+                0.5
+            );
+            assert!(session
+                .get_item("l")
+                .unwrap()
+                .get_item(0)
+                .unwrap()
+                .is_none());
+
+            let def = PersistedDef {
+                name: "f".into(),
+                kind: "function".into(),
+                source: "def f():\n    pass\n".into(),
+                signature: "()".into(),
+                doc: String::new(),
+            };
+            let result = PyDict::new(py);
+            result.set_item("status", "interrupted").unwrap();
+            result
+                .set_item("defs_set", vec![(&def).into_pyobject(py).unwrap()])
+                .unwrap();
+            result.set_item("defs_deleted", vec!["g"]).unwrap();
+            result.set_item("manifest", py.None()).unwrap();
+            let r: BlockResult = result.extract().unwrap();
+            assert_eq!(r.status, Status::Interrupted);
+            assert_eq!(r.defs_set, vec![def]);
+            assert_eq!(r.defs_deleted, ["g"]);
+            assert!(r.manifest.is_none() && r.output.is_empty());
+
+            // Bad input: a missing key, an unknown status, a wrong shape.
+            result.del_item("defs_deleted").unwrap();
+            let e = result.extract::<BlockResult>().unwrap_err().to_string();
+            assert!(e.contains("no `defs_deleted`"), "{e}");
+            result.set_item("defs_deleted", PyList::empty(py)).unwrap();
+            result.set_item("status", "timeout?").unwrap();
+            let e = result.extract::<BlockResult>().unwrap_err().to_string();
+            assert!(e.contains("unknown block status"), "{e}");
+            let e = PyList::empty(py)
+                .extract::<BlockResult>()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("not a dict"), "{e}");
+        });
+    }
+
+    #[test]
+    fn exit_info_names_the_signal() {
+        assert_eq!(
+            ExitInfo::Signal(libc::SIGSEGV).to_string(),
+            "was killed by signal 11 (SIGSEGV)"
+        );
+        assert_eq!(ExitInfo::Code(3).to_string(), "exited with code 3");
     }
 }

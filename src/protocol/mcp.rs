@@ -1,10 +1,12 @@
 //! MCP tools as Python functions: what the host tells the worker about each server's tools
-//! (the host reads the servers' `tools/list`; the worker builds namespaces from this).
+//! (the host reads the servers' `tools/list`; the worker builds namespaces from this). They
+//! cross into Python as dicts with the same keys (`vis._mcp.install`).
 
+use pyo3::IntoPyObjectRef;
 use serde::{Deserialize, Serialize};
 
 /// An MCP server's namespace (`github`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, IntoPyObjectRef)]
 pub struct McpNamespace {
     /// The server's name, which is the namespace.
     pub name: String,
@@ -16,7 +18,7 @@ pub struct McpNamespace {
 }
 
 /// One MCP tool as a function (`github.search_issues`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, IntoPyObjectRef)]
 pub struct McpFunction {
     /// The dotted name the model calls: `<server>.<python name of the tool>`.
     pub name: String,
@@ -34,7 +36,7 @@ pub struct McpFunction {
 }
 
 /// One parameter of an MCP function.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, IntoPyObjectRef)]
 pub struct McpParam {
     /// The Python name (an identifier).
     pub name: String,

@@ -1,16 +1,21 @@
-//! The types every layer shares: what a block is and how it ended, persisted definitions, and
-//! the conversation with a model (assistant messages, tool calls, usage, stream events).
+//! The types every layer shares: a block and its result ([`Block`], [`BlockResult`], [`Status`]),
+//! persisted definitions, how a worker ended, turn statuses and events, MCP tools as functions,
+//! and the conversation with a model (assistant messages, tool calls, usage, stream events).
 //!
-//! No I/O here. The runtime's wire messages (`runtime::wire`) carry the block types; the
-//! providers produce the conversation types; the store, the gateway, `vis chat` and `vis serve`
-//! all speak them.
+//! No I/O here. The runtime carries the block types over its pipe (`runtime::wire`) and into
+//! Python (their pyo3 conversions live with them); the providers produce the conversation
+//! types; the store, the gateway, `vis exec`, `vis mcp`, `vis chat` and `vis serve` all speak
+//! them, and take them from here rather than from `runtime`.
 
 mod block;
 mod conversation;
 mod events;
 mod mcp;
 
-pub use block::{PersistedDef, RestoreReport, Status};
+pub use block::{
+    json_from_py, json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice,
+    RestoreReport, Status,
+};
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };

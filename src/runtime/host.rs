@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::process::ExitInfo;
-use super::supervisor::{BlockOutcome, BlockRequest, Supervisor, WorkerOptions};
+use super::supervisor::{Supervisor, WorkerOptions};
 use super::RuntimeError;
 use crate::catalog::{Manifest, ManifestEntry};
-use crate::protocol::PersistedDef;
+use crate::protocol::{Block, BlockResult, ExitInfo, PersistedDef};
 
 /// Answers the calls a block makes back into the host while it runs.
 pub trait HostHandler {
@@ -122,9 +121,9 @@ impl Runtime {
     /// Runs one block; see [`Supervisor::exec`].
     pub fn exec(
         &mut self,
-        req: BlockRequest,
+        block: Block,
         host: &mut dyn HostHandler,
-    ) -> Result<BlockOutcome, RuntimeError> {
+    ) -> Result<BlockResult, RuntimeError> {
         let stop = match self.stop.lock() {
             Ok(stop) => stop.clone(),
             Err(_) => CancellationToken::new(),
@@ -134,7 +133,7 @@ impl Runtime {
         } = self;
         let result = tokio.block_on(async {
             let (calls_tx, mut calls_rx) = tokio::sync::mpsc::unbounded_channel();
-            let run = supervisor.exec(req, calls_tx, stop.clone());
+            let run = supervisor.exec(block, calls_tx, stop.clone());
             tokio::pin!(run);
             let outcome = loop {
                 tokio::select! {

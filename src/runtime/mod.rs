@@ -11,6 +11,10 @@
 //! - `wire` and `frame`: the messages and their framing;
 //! - `worker` and `launcher`: the other end (the PID namespace, the embedded interpreter);
 //! - `output` caps what a block prints; `env` keeps secrets out of the worker.
+//!
+//! A block is a [`crate::protocol::Block`] and ends as a [`crate::protocol::BlockResult`]: the
+//! same two types from the caller through the pipe into Python and back (see
+//! `crate::protocol` for who fills in what). The runtime owns no look-alikes of them.
 
 pub mod channel;
 pub mod env;
@@ -24,14 +28,11 @@ pub mod supervisor;
 pub mod wire;
 pub mod worker;
 
-pub use crate::protocol::{PersistedDef, RestoreReport, Status};
 pub use channel::{HostCall, HostCallSink};
 pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
-pub use output::DEFAULT_OUTPUT_LIMIT;
-pub use process::ExitInfo;
+pub use output::{DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use supervisor::{
-    validate_code, BlockOutcome, BlockRequest, RestoreNotice, Supervisor, WorkerOptions,
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+    validate_code, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };
 pub use wire::Isolation;
 
@@ -52,6 +53,8 @@ pub enum RuntimeError {
     Worker(String),
     #[error("worker protocol: {0}")]
     Protocol(String),
+    #[error("the path {0:?} is not valid UTF-8, so it cannot be sent to the worker; use a workspace and data directory whose paths are UTF-8")]
+    NonUtf8Path(std::path::PathBuf),
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -15,15 +15,19 @@ fn cap_text(raw: &[u8], limit: usize, artifact: Option<String>) -> (String, usiz
     (capped.text, capped.total_chars, capped.cut_chars)
 }
 
-/// Calls the host (the gateway that owns the session) and waits for its JSON answer.
+/// Calls the host (the gateway that owns the session) with JSON-like `params` (dicts, lists,
+/// str, numbers, bools, None) and waits for its answer, returned the same way.
 #[pyfunction]
-fn host_call(py: Python<'_>, method: &str, params_json: &str) -> PyResult<String> {
-    let params: serde_json::Value = serde_json::from_str(params_json)
-        .map_err(|e| PyRuntimeError::new_err(format!("host_call params are not JSON: {e}")))?;
+fn host_call<'py>(
+    py: Python<'py>,
+    method: &str,
+    params: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let params = crate::protocol::json_from_py(params)?;
     let method = method.to_string();
     let answer = py.detach(move || super::worker::host_call(&method, params));
     match answer {
-        Ok(value) => Ok(value.to_string()),
+        Ok(value) => crate::protocol::json_into_py(std::borrow::Cow::Owned(value), py),
         Err(super::worker::HostCallError::Failed(e)) => Err(PyRuntimeError::new_err(e)),
         Err(super::worker::HostCallError::Interrupted) => {
             // The interrupt's SIGINT is pending: let Python's handler raise KeyboardInterrupt

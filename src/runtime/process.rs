@@ -20,38 +20,7 @@ use super::env::worker_env;
 use super::wire::{Isolation, WorkerMessage};
 use super::{RuntimeError, WorkerOptions};
 use crate::catalog::ManifestEntry;
-
-/// How a worker process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitInfo {
-    Code(i32),
-    Signal(i32),
-    Unknown,
-}
-
-impl std::fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExitInfo::Code(c) => write!(f, "exited with code {c}"),
-            ExitInfo::Signal(s) => write!(f, "was killed by signal {s} ({})", signal_name(*s)),
-            ExitInfo::Unknown => write!(f, "ended"),
-        }
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        _ => "signal",
-    }
-}
+use crate::protocol::ExitInfo;
 
 fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
     match (status.code(), status.signal()) {
@@ -339,15 +308,6 @@ fn descendants(root: i32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exit_info_names_signals() {
-        assert_eq!(
-            ExitInfo::Signal(libc::SIGSEGV).to_string(),
-            "was killed by signal 11 (SIGSEGV)"
-        );
-        assert_eq!(ExitInfo::Code(3).to_string(), "exited with code 3");
-    }
 
     #[test]
     fn descendants_finds_grandchildren() {

@@ -4,7 +4,7 @@
 //! [`Supervisor`] owns the session's persisted definitions while it runs (the store is the
 //! source of truth across processes; the caller hands them in and persists the changes each
 //! outcome reports) and restarts a dead worker lazily before the next block. Every way a
-//! block can end becomes a [`BlockOutcome`] the model can read; `Err` is kept for blocks that
+//! block can end becomes a [`BlockResult`] the model can read; `Err` is kept for blocks that
 //! could not run at all.
 //!
 //! Running a block is one `select!` loop over the worker's messages, the timeout, the
@@ -14,17 +14,20 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::{HostCallSink, Incoming};
 use super::output::{cap_file, cap_output};
-use super::process::{ExitInfo, WorkerProcess};
-use super::wire::{ExecRequest, ExecResult, HostMessage, Isolation, WorkerMessage};
+use super::process::WorkerProcess;
+use super::wire::{HostMessage, Isolation, WorkerMessage};
 use super::RuntimeError;
 use crate::catalog::{Manifest, ManifestEntry};
-use crate::protocol::{McpFunction, McpNamespace, PersistedDef, RestoreReport, Status};
+use crate::protocol::{
+    Block, BlockResult, ExitInfo, McpFunction, McpNamespace, PersistedDef, RestoreNotice,
+    RestoreReport, Status,
+};
 
 /// Default block timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -73,129 +76,6 @@ impl WorkerOptions {
             sandbox: crate::sandbox::Policy::default(),
         }
     }
-}
-
-/// What the first block after a (re)start is told about the new worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoreNotice {
-    /// Why there is a new worker: `None` for a first start, else e.g. "after a crash".
-    pub restart_reason: Option<String>,
-    pub report: RestoreReport,
-    /// Set when the worker could only start without the non-bundled extensions: why.
-    pub extensions_skipped: Option<String>,
-}
-
-impl RestoreNotice {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "restart_reason": self.restart_reason,
-            "ok": self.report.ok,
-            "failed": self.report.failed.iter()
-                .map(|(n, e)| json!({"name": n, "error": e}))
-                .collect::<Vec<_>>(),
-            "extensions_skipped": self.extensions_skipped,
-        })
-    }
-
-    /// What the first block after a start is told, one line each (maybe nothing).
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> = self.line().into_iter().collect();
-        if let Some(why) = &self.extensions_skipped {
-            lines.push(format!(
-                "[vis] only the bundled extensions are loaded: the worker did not start with the others ({}); fix or remove the extension, and the next new worker loads them again",
-                why.trim()
-            ));
-        }
-        lines
-    }
-
-    /// The one line shown at the top of the block's output, if there is anything to say.
-    pub fn line(&self) -> Option<String> {
-        let total = self.report.ok.len() + self.report.failed.len();
-        let reason = match &self.restart_reason {
-            Some(r) => format!(" ({r})"),
-            None if total == 0 => return None,
-            None => String::new(),
-        };
-        let mut line = format!("[vis] new worker{reason}: ");
-        if total == 0 {
-            line.push_str("no definitions to restore; variables from earlier blocks are gone");
-        } else {
-            let noun = if self.report.ok.len() == 1 {
-                "definition"
-            } else {
-                "definitions"
-            };
-            line.push_str(&format!("restored {} {noun}", self.report.ok.len()));
-            if !self.report.ok.is_empty() {
-                line.push_str(": ");
-                line.push_str(&short_list(&self.report.ok, 12));
-            }
-            if !self.report.failed.is_empty() {
-                let failed: Vec<String> = self
-                    .report
-                    .failed
-                    .iter()
-                    .map(|(n, e)| format!("{n} ({e})"))
-                    .collect();
-                line.push_str(&format!(
-                    "; {} failed: {}",
-                    failed.len(),
-                    short_list(&failed, 5)
-                ));
-            }
-        }
-        Some(line)
-    }
-}
-
-fn short_list(items: &[String], max: usize) -> String {
-    let mut out = items
-        .iter()
-        .take(max)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > max {
-        out.push_str(&format!(", +{} more", items.len() - max));
-    }
-    out
-}
-
-/// One block to run.
-#[derive(Debug, Clone)]
-pub struct BlockRequest {
-    pub code: String,
-    /// e.g. `<t3/i1>`: tracebacks name it.
-    pub filename: String,
-    /// The `session` dict (`restored` is filled in by the runtime).
-    pub session: Value,
-    pub output_limit: usize,
-    pub artifact_path: std::path::PathBuf,
-    pub artifact_dir: std::path::PathBuf,
-    pub workspace_roots: Vec<std::path::PathBuf>,
-    pub timeout: Duration,
-    /// The most bytes the session's artifact directory may hold.
-    pub artifact_quota: u64,
-}
-
-/// How a block ended, and everything the caller needs to record it.
-#[derive(Debug, Clone)]
-pub struct BlockOutcome {
-    pub status: Status,
-    /// Exactly what the model gets back.
-    pub output: String,
-    pub artifact: Option<String>,
-    pub defs_set: Vec<PersistedDef>,
-    pub defs_deleted: Vec<String>,
-    /// Set on the first block after a worker start.
-    pub restored: Option<RestoreNotice>,
-    /// The worker died or was killed during this block.
-    pub worker_lost: Option<ExitInfo>,
-    pub exec_micros: u64,
-    pub wall: Duration,
-    /// False when the block never reached the worker (stopped before it started).
-    pub ran: bool,
 }
 
 /// Supervises one session's worker.
@@ -433,33 +313,26 @@ impl Supervisor {
     /// block could start, the block does not run.
     ///
     /// `Err` means the block could not be run at all (bad input, a worker that cannot start);
-    /// everything that happens to a running block is an `Ok` outcome.
+    /// everything that happens to a running block is an `Ok` result.
     pub async fn exec(
         &mut self,
-        req: BlockRequest,
+        mut block: Block,
         calls: HostCallSink,
         stop: CancellationToken,
-    ) -> Result<BlockOutcome, RuntimeError> {
-        validate_code(&req.code)?;
+    ) -> Result<BlockResult, RuntimeError> {
+        validate_code(&block.code)?;
+        if let Some(path) = block.paths().find(|p| p.to_str().is_none()) {
+            return Err(RuntimeError::NonUtf8Path(path.to_path_buf()));
+        }
         let started = std::time::Instant::now();
         self.start().await?;
         if stop.is_cancelled() {
-            return Ok(BlockOutcome {
-                status: Status::Interrupted,
-                output: "[vis] interrupted before the block started; it did not run.\n".into(),
-                artifact: None,
-                defs_set: vec![],
-                defs_deleted: vec![],
-                restored: None,
-                worker_lost: None,
-                exec_micros: 0,
-                wall: started.elapsed(),
-                ran: false,
-            });
+            let mut result = settle(Ending::NotSent, None, &block, &self.opts).result;
+            result.wall = started.elapsed();
+            return Ok(result);
         }
         let notice = self.pending_notice.take();
-        let mut session = req.session.clone();
-        if let Value::Object(map) = &mut session {
+        if let Value::Object(map) = &mut block.session {
             map.insert(
                 "restored".into(),
                 notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null),
@@ -473,36 +346,18 @@ impl Supervisor {
         }
         let id = self.next_exec_id;
         self.next_exec_id += 1;
-        let exec = ExecRequest {
-            id,
-            code: req.code.clone(),
-            filename: req.filename.clone(),
-            session,
-            output_limit: req.output_limit,
-            artifact_path: req.artifact_path.to_string_lossy().into_owned(),
-            artifact_dir: req.artifact_dir.to_string_lossy().into_owned(),
-            workspace_roots: req
-                .workspace_roots
-                .iter()
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect(),
-            artifact_quota: req.artifact_quota,
-        };
         let grace = self.opts.interrupt_grace;
-        let memory_limit_mb = self.opts.memory_limit_mb;
         let Some(worker) = self.worker.as_mut() else {
             return Err(RuntimeError::Worker("no worker".into()));
         };
         worker.channel.route_calls(calls);
-        worker.channel.send(HostMessage::Exec(exec));
-        let waited = wait_for_result(worker, id, &req, &stop, grace, memory_limit_mb).await;
+        worker.channel.send(HostMessage::Exec {
+            id,
+            block: block.clone(),
+        });
+        let waited = wait_for_result(worker, id, &block, &stop, grace).await;
         worker.channel.clear_calls();
-        let WaitEnd {
-            status,
-            mut result,
-            lost,
-            trailer,
-        } = match waited {
+        let (ending, cause) = match waited {
             Ok(w) => w,
             Err(e) => {
                 // The worker's state is unknown after a protocol failure: replace it.
@@ -510,19 +365,22 @@ impl Supervisor {
                 return Err(e);
             }
         };
-        let lost = lost.map(|(exit, reason)| {
+        let Settled {
+            mut result,
+            trailer,
+            lost_because,
+        } = settle(ending, cause, &block, &self.opts);
+        if let Some(reason) = lost_because {
             self.worker = None;
             self.restart_reason = Some(reason);
-            exit
-        });
-        result.status = status;
+        }
         // The worker is not trusted to say what the block defined: a persisted definition
         // must be code of this block (a forged result could otherwise plant code that runs in
         // every new worker).
         let before = result.defs_set.len();
         result
             .defs_set
-            .retain(|d| is_identifier(&d.name) && defined_by(&req.code, d));
+            .retain(|d| is_identifier(&d.name) && defined_by(&block.code, d));
         let dropped = before - result.defs_set.len();
         self.apply_def_changes(&result);
         if let Some(manifest) = result.manifest.take() {
@@ -536,35 +394,21 @@ impl Supervisor {
         }
         output.push_str(&result.output);
         if dropped > 0 {
-            if !output.is_empty() && !output.ends_with('\n') {
-                output.push('\n');
-            }
-            output.push_str(&format!(
-                "[vis] ignored {dropped} definition(s) the worker reported that are not code of this block; they are not kept\n"
-            ));
+            push_line(
+                &mut output,
+                &format!("[vis] ignored {dropped} definition(s) the worker reported that are not code of this block; they are not kept"),
+            );
         }
         if let Some(trailer) = trailer {
-            if !output.is_empty() && !output.ends_with('\n') {
-                output.push('\n');
-            }
-            output.push_str(&trailer);
-            output.push('\n');
+            push_line(&mut output, &trailer);
         }
-        Ok(BlockOutcome {
-            status,
-            output,
-            artifact: result.artifact,
-            defs_set: result.defs_set,
-            defs_deleted: result.defs_deleted,
-            restored: notice,
-            worker_lost: lost,
-            exec_micros: result.exec_micros,
-            wall: started.elapsed(),
-            ran: true,
-        })
+        result.output = output;
+        result.restored = notice;
+        result.wall = started.elapsed();
+        Ok(result)
     }
 
-    fn apply_def_changes(&mut self, result: &ExecResult) {
+    fn apply_def_changes(&mut self, result: &BlockResult) {
         for name in &result.defs_deleted {
             self.defs.retain(|d| &d.name != name);
         }
@@ -583,48 +427,69 @@ impl Supervisor {
     }
 }
 
-/// How waiting for a block's result ended.
-struct WaitEnd {
-    status: Status,
-    result: ExecResult,
-    /// The worker died or was killed: it must be replaced, for this reason.
-    lost: Option<(ExitInfo, String)>,
-    trailer: Option<String>,
+/// Why the host interrupted a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Timeout,
+    Stop,
 }
 
+/// How waiting for a block's result ended: facts only; [`settle`] decides what they mean.
+#[derive(Debug)]
+enum Ending {
+    /// The block was stopped before it was sent.
+    NotSent,
+    /// The worker sent the block's result (its status is one a worker may report).
+    Reported(BlockResult),
+    /// The worker broke the protocol and was killed; `captured` is what the block printed.
+    ProtocolBroken {
+        detail: String,
+        exit: ExitInfo,
+        captured: BlockResult,
+    },
+    /// The worker's pipe closed while the block ran: it died.
+    Died {
+        exit: ExitInfo,
+        captured: BlockResult,
+    },
+    /// The block did not stop within the grace period after an interrupt: the worker was
+    /// killed.
+    Killed {
+        exit: ExitInfo,
+        captured: BlockResult,
+    },
+}
+
+/// Waits for block `id`'s result, interrupting it at its timeout or when `stop` is
+/// cancelled, and killing the worker when it does not stop within `grace`. Returns how the
+/// wait ended and why the block was interrupted, if it was.
 async fn wait_for_result(
     worker: &mut WorkerProcess,
     id: u64,
-    req: &BlockRequest,
+    block: &Block,
     stop: &CancellationToken,
     grace: Duration,
-    memory_limit_mb: u64,
-) -> Result<WaitEnd, RuntimeError> {
-    let timeout_at = Instant::now() + req.timeout;
+) -> Result<(Ending, Option<Cause>), RuntimeError> {
+    let timeout_at = Instant::now() + block.timeout;
     // Set once an interrupt (timeout or stop) went out: when the grace period ends.
     let mut kill_at: Option<Instant> = None;
-    let mut timed_out = false;
+    let mut cause = None;
     // Far enough never to fire; used while a deadline is not armed.
     let never = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     loop {
         tokio::select! {
             incoming = worker.channel.recv() => match incoming {
-                Incoming::Message(WorkerMessage::Result(result)) if result.id == id => {
-                    let (status, trailer) = match (result.status, timed_out) {
-                        (Status::Interrupted, true) | (Status::Error, true) => (
-                            Status::Timeout,
-                            Some(format!(
-                                "[vis] timeout: the block ran longer than {} and was interrupted; the worker and its variables are intact.",
-                                seconds(req.timeout)
-                            )),
-                        ),
-                        (Status::Interrupted, false) => (
-                            Status::Interrupted,
-                            Some("[vis] interrupted: the block was stopped on request; the worker and its variables are intact.".into()),
-                        ),
-                        (s, _) => (s, None),
-                    };
-                    return Ok(WaitEnd { status, result, lost: None, trailer });
+                Incoming::Message(WorkerMessage::Result { id: got, result }) if got == id => {
+                    if result.status.reportable_by_worker() {
+                        return Ok((Ending::Reported(*result), cause));
+                    }
+                    let exit = worker.kill().await;
+                    let detail = format!(
+                        "a result with status `{}`, which only the host decides",
+                        result.status.as_str()
+                    );
+                    let captured = captured_output(worker, block);
+                    return Ok((Ending::ProtocolBroken { detail, exit, captured }, cause));
                 }
                 Incoming::Message(WorkerMessage::Fatal { message }) => {
                     return Err(RuntimeError::Worker(message));
@@ -633,94 +498,176 @@ async fn wait_for_result(
                 Incoming::Message(_) => {}
                 Incoming::Invalid(detail) => {
                     let exit = worker.kill().await;
-                    let result = lost_result(id, worker, req);
-                    return Ok(WaitEnd {
-                        status: Status::Crashed,
-                        result,
-                        lost: Some((exit, "after the previous one broke the protocol".into())),
-                        trailer: Some(format!(
-                            "[vis] crashed: the worker sent a message that is not part of the protocol ({detail}), so it was killed; variables are lost and definitions are restored before the next block."
-                        )),
-                    });
+                    let captured = captured_output(worker, block);
+                    return Ok((Ending::ProtocolBroken { detail, exit, captured }, cause));
                 }
                 Incoming::Closed => {
                     let exit = worker.wait_exit().await;
-                    let result = lost_result(id, worker, req);
-                    let mut trailer = format!(
-                        "[vis] crashed: the worker {exit} while running this block; variables are lost and definitions are restored before the next block."
-                    );
-                    if exit == ExitInfo::Signal(libc::SIGKILL) {
-                        trailer.push_str(&format!(
-                            " (SIGKILL often means memory ran out; the worker's limit is {memory_limit_mb} MiB.)"
-                        ));
-                    }
-                    return Ok(WaitEnd {
-                        status: Status::Crashed,
-                        result,
-                        lost: Some((exit, format!("after a crash: the previous one {exit}"))),
-                        trailer: Some(trailer),
-                    });
+                    let captured = captured_output(worker, block);
+                    return Ok((Ending::Died { exit, captured }, cause));
                 }
             },
             _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
-                timed_out = true;
+                cause = Some(Cause::Timeout);
                 worker.channel.send(HostMessage::Interrupt { id });
                 kill_at = Some(Instant::now() + grace);
             }
             _ = stop.cancelled(), if kill_at.is_none() => {
+                cause = Some(Cause::Stop);
                 worker.channel.send(HostMessage::Interrupt { id });
                 kill_at = Some(Instant::now() + grace);
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
                 let exit = worker.kill().await;
-                let (status, what, why) = if timed_out {
-                    (
-                        Status::Timeout,
-                        format!("timeout: the block ran longer than {} and", seconds(req.timeout)),
-                        "timeout",
-                    )
-                } else {
-                    (Status::Interrupted, "interrupted: the block".to_string(), "interrupt")
-                };
-                let trailer = format!(
-                    "[vis] {what} did not stop within {} of the interrupt, so the worker was killed; variables are lost and definitions are restored before the next block.",
-                    seconds(grace)
-                );
-                let result = lost_result(id, worker, req);
-                return Ok(WaitEnd {
-                    status,
-                    result,
-                    lost: Some((exit, format!("after a {why}: the previous one was killed"))),
-                    trailer: Some(trailer),
-                });
+                let captured = captured_output(worker, block);
+                return Ok((Ending::Killed { exit, captured }, cause));
             }
         }
     }
 }
 
-/// The result of a block whose worker died: whatever it printed before, capped.
-fn lost_result(id: u64, worker: &WorkerProcess, req: &BlockRequest) -> ExecResult {
+/// A block's result with its final status, the line the host adds to its output, and why
+/// the next worker is started when this one was lost.
+struct Settled {
+    result: BlockResult,
+    trailer: Option<String>,
+    lost_because: Option<String>,
+}
+
+/// **The one place a block's status is decided.** The worker's report is a claim about what
+/// the interpreter saw (ok, error or interrupted: `wait_for_result` lets no other status
+/// through); only the host knows whether it interrupted the block for its timeout or on
+/// request, and whether the worker died, broke the protocol or had to be killed.
+fn settle(ending: Ending, cause: Option<Cause>, block: &Block, opts: &WorkerOptions) -> Settled {
+    let lost = |mut captured: BlockResult, status, exit, trailer: String, because: String| {
+        captured.status = status;
+        captured.worker_lost = Some(exit);
+        captured.ran = true;
+        Settled {
+            result: captured,
+            trailer: Some(trailer),
+            lost_because: Some(because),
+        }
+    };
+    match ending {
+        Ending::NotSent => {
+            let mut result = BlockResult::new(Status::Interrupted);
+            result.output =
+                "[vis] interrupted before the block started; it did not run.\n".into();
+            Settled {
+                result,
+                trailer: None,
+                lost_because: None,
+            }
+        }
+        Ending::Reported(mut result) => {
+            result.ran = true;
+            let trailer = match (result.status, cause) {
+                // A block interrupted for its timeout ends in KeyboardInterrupt, or in another
+                // error when its own code catches that and raises something else.
+                (Status::Interrupted | Status::Error, Some(Cause::Timeout)) => {
+                    result.status = Status::Timeout;
+                    Some(format!(
+                        "[vis] timeout: the block ran longer than {} and was interrupted; the worker and its variables are intact.",
+                        seconds(block.timeout)
+                    ))
+                }
+                (Status::Interrupted, _) => Some(
+                    "[vis] interrupted: the block was stopped on request; the worker and its variables are intact.".into(),
+                ),
+                _ => None,
+            };
+            Settled {
+                result,
+                trailer,
+                lost_because: None,
+            }
+        }
+        Ending::ProtocolBroken {
+            detail,
+            exit,
+            captured,
+        } => lost(
+            captured,
+            Status::Crashed,
+            exit,
+            format!(
+                "[vis] crashed: the worker sent a message that is not part of the protocol ({detail}), so it was killed; variables are lost and definitions are restored before the next block."
+            ),
+            "after the previous one broke the protocol".into(),
+        ),
+        Ending::Died { exit, captured } => {
+            let mut trailer = format!(
+                "[vis] crashed: the worker {exit} while running this block; variables are lost and definitions are restored before the next block."
+            );
+            if exit == ExitInfo::Signal(libc::SIGKILL) {
+                trailer.push_str(&format!(
+                    " (SIGKILL often means memory ran out; the worker's limit is {} MiB.)",
+                    opts.memory_limit_mb
+                ));
+            }
+            lost(
+                captured,
+                Status::Crashed,
+                exit,
+                trailer,
+                format!("after a crash: the previous one {exit}"),
+            )
+        }
+        Ending::Killed { exit, captured } => {
+            let (status, what, why) = match cause {
+                Some(Cause::Timeout) => (
+                    Status::Timeout,
+                    format!(
+                        "timeout: the block ran longer than {} and",
+                        seconds(block.timeout)
+                    ),
+                    "timeout",
+                ),
+                _ => (
+                    Status::Interrupted,
+                    "interrupted: the block".to_string(),
+                    "interrupt",
+                ),
+            };
+            lost(
+                captured,
+                status,
+                exit,
+                format!(
+                    "[vis] {what} did not stop within {} of the interrupt, so the worker was killed; variables are lost and definitions are restored before the next block.",
+                    seconds(opts.interrupt_grace)
+                ),
+                format!("after a {why}: the previous one was killed"),
+            )
+        }
+    }
+}
+
+/// What a block whose worker was lost printed before, capped (its status is settled later).
+fn captured_output(worker: &WorkerProcess, block: &Block) -> BlockResult {
     let (capped, saved) = cap_file(
         worker.capture_path(),
-        req.output_limit,
-        &req.artifact_path,
-        req.artifact_quota,
+        block.output_limit,
+        &block.artifact_path,
+        block.artifact_quota,
     )
-    .unwrap_or_else(|_| (cap_output(b"", req.output_limit, None), Ok(false)));
-    let artifact =
-        matches!(saved, Ok(true)).then(|| req.artifact_path.to_string_lossy().into_owned());
-    ExecResult {
-        id,
-        status: Status::Crashed,
-        output: capped.text,
-        cut_chars: capped.cut_chars,
-        total_chars: capped.total_chars,
-        artifact,
-        defs_set: vec![],
-        defs_deleted: vec![],
-        exec_micros: 0,
-        manifest: None,
+    .unwrap_or_else(|_| (cap_output(b"", block.output_limit, None), Ok(false)));
+    let mut result = BlockResult::new(Status::Crashed);
+    result.output = capped.text;
+    result.cut_chars = capped.cut_chars;
+    result.total_chars = capped.total_chars;
+    result.artifact = matches!(saved, Ok(true)).then(|| block.artifact_path.clone());
+    result
+}
+
+/// Appends `line` to `output` on a line of its own.
+fn push_line(output: &mut String, line: &str) {
+    if !output.is_empty() && !output.ends_with('\n') {
+        output.push('\n');
     }
+    output.push_str(line);
+    output.push('\n');
 }
 
 fn seconds(d: Duration) -> String {
@@ -917,6 +864,101 @@ mod tests {
             code,
             &def("LIMIT", "constant", "PAT = re.compile(r'\\d+')\n")
         ));
+    }
+
+    fn settle_block() -> Block {
+        Block {
+            code: "pass".into(),
+            filename: "<t1/i1>".into(),
+            session: serde_json::json!({}),
+            workspace_roots: vec![],
+            output_limit: 100,
+            artifact_path: "/nowhere/a.txt".into(),
+            artifact_dir: "/nowhere".into(),
+            artifact_quota: 0,
+            timeout: Duration::from_secs(3),
+        }
+    }
+
+    fn reported(status: Status) -> Ending {
+        let mut result = BlockResult::new(status);
+        result.output = "out\n".into();
+        Ending::Reported(result)
+    }
+
+    #[test]
+    fn settle_decides_every_status_in_one_table() {
+        let block = settle_block();
+        let mut opts = WorkerOptions::new("vis".into());
+        opts.memory_limit_mb = 64;
+        let status = |ending, cause| settle(ending, cause, &block, &opts);
+        // What the worker reports stands unless the host interrupted the block for its
+        // timeout: then an interrupt or an error is the timeout.
+        for (got, cause, want) in [
+            (Status::Ok, None, Status::Ok),
+            (Status::Error, None, Status::Error),
+            (Status::Interrupted, None, Status::Interrupted),
+            (Status::Interrupted, Some(Cause::Stop), Status::Interrupted),
+            (Status::Error, Some(Cause::Stop), Status::Error),
+            (Status::Interrupted, Some(Cause::Timeout), Status::Timeout),
+            (Status::Error, Some(Cause::Timeout), Status::Timeout),
+            (Status::Ok, Some(Cause::Timeout), Status::Ok),
+        ] {
+            let s = status(reported(got), cause);
+            assert_eq!(s.result.status, want, "{got:?} {cause:?}");
+            assert!(s.result.ran && s.lost_because.is_none() && s.result.worker_lost.is_none());
+            assert_eq!(s.result.output, "out\n");
+            let trailer = s.trailer.unwrap_or_default();
+            match want {
+                Status::Timeout => assert!(trailer.contains("longer than 3 s"), "{trailer}"),
+                Status::Interrupted => assert!(trailer.contains("stopped on request"), "{trailer}"),
+                _ => assert!(trailer.is_empty(), "{trailer}"),
+            }
+        }
+        let s = status(Ending::NotSent, Some(Cause::Stop));
+        assert_eq!(s.result.status, Status::Interrupted);
+        assert!(!s.result.ran && s.result.output.contains("did not run"));
+        // A lost worker: the host's verdict, whatever was printed before.
+        let captured = || BlockResult::new(Status::Ok);
+        let s = status(
+            Ending::Died {
+                exit: ExitInfo::Signal(libc::SIGKILL),
+                captured: captured(),
+            },
+            None,
+        );
+        assert_eq!(s.result.status, Status::Crashed);
+        assert_eq!(s.result.worker_lost, Some(ExitInfo::Signal(libc::SIGKILL)));
+        assert!(s.trailer.unwrap().contains("limit is 64 MiB"));
+        assert!(s.lost_because.unwrap().starts_with("after a crash"));
+        let s = status(
+            Ending::ProtocolBroken {
+                detail: "a result with status `timeout`".into(),
+                exit: ExitInfo::Code(0),
+                captured: captured(),
+            },
+            Some(Cause::Timeout),
+        );
+        assert_eq!(s.result.status, Status::Crashed);
+        assert!(s
+            .trailer
+            .unwrap()
+            .contains("not part of the protocol (a result with status `timeout`)"));
+        for (cause, want) in [
+            (Some(Cause::Timeout), Status::Timeout),
+            (Some(Cause::Stop), Status::Interrupted),
+        ] {
+            let s = status(
+                Ending::Killed {
+                    exit: ExitInfo::Signal(libc::SIGKILL),
+                    captured: captured(),
+                },
+                cause,
+            );
+            assert_eq!(s.result.status, want);
+            assert!(s.trailer.unwrap().contains("did not stop within"));
+            assert!(s.lost_because.unwrap().contains("was killed"));
+        }
     }
 
     #[test]

@@ -4,10 +4,14 @@
 //! bytes), tagged by `type`. The channel is bidirectional and each side has exactly one reader:
 //! while a block runs (or between blocks, from a background thread) the worker may send
 //! `request`s, and the host's `response`s are matched to them by id, never by arrival order.
+//!
+//! A block travels as the shared [`Block`] and comes back as the shared [`BlockResult`]
+//! (`crate::protocol`), each tagged with the exec id. What the worker sends is untrusted:
+//! no field of a worker message has a default, so a missing one is a protocol error.
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::protocol::{PersistedDef, RestoreReport, Status};
+use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 
 /// What the host asks of a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -17,8 +21,11 @@ pub enum HostMessage {
     Restore {
         defs: Vec<PersistedDef>,
     },
-    /// Run one block.
-    Exec(ExecRequest),
+    /// Run one block; its result comes back with the same id.
+    Exec {
+        id: u64,
+        block: Block,
+    },
     /// Interrupt block `id` (a `KeyboardInterrupt` in the interpreter thread). Carrying the
     /// id makes an interrupt that arrives just before the block starts apply to that block
     /// rather than being lost.
@@ -42,30 +49,6 @@ pub enum HostMessage {
     Shutdown,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ExecRequest {
-    pub id: u64,
-    pub code: String,
-    /// Filename the block's code object gets, e.g. `<t3/i1>`; tracebacks show it.
-    pub filename: String,
-    /// The `session` dict, rebuilt by the host before every block.
-    pub session: serde_json::Value,
-    /// Output cap in characters.
-    pub output_limit: usize,
-    /// Where the full output goes when it is cut.
-    pub artifact_path: String,
-    /// Directory for other artifacts of this block (e.g. `sh` output).
-    pub artifact_dir: String,
-    pub workspace_roots: Vec<String>,
-    /// The most bytes the session's artifact directory may hold.
-    #[serde(default = "default_quota")]
-    pub artifact_quota: u64,
-}
-
-fn default_quota() -> u64 {
-    super::output::DEFAULT_ARTIFACT_QUOTA
-}
-
 /// The sandbox layers a worker got at start (what it reports in `ready`).
 pub type Isolation = crate::sandbox::Layers;
 
@@ -77,14 +60,16 @@ pub enum WorkerMessage {
         pid: u32,
         python_version: String,
         /// The visible manifest (prelude, extensions, pages, skills; deny list applied).
-        #[serde(default)]
         manifest: Vec<crate::catalog::ManifestEntry>,
         /// Which process isolation the worker runs under (see `runtime::launcher`).
-        #[serde(default)]
         isolation: Isolation,
     },
     Restored(RestoreReport),
-    Result(ExecResult),
+    /// The result of block `id` (boxed: it is by far the largest message).
+    Result {
+        id: u64,
+        result: Box<BlockResult>,
+    },
     /// A call from the block back to the host (answered with `HostMessage::Response`).
     Request {
         id: u64,
@@ -107,38 +92,12 @@ impl WorkerMessage {
         match self {
             WorkerMessage::Ready { .. } => "ready",
             WorkerMessage::Restored(_) => "restored",
-            WorkerMessage::Result(_) => "result",
+            WorkerMessage::Result { .. } => "result",
             WorkerMessage::Request { .. } => "request",
             WorkerMessage::Manifest { .. } => "manifest",
             WorkerMessage::Fatal { .. } => "fatal",
         }
     }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ExecResult {
-    pub id: u64,
-    pub status: Status,
-    /// Output as the model sees it (already capped).
-    pub output: String,
-    /// Characters cut by the cap (0 when nothing was cut).
-    #[serde(default)]
-    pub cut_chars: usize,
-    #[serde(default)]
-    pub total_chars: usize,
-    /// Set when the output was cut and saved in full.
-    #[serde(default)]
-    pub artifact: Option<String>,
-    #[serde(default)]
-    pub defs_set: Vec<PersistedDef>,
-    #[serde(default)]
-    pub defs_deleted: Vec<String>,
-    /// Time spent running the block inside the worker.
-    #[serde(default)]
-    pub exec_micros: u64,
-    /// The visible manifest, when the block changed it (e.g. `promote` loaded an extension).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<Vec<crate::catalog::ManifestEntry>>,
 }
 
 #[cfg(test)]
@@ -150,8 +109,29 @@ mod tests {
         let msg = HostMessage::Restore { defs: vec![] };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(json, r#"{"type":"restore","defs":[]}"#);
-        let back: WorkerMessage =
-            serde_json::from_str(r#"{"type":"ready","pid":7,"python_version":"3.11"}"#).unwrap();
+        let ready = serde_json::json!({
+            "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],
+            "isolation": Isolation::default(),
+        });
+        let back: WorkerMessage = serde_json::from_value(ready.clone()).unwrap();
         assert!(matches!(back, WorkerMessage::Ready { pid: 7, .. }));
+        // Nothing the worker sends has a default: a missing field is a protocol error.
+        let mut partial = ready;
+        partial.as_object_mut().unwrap().remove("manifest");
+        let e = serde_json::from_value::<WorkerMessage>(partial).unwrap_err();
+        assert!(e.to_string().contains("manifest"), "{e}");
+    }
+
+    #[test]
+    fn a_result_is_the_shared_type_tagged_with_its_id() {
+        let msg = WorkerMessage::Result {
+            id: 3,
+            result: Box::new(BlockResult::new(crate::protocol::Status::Error)),
+        };
+        let json = serde_json::to_value(&msg).unwrap();
+        assert_eq!(json["type"], "result");
+        assert_eq!(json["result"]["status"], "error");
+        let back: WorkerMessage = serde_json::from_value(json).unwrap();
+        assert!(matches!(back, WorkerMessage::Result { id: 3, .. }));
     }
 }

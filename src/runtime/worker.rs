@@ -34,14 +34,14 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use super::frame::{write_frame, FrameReader};
 use super::output::{cap_file, cap_output};
-use super::wire::{
-    ExecRequest, ExecResult, HostMessage, Isolation, RestoreReport, Status, WorkerMessage,
-};
+use super::wire::{HostMessage, Isolation, WorkerMessage};
 use super::RuntimeError;
+use crate::catalog::manifest_entries_of;
+use crate::protocol::{Block, BlockResult, RestoreReport, Status};
 
 /// Settings the host passes on the worker's command line.
 #[derive(Debug, Clone)]
@@ -471,14 +471,10 @@ fn serve(
     // SAFETY: pthread_self is always safe.
     INTERPRETER_THREAD.store(unsafe { libc::pthread_self() } as u64, Ordering::SeqCst);
     unblock_signals(&[libc::SIGINT]);
-    let manifest = Python::attach(|py| -> PyResult<String> {
-        py.import("vis._extensions")?
-            .call_method0("manifest_json")?
-            .extract()
+    let manifest = Python::attach(|py| {
+        manifest_entries_of(&py.import("vis._extensions")?.call_method0("manifest")?)
     })
     .map_err(py_err)?;
-    let manifest = serde_json::from_str(&manifest)
-        .map_err(|e| RuntimeError::Protocol(format!("the prelude's manifest is malformed: {e}")))?;
     send(&WorkerMessage::Ready {
         pid: std::process::id(),
         python_version: version,
@@ -490,34 +486,31 @@ fn serve(
             HostMessage::Shutdown => break,
             HostMessage::Restore { defs } => {
                 let report = Python::attach(|py| -> PyResult<RestoreReport> {
-                    let defs_json = serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into());
-                    let out = runner.bind(py).call_method1("restore", (defs_json,))?;
-                    let text: String = out.extract()?;
-                    Ok(serde_json::from_str(&text).unwrap_or_default())
+                    runner.bind(py).call_method1("restore", (defs,))?.extract()
                 })
                 .map_err(py_err)?;
                 send(&WorkerMessage::Restored(report))?;
             }
-            HostMessage::Exec(req) => {
-                CURRENT_EXEC.store(req.id, Ordering::SeqCst);
-                let result = run_block(&runner, &req, &args.capture);
+            HostMessage::Exec { id, block } => {
+                CURRENT_EXEC.store(id, Ordering::SeqCst);
+                let result = run_block(&runner, &block, &args.capture);
                 CURRENT_EXEC.store(0, Ordering::SeqCst);
-                send(&WorkerMessage::Result(result))?;
+                send(&WorkerMessage::Result {
+                    id,
+                    result: Box::new(result),
+                })?;
             }
             HostMessage::McpTools {
                 namespaces,
                 functions,
             } => {
-                let payload = serde_json::json!({"namespaces": namespaces, "functions": functions});
-                let manifest = Python::attach(|py| -> PyResult<String> {
-                    py.import("vis._mcp")?
-                        .call_method1("install", (payload.to_string(),))?
-                        .extract()
+                let entries = Python::attach(|py| {
+                    manifest_entries_of(
+                        &py.import("vis._mcp")?
+                            .call_method1("install", (&namespaces, &functions))?,
+                    )
                 })
                 .map_err(py_err)?;
-                let entries = serde_json::from_str(&manifest).map_err(|e| {
-                    RuntimeError::Protocol(format!("the MCP manifest is malformed: {e}"))
-                })?;
                 send(&WorkerMessage::Manifest { entries })?;
             }
             // Handled by the reader thread; never queued.
@@ -560,7 +553,10 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned()),
     )?;
-    state.setattr("deny", PyList::new(py, &args.deny)?)?;
+    crate::catalog::DenyList::new(args.deny.iter().cloned())
+        .map_err(|e| e.to_string())
+        .and_then(crate::catalog::set_deny_list)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("[permissions] deny: {e}")))?;
     state.setattr("safe_mode", args.safe_mode)?;
     state.setattr("trusted", args.trusted)?;
     // The prelude imports the standard modules it needs first; only then does the workspace
@@ -574,7 +570,10 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     Ok((runner.unbind(), version))
 }
 
-fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResult {
+/// Runs one block: Python's runner reports what the interpreter saw and what the block
+/// defined; this adds the capped output and the time it took. The status is settled by the
+/// host (`runtime::supervisor`).
+fn run_block(runner: &Py<PyAny>, block: &Block, capture: &Path) -> BlockResult {
     // Start each block with an empty capture file (fd 1 and 2 are O_APPEND onto it).
     // SAFETY: ftruncate on our own fd 1.
     unsafe {
@@ -582,97 +581,58 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResul
     }
     // The text tools are confined to the session's roots; saved outputs are readable too.
     crate::text::python::set_workspace(
-        crate::text::Workspace::new(req.workspace_roots.iter().map(PathBuf::from))
-            .with_read_only([PathBuf::from(&req.artifact_dir)]),
+        crate::text::Workspace::new(block.workspace_roots.iter().cloned())
+            .with_read_only([block.artifact_dir.clone()]),
     );
     let started = Instant::now();
-    let outcome = Python::attach(|py| -> PyResult<(String, String)> {
+    let reported = Python::attach(|py| -> PyResult<BlockResult> {
         // An interrupt that arrived between blocks is dropped here rather than hitting this
         // block; the Python handler ignores it because no block is armed.
         // SAFETY: called with the GIL held.
         if unsafe { pyo3::ffi::PyErr_CheckSignals() } != 0 {
             PyErr::fetch(py);
         }
-        let session = serde_json::to_string(&req.session).unwrap_or_else(|_| "{}".into());
-        let roots = PyList::new(py, &req.workspace_roots)?;
-        let out = runner.bind(py).call_method1(
-            "run",
-            (
-                &req.code,
-                &req.filename,
-                session,
-                &req.artifact_dir,
-                req.output_limit,
-                roots,
-            ),
-        )?;
-        out.extract()
+        runner.bind(py).call_method1("run", (block,))?.extract()
     });
     let exec_micros = started.elapsed().as_micros() as u64;
-    let (status, changes) = match outcome {
-        Ok((status, changes)) => (Status::parse(&status).unwrap_or(Status::Error), changes),
-        Err(e) => {
-            // The runner itself failed (e.g. an interrupt landed in its bookkeeping).
-            let message = e.to_string();
-            let interrupted = message.starts_with("KeyboardInterrupt");
-            eprintln_raw(&format!("[vis] the block's runner failed: {message}"));
-            let status = if interrupted {
-                Status::Interrupted
-            } else {
-                Status::Error
-            };
-            (status, "{}".to_string())
-        }
-    };
-    let (capped, artifact, mut output, unsaved) = match cap_file(
-        capture,
-        req.output_limit,
-        Path::new(&req.artifact_path),
-        req.artifact_quota,
-    ) {
-        Ok((capped, saved)) => {
-            let text = capped.text.clone();
-            let artifact = matches!(saved, Ok(true)).then(|| req.artifact_path.clone());
-            (capped, artifact, text, saved.err())
-        }
-        Err(e) => {
-            let capped = cap_output(b"", req.output_limit, None);
-            let text = format!("[vis] could not read the block's output: {e}\n");
-            (capped, None, text, None)
-        }
-    };
-    if capped.cut_chars > 0 && artifact.is_none() {
-        output.push_str(&format!(
-            "[vis] the full output was not saved (the file named above does not exist): {}\n",
-            unsaved.unwrap_or_else(|| "unknown reason".into())
+    let mut result = reported.unwrap_or_else(|e| {
+        // The runner catches everything a block raises: this is a fault of the runner itself,
+        // reported as the block's error (its output says so).
+        eprintln_raw(&format!(
+            "[vis] the block's runner failed: {e}; this is a bug in vis, please report it"
         ));
+        BlockResult::new(Status::Error)
+    });
+    result.exec_micros = exec_micros;
+    let (capped, saved) = match cap_file(
+        capture,
+        block.output_limit,
+        &block.artifact_path,
+        block.artifact_quota,
+    ) {
+        Ok((capped, saved)) => (capped, Some(saved)),
+        Err(e) => {
+            result.output = format!("[vis] could not read the block's output: {e}\n");
+            (cap_output(b"", block.output_limit, None), None)
+        }
+    };
+    if let Some(saved) = saved {
+        result.output = capped.text.clone();
+        if matches!(saved, Ok(true)) {
+            result.artifact = Some(block.artifact_path.clone());
+        } else if capped.cut_chars > 0 {
+            result.output.push_str(&format!(
+                "[vis] the full output was not saved (the file named above does not exist): {}\n",
+                saved.err().unwrap_or_else(|| "unknown reason".into())
+            ));
+        }
     }
     if capped.lossy {
-        output
+        result
+            .output
             .push_str("[vis] the output held bytes that are not UTF-8; they are shown as U+FFFD\n");
     }
-    let changes: DefChanges = serde_json::from_str(&changes).unwrap_or_default();
-    ExecResult {
-        id: req.id,
-        status,
-        output,
-        cut_chars: capped.cut_chars,
-        total_chars: capped.total_chars,
-        artifact,
-        defs_set: changes.set,
-        defs_deleted: changes.deleted,
-        exec_micros,
-        manifest: changes.manifest,
-    }
-}
-
-#[derive(Default, serde::Deserialize)]
-struct DefChanges {
-    #[serde(default)]
-    set: Vec<crate::protocol::PersistedDef>,
-    #[serde(default)]
-    deleted: Vec<String>,
-    /// Present when the block changed the visible manifest.
-    #[serde(default)]
-    manifest: Option<Vec<crate::catalog::ManifestEntry>>,
+    result.cut_chars = capped.cut_chars;
+    result.total_chars = capped.total_chars;
+    result
 }

@@ -62,13 +62,14 @@ pub fn utilization_without_requests() -> Value {
     })
 }
 
-/// The `session` dict for one block (SPEC §5). `restored` is filled in by the runtime.
+/// The `session` dict for one block (SPEC §5). The runtime fills in `restored` and `sandbox`;
+/// `workspace_roots` come from the block's own field (`protocol::Block`), the one way they
+/// travel.
 pub fn session_dict(
     id: &str,
     turn: i64,
     iteration: i64,
     counts: Counts,
-    roots: &[String],
     utilization: Value,
 ) -> Value {
     json!({
@@ -76,7 +77,6 @@ pub fn session_dict(
         "turn": turn,
         "iteration": iteration,
         "counts": {"turns": counts.turns, "iterations": counts.iterations, "folds": counts.folds},
-        "workspace_roots": roots,
         "utilization": utilization,
         "extensions": {},
         "restored": null,

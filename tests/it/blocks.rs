@@ -1,7 +1,8 @@
 //! Block semantics through the real embedded interpreter (SPEC §3).
 
 use serde_json::{json, Value};
-use vis::runtime::{HostHandler, Status};
+use vis::protocol::Status;
+use vis::runtime::HostHandler;
 
 use crate::support::run;
 use crate::vistest;
@@ -170,8 +171,10 @@ vistest!(long_output_is_capped_with_head_tail_and_artifact, |env| {
     assert!(out.output.chars().count() < 20_400, "{}", out.output.len());
     let artifact = out.artifact.clone().expect("artifact saved");
     assert!(
-        out.output
-            .contains(&format!("characters cut; full output: {artifact}")),
+        out.output.contains(&format!(
+            "characters cut; full output: {}",
+            artifact.display()
+        )),
         "marker missing"
     );
     let full = std::fs::read_to_string(&artifact).unwrap();
@@ -215,11 +218,15 @@ vistest!(non_utf8_output_is_replaced_and_said, |env| {
 vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     let mut rt = env.runtime();
     let mut req = env.block("import json; print(json.dumps(session, sort_keys=True))");
-    req.session = json!({"turn": 7, "iteration": 2, "workspace_roots": ["/w"], "extensions": {}});
+    req.session =
+        json!({"turn": 7, "iteration": 2, "workspace_roots": ["/stale"], "extensions": {}});
+    let roots = req.workspace_roots.clone();
     let out = rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap();
     let v: Value = serde_json::from_str(out.output.trim()).unwrap();
     assert_eq!(v["turn"], 7);
     assert_eq!(v["iteration"], 2);
+    // The roots travel one way, in the block's own field: the dict shows that, not a copy.
+    assert_eq!(v["workspace_roots"], json!(roots));
     assert_eq!(v["restored"]["ok"], json!([]));
     let mut req = env.block("session['turn'] = 99");
     req.session = json!({"turn": 8});
@@ -249,9 +256,50 @@ impl HostHandler for Echo {
 vistest!(blocks_can_call_the_host_while_running, |env| {
     let mut rt = env.runtime();
     let mut host = Echo(vec![]);
-    let code = "from vis import _native\nprint(_native.host_call('echo', '{\"a\": 1}'))\ntry:\n    _native.host_call('nope', '{}')\nexcept RuntimeError as e:\n    print('error:', e)";
+    // Params and answers are Python values (no JSON text); what JSON cannot hold is refused
+    // before anything is sent.
+    let code = r#"from vis import _native
+print(_native.host_call('echo', {'a': 1, 'b': [True, None, 1.5, 'x', (2,)], 'big': 2**64 - 1}))
+try:
+    _native.host_call('nope', {})
+except RuntimeError as e:
+    print('error:', e)
+for bad in ({1: 'x'}, {'s': {1, 2}}, float('nan'), 2**64, object()):
+    try:
+        _native.host_call('echo', bad)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__ + ":", e)"#;
     let out = rt.exec(env.block(code), &mut host).unwrap();
-    assert_eq!(out.output, "{\"echo\":{\"a\":1}}\nerror: no method nope\n");
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "{'echo': {'a': 1, 'b': [True, None, 1.5, 'x', [2]], 'big': 18446744073709551615}}",
+            "error: no method nope"
+        ],
+        "{}",
+        out.output
+    );
+    assert!(
+        lines[2].starts_with("TypeError: dict keys must be str"),
+        "{}",
+        out.output
+    );
+    assert!(
+        lines[3].starts_with("TypeError: set is not a JSON value"),
+        "{}",
+        out.output
+    );
+    assert_eq!(lines[4], "ValueError: nan is not a JSON number");
+    assert_eq!(
+        lines[5],
+        "ValueError: the integer 18446744073709551616 is too large for JSON"
+    );
+    assert!(
+        lines[6].starts_with("TypeError: object is not a JSON value"),
+        "{}",
+        out.output
+    );
     assert_eq!(host.0, ["echo", "nope"]);
 });
 

@@ -1,6 +1,6 @@
 //! Persisted definitions: saved with the session, restored in new workers, listed by defs().
 
-use vis::runtime::Status;
+use vis::protocol::Status;
 
 use crate::support::run;
 use crate::vistest;

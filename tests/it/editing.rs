@@ -1,7 +1,7 @@
 //! cat, grep and patch through the real worker: wired into the prelude, confined to the
 //! session's workspace, able to read saved outputs.
 
-use vis::runtime::Status;
+use vis::protocol::Status;
 
 use crate::support::run;
 use crate::vistest;

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use crate::support::{run, TestEnv};
 use crate::vistest;
-use vis::runtime::Status;
+use vis::protocol::Status;
 
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

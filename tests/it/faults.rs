@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use vis::runtime::{ExitInfo, NoHostCalls, PersistedDef, Status};
+use vis::protocol::{ExitInfo, PersistedDef, Status};
+use vis::runtime::NoHostCalls;
 
 use crate::support::{run, wait_until, TestEnv};
 use crate::vistest;

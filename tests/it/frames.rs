@@ -55,6 +55,8 @@ fn message_like() -> impl Strategy<Value = Vec<u8>> {
         Just("message"),
         Just("entries"),
         Just("pid"),
+        Just("result"),
+        Just("manifest"),
     ];
     (kind, prop::collection::vec((field, value), 0..6)).prop_map(|(kind, fields)| {
         let mut text = format!("{{\"type\":\"{kind}\"");
@@ -168,7 +170,10 @@ fn fuzz_frame_decoding_on_both_sides() {
 #[test]
 fn a_real_result_survives_any_chunking() {
     let body = serde_json::to_vec(&serde_json::json!({
-        "type": "result", "id": 7, "status": "ok", "output": "hé\n", "defs_set": [],
+        "type": "result", "id": 7, "result": {
+            "status": "ok", "output": "hé\n", "cut_chars": 0, "total_chars": 3, "artifact": null,
+            "defs_set": [], "defs_deleted": [], "exec_micros": 5, "manifest": null,
+        },
     }))
     .unwrap();
     let bytes = framed(&body);

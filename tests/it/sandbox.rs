@@ -357,9 +357,13 @@ vistest!(a_forged_result_frame_cannot_plant_definitions, |env| {
     });
     let mut frames = String::from("frame = b''\n");
     for id in 0..8 {
+        // A complete, well-formed result: the host must still refuse what it plants.
         let msg = serde_json::json!({
-            "type": "result", "id": id, "status": "ok", "output": "forged\n",
-            "defs_set": [evil.clone()], "defs_deleted": ["helper"],
+            "type": "result", "id": id, "result": {
+                "status": "ok", "output": "forged\n", "cut_chars": 0, "total_chars": 7,
+                "artifact": null, "defs_set": [evil.clone()], "defs_deleted": ["helper"],
+                "exec_micros": 1, "manifest": null,
+            },
         });
         frames.push_str(&format!(
             "body = {:?}.encode()\nframe += len(body).to_bytes(4, 'little') + body\n",
@@ -394,6 +398,47 @@ vistest!(a_forged_result_frame_cannot_plant_definitions, |env| {
     assert_eq!(run.stdout.lines().last(), Some("False"), "{}", run.stdout);
     assert!(!pwned.exists(), "the planted code ran");
 });
+
+vistest!(
+    a_forged_result_cannot_claim_a_status_only_the_host_decides,
+    |env| {
+        for claimed in ["timeout", "crashed"] {
+            let mut frames = String::from("frame = b''\n");
+            for id in 0..8 {
+                let msg = serde_json::json!({
+                    "type": "result", "id": id, "result": {
+                        "status": claimed, "output": "", "cut_chars": 0, "total_chars": 0,
+                        "artifact": null, "defs_set": [], "defs_deleted": [], "exec_micros": 1,
+                        "manifest": null,
+                    },
+                });
+                frames.push_str(&format!(
+                    "body = {:?}.encode()\nframe += len(body).to_bytes(4, 'little') + body\n",
+                    msg.to_string()
+                ));
+            }
+            let code = format!("{frames}{WRITE_TO_PROTOCOL_PIPES}\nimport time\ntime.sleep(1)");
+            let run = env.exec("claim", &code);
+            assert_eq!(run.code, 1, "{claimed}: {}{}", run.stdout, run.stderr);
+            assert!(
+                run.stdout.contains("[vis] crashed")
+                    && run
+                        .stdout
+                        .contains(&format!("status `{claimed}`, which only the host decides")),
+                "{claimed}: {}",
+                run.stdout
+            );
+            let json = session_json(&env, "claim");
+            let last = json["iterations"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .clone();
+            assert_eq!(last["status"], "crashed", "{claimed}: {last}");
+        }
+    }
+);
 
 vistest!(garbage_on_the_protocol_pipe_kills_only_the_worker, |env| {
     for (what, frame) in [

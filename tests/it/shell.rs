@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use vis::runtime::Status;
+use vis::protocol::Status;
 
 use crate::support::{pids_with, run, wait_until};
 use crate::vistest;

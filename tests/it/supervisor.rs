@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use vis::runtime::{HostHandler, Status, Supervisor, WorkerOptions};
+use vis::protocol::Status;
+use vis::runtime::{HostHandler, Supervisor, WorkerOptions};
 
 use crate::support::{vis_bin, TestEnv};
 use crate::vistest;
@@ -40,7 +41,7 @@ vistest!(
     a_background_thread_calling_the_host_between_blocks_breaks_nothing,
     |env| {
         let mut rt = env.runtime();
-        let start = "import threading, time\nfrom vis import _native\nanswers = []\ndef pester():\n    for _ in range(400):\n        try:\n            answers.append(('ok', _native.host_call('echo', '{\"n\": 1}')))\n        except RuntimeError as e:\n            answers.append(('err', str(e)))\n        time.sleep(0.001)\nt = threading.Thread(target=pester)\nt.start()";
+        let start = "import threading, time\nfrom vis import _native\nanswers = []\ndef pester():\n    for _ in range(400):\n        try:\n            answers.append(('ok', _native.host_call('echo', {'n': 1})))\n        except RuntimeError as e:\n            answers.append(('err', str(e)))\n        time.sleep(0.001)\nt = threading.Thread(target=pester)\nt.start()";
         assert_eq!(
             rt.exec(env.block(start), &mut Echo).unwrap().status,
             Status::Ok
@@ -74,7 +75,7 @@ vistest!(
 
 vistest!(many_threads_call_the_host_at_once_during_a_block, |env| {
     let mut rt = env.runtime();
-    let code = "import threading\nfrom vis import _native\nimport json\nres = {}\ndef call(i):\n    res[i] = json.loads(_native.host_call('echo', json.dumps({'i': i})))['echo']['i']\nts = [threading.Thread(target=call, args=(i,)) for i in range(16)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(all(res[i] == i for i in range(16)), len(res))";
+    let code = "import threading\nfrom vis import _native\nimport json\nres = {}\ndef call(i):\n    res[i] = _native.host_call('echo', {'i': i})['echo']['i']\nts = [threading.Thread(target=call, args=(i,)) for i in range(16)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(all(res[i] == i for i in range(16)), len(res))";
     let out = rt.exec(env.block(code), &mut Echo).unwrap();
     // `call` reads `res`, which a new worker would not have: the block is told so.
     assert!(
@@ -91,7 +92,7 @@ vistest!(
         events.block_on(async {
         let mut sup = supervisor(&env);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let code = "from vis import _native\nprint(_native.host_call('add', '[2, 3]'))\nprint(_native.host_call('add', '[10, 20]'))";
+        let code = "from vis import _native\nprint(_native.host_call('add', [2, 3]))\nprint(_native.host_call('add', (10, 20)))";
         let mut answered = 0;
         let outcome = {
             let run = sup.exec(env.block(code), tx, CancellationToken::new());

@@ -159,7 +159,7 @@ for name, params in [
     ("bad_params", {"server": "fx", "tool": 3}),
 ]:
     try:
-        _native.host_call("mcp.call", json.dumps(params))
+        _native.host_call("mcp.call", params)
         out[name] = "no error"
     except RuntimeError as e:
         out[name] = str(e)
@@ -381,7 +381,7 @@ try:
 except AttributeError as e:
     out["attr"] = str(e)
 try:
-    _native.host_call("mcp.call", json.dumps({"server": "fx", "tool": "fail", "arguments": {"message": "x"}}))
+    _native.host_call("mcp.call", {"server": "fx", "tool": "fail", "arguments": {"message": "x"}})
     out["raw"] = "called"
 except RuntimeError as e:
     out["raw"] = str(e)

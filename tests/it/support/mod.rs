@@ -14,7 +14,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
-use vis::runtime::{BlockOutcome, BlockRequest, NoHostCalls, PersistedDef, Runtime, WorkerOptions};
+use vis::protocol::{Block, BlockResult, PersistedDef};
+use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
 pub fn vis_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vis"))
@@ -142,28 +143,28 @@ impl TestEnv {
         Runtime::new(opts, defs)
     }
 
-    pub fn block(&self, code: &str) -> BlockRequest {
+    pub fn block(&self, code: &str) -> Block {
         self.block_with_timeout(code, Duration::from_secs(60))
     }
 
-    pub fn block_with_timeout(&self, code: &str, timeout: Duration) -> BlockRequest {
+    pub fn block_with_timeout(&self, code: &str, timeout: Duration) -> Block {
         let art = self.dir.path().join("artifacts");
-        BlockRequest {
+        Block {
             code: code.to_string(),
             filename: "<t1/i1>".into(),
-            session: json!({"turn": 1, "iteration": 1, "workspace_roots": [self.workspace()]}),
+            session: json!({"turn": 1, "iteration": 1}),
             output_limit: 20_000,
             artifact_path: art.join("t1-i1.txt"),
             artifact_dir: art,
             workspace_roots: vec![self.workspace()],
             timeout,
-            artifact_quota: vis::runtime::output::DEFAULT_ARTIFACT_QUOTA,
+            artifact_quota: vis::runtime::DEFAULT_ARTIFACT_QUOTA,
         }
     }
 }
 
 /// Runs `code` in `rt` and returns the outcome (panics if the block could not run at all).
-pub fn run(env: &TestEnv, rt: &mut Runtime, code: &str) -> BlockOutcome {
+pub fn run(env: &TestEnv, rt: &mut Runtime, code: &str) -> BlockResult {
     rt.exec(env.block(code), &mut NoHostCalls).unwrap()
 }
 
