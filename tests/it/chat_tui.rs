@@ -257,6 +257,8 @@ vistest!(ctrl_c_interrupts_a_request_and_errors_are_one_line, |env| {
     tmux.wait_for("the spinner", |s| {
         s.contains("thinking ") && s.contains(" s · Ctrl-C interrupts")
     });
+    // The slow reply must be the one being waited for, not left queued for the next turn.
+    assert!(wait_until(DEADLINE, || fake.request_count() == 1));
     tmux.keys(&["C-c"]);
     let screen = wait_turns(&tmux, 1);
     assert!(screen.contains("⏹ turn 1 interrupted"), "{screen}");
