@@ -147,11 +147,6 @@ pub fn is_within(name: &str, ns: &str) -> bool {
     name.len() > ns.len() + 1 && name.starts_with(ns) && name.as_bytes()[ns.len()] == b'.'
 }
 
-/// True when `name` is `path` or lies inside it (deny-list semantics).
-pub fn is_at_or_within(name: &str, path: &str) -> bool {
-    name == path || is_within(name, path)
-}
-
 /// Up to `max` candidates closest to `query`, best first. Ranking: case-insensitive equality,
 /// then equal last segment (`diff` → `git.diff`), then substring either way, then small
 /// edit distance (optimal string alignment) over the whole name or the last segment. Ties keep

@@ -1,4 +1,5 @@
-//! The catalog in the prompt: a deterministic, content-addressed, token-budgeted rendering.
+//! The catalog in the prompt: a deterministic, token-budgeted rendering of a manifest into a
+//! [`Snapshot`] (the snapshot type, its content address and its diffs are in `snapshot.rs`).
 //!
 //! # Modes
 //!
@@ -32,155 +33,17 @@
 //! ~2,000 tokens of lines are ever encoded.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
-
-use super::error::{CatalogError, Result};
+use super::error::Result;
 use super::manifest::{with_summary, EntryKind, Manifest, ManifestEntry};
 use super::names;
+use super::snapshot::{RenderMode, Snapshot, SnapshotItem};
 use super::tokens;
 
 /// Default catalog budget in o200k tokens.
 pub const DEFAULT_BUDGET_TOKENS: usize = 2_000;
 
 const FULL_HEADER: &str = "Functions available in python_execution (call them directly; doc(name) shows full documentation, apropos(pattern) searches names):\n";
-
-/// How a snapshot renders the catalog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RenderMode {
-    Empty,
-    Full,
-    Summary,
-}
-
-impl RenderMode {
-    /// `"empty"`, `"full"` or `"summary"` (the value stored in the database).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderMode::Empty => "empty",
-            RenderMode::Full => "full",
-            RenderMode::Summary => "summary",
-        }
-    }
-
-    /// Inverse of [`RenderMode::as_str`].
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "empty" => Some(RenderMode::Empty),
-            "full" => Some(RenderMode::Full),
-            "summary" => Some(RenderMode::Summary),
-            _ => None,
-        }
-    }
-}
-
-/// One structured line of a snapshot: what a delta compares. In full mode: every function,
-/// page and skill. In summary mode: namespace lines (kind `namespace`, name `""` for the top
-/// level), the functions shown, and pinned pages and skills.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SnapshotItem {
-    pub name: String,
-    pub kind: EntryKind,
-    /// The rendered line, without its newline.
-    pub line: String,
-}
-
-impl SnapshotItem {
-    /// How a removed item is named in an update: `git.log  [function]`.
-    pub fn label(&self) -> String {
-        let name = if self.name.is_empty() {
-            "(top level)"
-        } else {
-            self.name.as_str()
-        };
-        format!("{name}  [{}]", self.kind.as_str())
-    }
-}
-
-/// A rendered catalog: mode, exact bytes, blake3 content address, and the structured items.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub mode: RenderMode,
-    /// The rendering (empty in [`RenderMode::Empty`]); ends with `\n` otherwise.
-    pub body: String,
-    /// `blake3(body)`, lowercase hex.
-    pub hash: String,
-    /// Sorted by (name, kind).
-    pub items: Vec<SnapshotItem>,
-    tokens: OnceLock<usize>,
-}
-
-impl PartialEq for Snapshot {
-    fn eq(&self, other: &Self) -> bool {
-        self.mode == other.mode
-            && self.hash == other.hash
-            && self.body == other.body
-            && self.items == other.items
-    }
-}
-
-impl Eq for Snapshot {}
-
-impl Snapshot {
-    /// Builds a snapshot from parts; the hash is computed here, items are sorted.
-    pub fn new(mode: RenderMode, body: String, mut items: Vec<SnapshotItem>) -> Self {
-        items.sort();
-        Snapshot {
-            mode,
-            hash: blake3::hash(body.as_bytes()).to_hex().to_string(),
-            body,
-            items,
-            tokens: OnceLock::new(),
-        }
-    }
-
-    fn with_tokens(
-        mode: RenderMode,
-        body: String,
-        items: Vec<SnapshotItem>,
-        tokens: usize,
-    ) -> Self {
-        let s = Self::new(mode, body, items);
-        let _ = s.tokens.set(tokens);
-        s
-    }
-
-    /// The snapshot of a catalog with no visible function.
-    pub fn empty() -> Self {
-        Self::with_tokens(RenderMode::Empty, String::new(), Vec::new(), 0)
-    }
-
-    /// True in [`RenderMode::Empty`]: the catalog and its instructions are omitted.
-    pub fn is_empty(&self) -> bool {
-        self.mode == RenderMode::Empty
-    }
-
-    /// o200k tokens of `body` (known after rendering; computed once after loading).
-    pub fn tokens(&self) -> Result<usize> {
-        if let Some(&t) = self.tokens.get() {
-            return Ok(t);
-        }
-        let t = tokens::count_tokens(&self.body)?;
-        Ok(*self.tokens.get_or_init(|| t))
-    }
-
-    /// What `vis catalog` prints: the rendering, then `mode: …` and `hash: …` lines.
-    pub fn text(&self) -> String {
-        let mut out = if self.is_empty() {
-            "(no functions are visible: the catalog and its instructions are omitted)\n".to_string()
-        } else {
-            self.body.clone()
-        };
-        match self.tokens.get() {
-            Some(t) => out.push_str(&format!("mode: {}, {t} o200k tokens\n", self.mode.as_str())),
-            None => out.push_str(&format!("mode: {}\n", self.mode.as_str())),
-        }
-        out.push_str(&format!("hash: {}\n", self.hash));
-        out
-    }
-}
 
 /// Renders `vis catalog` output for `manifest` under `budget_tokens`.
 pub fn render_catalog_text(manifest: &Manifest, budget_tokens: usize) -> Result<String> {
@@ -523,12 +386,4 @@ fn render_index(
         items,
         tokens,
     ))
-}
-
-/// Checks a stored mode string.
-pub(crate) fn parse_mode(hash: &str, mode: &str) -> Result<RenderMode> {
-    RenderMode::parse(mode).ok_or_else(|| CatalogError::CorruptSnapshot {
-        hash: hash.to_string(),
-        reason: format!("unknown mode `{mode}`"),
-    })
 }

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::error::{CatalogError, Result};
-use super::render::{parse_mode, Snapshot, SnapshotItem};
+use super::snapshot::{parse_mode, Snapshot, SnapshotItem};
 
 /// The table; put it in a numbered migration.
 pub const CATALOG_SNAPSHOTS_SQL: &str = "CREATE TABLE IF NOT EXISTS catalog_snapshots (

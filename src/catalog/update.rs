@@ -6,7 +6,8 @@
 //! - same hash → [`CatalogUpdate::Unchanged`] (append nothing);
 //! - rendering mode changed (including to or from an empty catalog) →
 //!   [`CatalogUpdate::Replace`] with [`ReplaceReason::ModeChanged`];
-//! - otherwise a delta of items (added, removed, changed line) unless the full replacement is
+//! - otherwise a delta of items (added, removed, changed line; found by the snapshot's own
+//!   [`diff_items`]) unless the full replacement is
 //!   strictly smaller in o200k tokens, then [`CatalogUpdate::Replace`] with
 //!   [`ReplaceReason::Smaller`]. Ties go to the delta.
 //!
@@ -16,7 +17,7 @@
 use serde::Serialize;
 
 use super::error::Result;
-use super::render::{RenderMode, Snapshot, SnapshotItem};
+use super::snapshot::{diff_items, ItemDiff, RenderMode, Snapshot, SnapshotItem};
 use super::tokens;
 
 const DELTA_HEADER: &str = "Catalog update (applies from now on, on top of the catalog above):\n";
@@ -84,16 +85,21 @@ pub fn catalog_update(old: &Snapshot, new: &Snapshot) -> Result<CatalogUpdate> {
     if old.mode != new.mode {
         return replacement(old, new, ReplaceReason::ModeChanged);
     }
-    let (added, removed, changed) = diff(&old.items, &new.items);
-    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+    let diff = diff_items(&old.items, &new.items);
+    if diff.is_empty() {
         return Ok(CatalogUpdate::Delta {
-            added,
-            removed,
-            changed,
+            added: Vec::new(),
+            removed: Vec::new(),
+            changed: Vec::new(),
             text: String::new(),
             tokens: 0,
         });
     }
+    let ItemDiff {
+        added,
+        removed,
+        changed,
+    } = diff;
     let mut lines: Vec<String> = vec![DELTA_HEADER.to_string()];
     if !added.is_empty() {
         lines.push("Added:\n".into());
@@ -141,39 +147,4 @@ fn replacement(old: &Snapshot, new: &Snapshot, reason: ReplaceReason) -> Result<
         text,
         tokens,
     })
-}
-
-/// Items are sorted by (name, kind); a merge walk finds the differences.
-fn diff(
-    old: &[SnapshotItem],
-    new: &[SnapshotItem],
-) -> (Vec<SnapshotItem>, Vec<SnapshotItem>, Vec<SnapshotItem>) {
-    let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        let key_old = old.get(i).map(|x| (&x.name, x.kind));
-        let key_new = new.get(j).map(|x| (&x.name, x.kind));
-        match (key_old, key_new) {
-            (Some(a), Some(b)) if a == b => {
-                if old[i].line != new[j].line {
-                    changed.push(new[j].clone());
-                }
-                i += 1;
-                j += 1;
-            }
-            (Some(a), Some(b)) if a < b => {
-                removed.push(old[i].clone());
-                i += 1;
-            }
-            (Some(_), None) => {
-                removed.push(old[i].clone());
-                i += 1;
-            }
-            _ => {
-                added.push(new[j].clone());
-                j += 1;
-            }
-        }
-    }
-    (added, removed, changed)
 }

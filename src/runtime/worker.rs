@@ -581,7 +581,7 @@ fn run_block(runner: &Py<PyAny>, req: &ExecRequest, capture: &Path) -> ExecResul
         libc::ftruncate(1, 0);
     }
     // The text tools are confined to the session's roots; saved outputs are readable too.
-    crate::text::python::set_workspace(
+    crate::text::set_workspace(
         crate::text::Workspace::new(req.workspace_roots.iter().map(PathBuf::from))
             .with_read_only([PathBuf::from(&req.artifact_dir)]),
     );
