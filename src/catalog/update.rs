@@ -148,3 +148,128 @@ fn replacement(old: &Snapshot, new: &Snapshot, reason: ReplaceReason) -> Result<
         tokens,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::manifest::EntryKind;
+
+    fn item(name: &str, line: &str) -> SnapshotItem {
+        SnapshotItem {
+            name: name.into(),
+            kind: EntryKind::Function,
+            line: line.into(),
+        }
+    }
+
+    /// A full-mode snapshot whose body is a header plus its items' lines.
+    fn full(items: &[SnapshotItem]) -> Snapshot {
+        let mut body = String::from("Functions:\n");
+        for i in items {
+            body.push_str(&i.line);
+            body.push('\n');
+        }
+        Snapshot::new(RenderMode::Full, body, items.to_vec())
+    }
+
+    #[test]
+    fn the_same_snapshot_needs_nothing_appended() {
+        let s = full(&[item("a", "a()")]);
+        let update = catalog_update(&s, &s.clone()).expect("update");
+        assert!(update.is_unchanged());
+        assert_eq!((update.text(), update.tokens()), ("", 0));
+    }
+
+    #[test]
+    fn a_small_change_is_a_delta_listing_each_kind_of_change() {
+        let many: Vec<SnapshotItem> = (0..30)
+            .map(|i| {
+                item(
+                    &format!("f{i:02}"),
+                    &format!("f{i:02}(x)  — Does thing {i}."),
+                )
+            })
+            .collect();
+        let old = full(&[many.clone(), vec![item("gone", "gone()")]].concat());
+        let mut new_items = many;
+        new_items[3].line = "f03(x, y)  — Does thing 3.".into();
+        new_items.push(item("zz_new", "zz_new()"));
+        let new = full(&new_items);
+        let update = catalog_update(&old, &new).expect("update");
+        let CatalogUpdate::Delta {
+            added,
+            removed,
+            changed,
+            text,
+            tokens,
+        } = &update
+        else {
+            panic!("expected a delta, got {update:?}");
+        };
+        assert_eq!(added.len(), 1);
+        assert_eq!(removed.len(), 1);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(
+            text,
+            &format!(
+                "{DELTA_HEADER}Added:\nzz_new()\nRemoved (no longer available):\n\
+                 gone  [function]\nChanged (new version):\nf03(x, y)  — Does thing 3.\n"
+            )
+        );
+        assert_eq!(*tokens, tokens::count_tokens(text).expect("count"));
+    }
+
+    #[test]
+    fn a_delta_bigger_than_the_new_catalog_becomes_a_replacement() {
+        let old = full(&[item("a", "a()"), item("b", "b()")]);
+        let new = full(&[item("c", "c()")]);
+        let update = catalog_update(&old, &new).expect("update");
+        match &update {
+            CatalogUpdate::Replace {
+                reason,
+                text,
+                tokens,
+            } => {
+                assert_eq!(*reason, ReplaceReason::Smaller);
+                assert_eq!(text, &format!("{REPLACE_HEADER}{}", new.body));
+                assert_eq!(*tokens, tokens::count_tokens(text).expect("count"));
+            }
+            other => panic!("expected a replacement, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_mode_change_always_replaces() {
+        let full_snapshot = full(&[item("a", "a()")]);
+        let summary = Snapshot::new(
+            RenderMode::Summary,
+            "Summary:\na()\n".into(),
+            vec![item("a", "a()")],
+        );
+        let update = catalog_update(&full_snapshot, &summary).expect("update");
+        assert!(matches!(
+            update,
+            CatalogUpdate::Replace {
+                reason: ReplaceReason::ModeChanged,
+                ..
+            }
+        ));
+        let to_empty = catalog_update(&full_snapshot, &Snapshot::empty()).expect("update");
+        assert_eq!(to_empty.text(), NOW_EMPTY_TEXT);
+        let from_empty = catalog_update(&Snapshot::empty(), &full_snapshot).expect("update");
+        assert_eq!(
+            from_empty.text(),
+            format!("{NOW_AVAILABLE_HEADER}{}", full_snapshot.body)
+        );
+    }
+
+    #[test]
+    fn a_new_hash_with_the_same_items_appends_nothing() {
+        let items = [item("a", "a()")];
+        let old = Snapshot::new(RenderMode::Summary, "a()\n1 page\n".into(), items.to_vec());
+        let new = Snapshot::new(RenderMode::Summary, "a()\n2 pages\n".into(), items.to_vec());
+        let update = catalog_update(&old, &new).expect("update");
+        assert!(!update.is_unchanged());
+        assert_eq!((update.text(), update.tokens()), ("", 0));
+    }
+}
