@@ -15,7 +15,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use vis::catalog::{
-    catalog_update, render_catalog, tokens, Manifest, ManifestEntry, Origin, DEFAULT_BUDGET_TOKENS,
+    catalog_update, render_catalog, warm_up_tokenizer, Manifest, ManifestEntry, Origin,
+    DEFAULT_BUDGET_TOKENS,
 };
 
 fn entries(n: usize, per_ns: usize) -> Vec<ManifestEntry> {
@@ -51,7 +52,7 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let load = tokens::warm_up()?;
+    let load = warm_up_tokenizer()?;
     println!(
         "tokenizer load (o200k_base, first use in process): {}",
         ms(load)

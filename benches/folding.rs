@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use fake_provider::{shared_prefix_len, FakeProvider, Reply};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use vis::catalog::tokens::count_tokens;
+use vis::catalog::count_tokens;
 use vis::gateway::assemble::{Assembler, Wire};
 use vis::gateway::folds::{self, Span};
 use vis::gateway::history::{estimate_item, Entry};

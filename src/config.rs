@@ -312,13 +312,12 @@ impl Config {
             ..Config::default()
         };
         for name in typed.permissions.deny.unwrap_or_default() {
-            crate::catalog::names::validate_name(&name, crate::catalog::names::NameRule::Slug)
-                .map_err(|e| {
-                    invalid(format!(
-                        "{}in `permissions.deny`: {e}",
-                        at(&["permissions", "deny"])
-                    ))
-                })?;
+            crate::catalog::validate_name(&name, crate::catalog::NameRule::Slug).map_err(|e| {
+                invalid(format!(
+                    "{}in `permissions.deny`: {e}",
+                    at(&["permissions", "deny"])
+                ))
+            })?;
             config.deny.push(name);
         }
         if let Some(budget) = typed.catalog.budget {

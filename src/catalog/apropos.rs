@@ -258,3 +258,147 @@ impl AproposPage {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::manifest::{ManifestEntry, Origin};
+
+    fn manifest() -> Manifest {
+        let git = Origin::Extension("git".into());
+        Manifest::new(vec![
+            ManifestEntry::function("cat", "(path)", "Print a file.", Origin::Core),
+            ManifestEntry::function("git.diff", "(path=None)", "Show the diff.", git.clone()),
+            ManifestEntry::function("git.log", "(n=10)", "Show commits.", git.clone()),
+            ManifestEntry::function("git.remote.add", "(url)", "Add a remote.", git),
+            ManifestEntry::page("vis.addresses", "# Addresses\n\nText.", Origin::Core),
+        ])
+        .expect("valid manifest")
+    }
+
+    fn names(page: &AproposPage) -> Vec<&str> {
+        page.rows.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn matches_names_case_insensitively_in_manifest_order() {
+        let page = apropos(&manifest(), "DIFF|log", None, 50, 0).expect("search");
+        assert_eq!(names(&page), ["git.diff", "git.log"]);
+        assert_eq!((page.total, page.remaining, page.next_offset), (2, 0, None));
+        // `(?-i)` turns case-insensitivity off.
+        let page = apropos(&manifest(), "(?-i)DIFF", None, 50, 0).expect("search");
+        assert_eq!(page.total, 0);
+    }
+
+    #[test]
+    fn namespaces_restrict_to_names_strictly_inside() {
+        let page = apropos(&manifest(), ".", Some("git"), 50, 0).expect("search");
+        assert_eq!(
+            names(&page),
+            ["git.diff", "git.log", "git.remote", "git.remote.add"]
+        );
+        // An empty namespace means no filter.
+        let all = apropos(&manifest(), ".", Some(""), 50, 0).expect("search");
+        assert!(names(&all).contains(&"cat"));
+    }
+
+    #[test]
+    fn pages_carry_the_call_for_the_next_page() {
+        let m = manifest();
+        let first = apropos(&m, "git", None, 2, 0).expect("search");
+        assert_eq!(names(&first), ["git", "git.diff"]);
+        assert_eq!(
+            (first.total, first.remaining, first.next_offset),
+            (5, 3, Some(2))
+        );
+        assert!(
+            first
+                .render()
+                .ends_with("[1–2 of 5 matches; 3 more: apropos('git', limit=2, offset=2)]\n"),
+            "{}",
+            first.render()
+        );
+        let last = apropos(&m, "git", None, 2, 4).expect("search");
+        assert_eq!(names(&last), ["git.remote.add"]);
+        assert_eq!(last.next_offset, None);
+        assert!(last.render().ends_with("[5–5 of 5 matches; end]\n"));
+        let past = apropos(&m, "git", None, 2, 9).expect("search");
+        assert!(past.rows.is_empty());
+        assert_eq!(
+            past.render(),
+            "No rows at offset 9: 'git' matches 5 names; use an offset below 5.\n"
+        );
+    }
+
+    #[test]
+    fn a_whole_result_ends_with_its_count() {
+        let page = apropos(&manifest(), "^cat$", None, 50, 0).expect("search");
+        assert_eq!(page.render(), "cat(path)  — Print a file.\n[1 match]\n");
+    }
+
+    #[test]
+    fn no_match_suggests_close_names_for_a_literal_pattern() {
+        let page = apropos(&manifest(), "git.dif", Some("git"), 50, 0).expect("search");
+        assert_eq!(page.total, 1, "'.' matches any character: git.diff");
+        let page = apropos(&manifest(), "gti.diff", None, 50, 0).expect("search");
+        assert_eq!(page.total, 0);
+        assert_eq!(
+            page.suggestions.first().map(String::as_str),
+            Some("git.diff")
+        );
+        let text = page.render();
+        assert!(
+            text.starts_with("No names match 'gti.diff'. Closest names: git.diff"),
+            "{text}"
+        );
+        // A regex-looking pattern gets no suggestions, only the advice.
+        let page = apropos(&manifest(), "^zz+$", Some("git"), 50, 0).expect("search");
+        assert!(page.suggestions.is_empty());
+        assert!(page.render().ends_with(", or drop the namespace filter.\n"));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_that_say_what_to_pass() {
+        let m = manifest();
+        let err = apropos(&m, "x", None, 0, 0).expect_err("limit 0");
+        assert!(matches!(err, CatalogError::InvalidArgument(_)), "{err}");
+        let err = apropos(&m, "x", Some("gti"), 50, 0).expect_err("unknown namespace");
+        match err {
+            CatalogError::UnknownNamespace { suggestions, .. } => {
+                assert_eq!(suggestions.first().map(String::as_str), Some("git"));
+            }
+            other => panic!("expected UnknownNamespace, got {other}"),
+        }
+        let err = apropos(&m, "x", Some("1bad"), 50, 0).expect_err("invalid namespace");
+        assert!(matches!(err, CatalogError::InvalidName { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_bad_pattern_points_at_its_character() {
+        match compile_pattern("ab(c") {
+            Err(CatalogError::InvalidRegex {
+                position, caret, ..
+            }) => {
+                assert_eq!(position, 2);
+                assert_eq!(caret, "  ^");
+            }
+            other => panic!("expected InvalidRegex, got {other:?}"),
+        }
+        match compile_pattern("é[") {
+            Err(CatalogError::InvalidRegex { position, .. }) => assert_eq!(position, 1),
+            other => panic!("expected InvalidRegex, got {other:?}"),
+        }
+        let err = compile_pattern("(?<=a)b").expect_err("look-behind");
+        assert!(err.to_string().contains("look-around"), "{err}");
+    }
+
+    #[test]
+    fn python_strings_round_trip_quotes_and_backslashes() {
+        assert_eq!(py_str("git"), "'git'");
+        assert_eq!(py_str(r"^git\."), r"r'^git\.'");
+        assert_eq!(py_str("it's"), r"'it\'s'");
+        assert_eq!(py_str("a\\'b"), r"'a\\\'b'");
+        assert_eq!(py_str("x\\"), r"'x\\'");
+        assert_eq!(py_str("a\nb"), r"'a\nb'");
+    }
+}

@@ -147,11 +147,6 @@ pub fn is_within(name: &str, ns: &str) -> bool {
     name.len() > ns.len() + 1 && name.starts_with(ns) && name.as_bytes()[ns.len()] == b'.'
 }
 
-/// True when `name` is `path` or lies inside it (deny-list semantics).
-pub fn is_at_or_within(name: &str, path: &str) -> bool {
-    name == path || is_within(name, path)
-}
-
 /// Up to `max` candidates closest to `query`, best first. Ranking: case-insensitive equality,
 /// then equal last segment (`diff` → `git.diff`), then substring either way, then small
 /// edit distance (optimal string alignment) over the whole name or the last segment. Ties keep
@@ -217,4 +212,121 @@ where
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bad segment and the suggestion of an `InvalidName` error.
+    fn rejected(name: &str, rule: NameRule) -> (String, String) {
+        match validate_name(name, rule) {
+            Err(CatalogError::InvalidName {
+                segment,
+                suggestion,
+                ..
+            }) => (segment, suggestion),
+            other => panic!("{name}: expected InvalidName, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn identifiers_soft_keywords_and_unicode_are_valid() {
+        for name in [
+            "git",
+            "git.diff",
+            "_x",
+            "match",
+            "type.case",
+            "données.résumé",
+        ] {
+            assert!(validate_name(name, NameRule::Identifier).is_ok(), "{name}");
+        }
+        assert!(validate_namespace("slack.admin").is_ok());
+        assert!(validate_name("skills.release-checklist", NameRule::Slug).is_ok());
+    }
+
+    #[test]
+    fn each_bad_segment_is_named_with_a_valid_spelling() {
+        assert_eq!(
+            rejected("slack.2fa", NameRule::Identifier),
+            ("2fa".into(), "slack._2fa".into())
+        );
+        assert_eq!(
+            rejected("git.import", NameRule::Identifier),
+            ("import".into(), "git.import_".into())
+        );
+        assert_eq!(
+            rejected("a-b.c", NameRule::Identifier),
+            ("a-b".into(), "a_b.c".into())
+        );
+        // A dash is fine in a slug but not at the start of a segment.
+        assert_eq!(rejected("-x", NameRule::Slug), ("-x".into(), "_-x".into()));
+        assert_eq!(rejected("a..b", NameRule::Identifier).0, "");
+        assert_eq!(rejected("a.", NameRule::Slug).0, "");
+        assert!(matches!(
+            validate_name("", NameRule::Identifier),
+            Err(CatalogError::EmptyName)
+        ));
+        assert!(validate_namespace("my-ns").is_err());
+    }
+
+    #[test]
+    fn segment_problems_say_what_is_wrong() {
+        let id = NameRule::Identifier;
+        assert_eq!(
+            segment_problem("1x", id).as_deref(),
+            Some("starts with a digit")
+        );
+        assert_eq!(
+            segment_problem("$x", id).as_deref(),
+            Some("starts with `$`")
+        );
+        assert_eq!(
+            segment_problem("a b", id).as_deref(),
+            Some("contains whitespace")
+        );
+        assert_eq!(segment_problem("a-b", id).as_deref(), Some("contains `-`"));
+        assert_eq!(segment_problem("a-b", NameRule::Slug), None);
+        assert_eq!(
+            segment_problem("None", id).as_deref(),
+            Some("is a Python keyword")
+        );
+        assert!(segment_problem("", id).is_some_and(|p| p.starts_with("is empty")));
+    }
+
+    #[test]
+    fn a_name_with_nothing_usable_suggests_a_placeholder() {
+        assert_eq!(suggest_path(".", NameRule::Identifier), "name");
+        assert_eq!(suggest_path("a b.c", NameRule::Identifier), "a_b.c");
+    }
+
+    #[test]
+    fn path_helpers() {
+        assert_eq!(ancestors("a.b.c").collect::<Vec<_>>(), ["a", "a.b"]);
+        assert_eq!(ancestors("a").count(), 0);
+        assert_eq!((parent("a.b.c"), parent("a")), ("a.b", ""));
+        assert_eq!((last_segment("a.b.c"), last_segment("a")), ("c", "a"));
+        assert!(is_within("git.diff", "git"));
+        assert!(is_within("git.a.b", "git"));
+        assert!(!is_within("gitx.diff", "git"));
+        assert!(!is_within("git", "git"));
+    }
+
+    #[test]
+    fn closest_ranks_exact_then_last_segment_then_substring_then_edits() {
+        let names = ["git.log", "git.diff", "hg.diff", "diffstat", "dif"];
+        // Substrings either way rank by how close their length is.
+        assert_eq!(
+            closest("DIFF", names, 5),
+            ["git.diff", "hg.diff", "dif", "diffstat"]
+        );
+        assert_eq!(closest("git.lgo", names, 1), ["git.log"]);
+        assert_eq!(closest("diff", names, 2), ["git.diff", "hg.diff"]);
+        assert!(closest("", names, 5).is_empty());
+        assert!(closest("diff", names, 0).is_empty());
+        assert!(closest("zzzzzz", names, 5).is_empty());
+        // Duplicates among candidates are listed once.
+        assert_eq!(closest("a", ["a", "a"], 5), ["a"]);
+    }
 }

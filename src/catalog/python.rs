@@ -260,10 +260,7 @@ fn denied(name: &str) -> bool {
 /// `LINE:HASH` for one line's content (line ending excluded), as `cat` prints it.
 #[pyfunction]
 fn line_address(line_no: usize, text: &str) -> String {
-    format!(
-        "{line_no}:{}",
-        crate::text::address::LineHash::of(text.as_bytes())
-    )
+    format!("{line_no}:{}", crate::text::LineHash::of(text.as_bytes()))
 }
 
 /// Adds the catalog's classes and functions to `vis._native`.

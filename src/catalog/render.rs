@@ -1,4 +1,5 @@
-//! The catalog in the prompt: a deterministic, content-addressed, token-budgeted rendering.
+//! The catalog in the prompt: a deterministic, token-budgeted rendering of a manifest into a
+//! [`Snapshot`] (the snapshot type, its content address and its diffs are in `snapshot.rs`).
 //!
 //! # Modes
 //!
@@ -32,155 +33,17 @@
 //! ~2,000 tokens of lines are ever encoded.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
-
-use serde::{Deserialize, Serialize};
 
 use super::error::Result;
 use super::manifest::{with_summary, EntryKind, Manifest, ManifestEntry};
 use super::names;
+use super::snapshot::{RenderMode, Snapshot, SnapshotItem};
 use super::tokens;
 
 /// Default catalog budget in o200k tokens.
 pub const DEFAULT_BUDGET_TOKENS: usize = 2_000;
 
 const FULL_HEADER: &str = "Functions available in python_execution (call them directly; doc(name) shows full documentation, apropos(pattern) searches names):\n";
-
-/// How a snapshot renders the catalog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RenderMode {
-    Empty,
-    Full,
-    Summary,
-}
-
-impl RenderMode {
-    /// `"empty"`, `"full"` or `"summary"` (the value stored in the database).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderMode::Empty => "empty",
-            RenderMode::Full => "full",
-            RenderMode::Summary => "summary",
-        }
-    }
-
-    /// Inverse of [`RenderMode::as_str`].
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "empty" => Some(RenderMode::Empty),
-            "full" => Some(RenderMode::Full),
-            "summary" => Some(RenderMode::Summary),
-            _ => None,
-        }
-    }
-}
-
-/// One structured line of a snapshot: what a delta compares. In full mode: every function,
-/// page and skill. In summary mode: namespace lines (kind `namespace`, name `""` for the top
-/// level), the functions shown, and pinned pages and skills.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SnapshotItem {
-    pub name: String,
-    pub kind: EntryKind,
-    /// The rendered line, without its newline.
-    pub line: String,
-}
-
-impl SnapshotItem {
-    /// How a removed item is named in an update: `git.log  [function]`.
-    pub fn label(&self) -> String {
-        let name = if self.name.is_empty() {
-            "(top level)"
-        } else {
-            self.name.as_str()
-        };
-        format!("{name}  [{}]", self.kind.as_str())
-    }
-}
-
-/// A rendered catalog: mode, exact bytes, blake3 content address, and the structured items.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub mode: RenderMode,
-    /// The rendering (empty in [`RenderMode::Empty`]); ends with `\n` otherwise.
-    pub body: String,
-    /// `blake3(body)`, lowercase hex.
-    pub hash: String,
-    /// Sorted by (name, kind).
-    pub items: Vec<SnapshotItem>,
-    tokens: OnceLock<usize>,
-}
-
-impl PartialEq for Snapshot {
-    fn eq(&self, other: &Self) -> bool {
-        self.mode == other.mode
-            && self.hash == other.hash
-            && self.body == other.body
-            && self.items == other.items
-    }
-}
-
-impl Eq for Snapshot {}
-
-impl Snapshot {
-    /// Builds a snapshot from parts; the hash is computed here, items are sorted.
-    pub fn new(mode: RenderMode, body: String, mut items: Vec<SnapshotItem>) -> Self {
-        items.sort();
-        Snapshot {
-            mode,
-            hash: blake3::hash(body.as_bytes()).to_hex().to_string(),
-            body,
-            items,
-            tokens: OnceLock::new(),
-        }
-    }
-
-    fn with_tokens(
-        mode: RenderMode,
-        body: String,
-        items: Vec<SnapshotItem>,
-        tokens: usize,
-    ) -> Self {
-        let s = Self::new(mode, body, items);
-        let _ = s.tokens.set(tokens);
-        s
-    }
-
-    /// The snapshot of a catalog with no visible function.
-    pub fn empty() -> Self {
-        Self::with_tokens(RenderMode::Empty, String::new(), Vec::new(), 0)
-    }
-
-    /// True in [`RenderMode::Empty`]: the catalog and its instructions are omitted.
-    pub fn is_empty(&self) -> bool {
-        self.mode == RenderMode::Empty
-    }
-
-    /// o200k tokens of `body` (known after rendering; computed once after loading).
-    pub fn tokens(&self) -> Result<usize> {
-        if let Some(&t) = self.tokens.get() {
-            return Ok(t);
-        }
-        let t = tokens::count_tokens(&self.body)?;
-        Ok(*self.tokens.get_or_init(|| t))
-    }
-
-    /// What `vis catalog` prints: the rendering, then `mode: …` and `hash: …` lines.
-    pub fn text(&self) -> String {
-        let mut out = if self.is_empty() {
-            "(no functions are visible: the catalog and its instructions are omitted)\n".to_string()
-        } else {
-            self.body.clone()
-        };
-        match self.tokens.get() {
-            Some(t) => out.push_str(&format!("mode: {}, {t} o200k tokens\n", self.mode.as_str())),
-            None => out.push_str(&format!("mode: {}\n", self.mode.as_str())),
-        }
-        out.push_str(&format!("hash: {}\n", self.hash));
-        out
-    }
-}
 
 /// Renders `vis catalog` output for `manifest` under `budget_tokens`.
 pub fn render_catalog_text(manifest: &Manifest, budget_tokens: usize) -> Result<String> {
@@ -523,4 +386,217 @@ fn render_index(
         items,
         tokens,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::manifest::Origin;
+    use crate::catalog::tokens::count_tokens;
+
+    fn function(name: &str) -> ManifestEntry {
+        ManifestEntry::function(name, "(x=None)", format!("Run {name}."), Origin::Core)
+    }
+
+    /// `namespaces` namespaces `ns00`… of `per_ns` functions each, plus one top-level function.
+    fn entries(namespaces: usize, per_ns: usize) -> Vec<ManifestEntry> {
+        let mut out = vec![function("top")];
+        for n in 0..namespaces {
+            for f in 0..per_ns {
+                out.push(function(&format!("ns{n:02}.f{f:02}")));
+            }
+        }
+        out
+    }
+
+    fn render(entries: Vec<ManifestEntry>, budget: usize) -> Snapshot {
+        let manifest = Manifest::new(entries).expect("valid manifest");
+        render_catalog(&manifest, budget).expect("render")
+    }
+
+    fn line_of<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a str> {
+        snapshot
+            .items
+            .iter()
+            .find(|i| i.name == name)
+            .map(|i| i.line.as_str())
+    }
+
+    #[test]
+    fn no_visible_function_is_the_empty_catalog() {
+        let only_a_page = vec![ManifestEntry::page("vis.guide", "# Guide", Origin::Core)];
+        let s = render(only_a_page, DEFAULT_BUDGET_TOKENS);
+        assert!(s.is_empty());
+        assert_eq!(s, Snapshot::empty());
+    }
+
+    #[test]
+    fn full_mode_lists_functions_then_pages_by_name() {
+        let mut e = vec![
+            ManifestEntry::skill("release", "How to release", "", Origin::Core),
+            function("zeta"),
+            ManifestEntry::page("vis.guide", "# Guide", Origin::Core),
+            function("alpha"),
+        ];
+        e.push(function("git.diff"));
+        let s = render(e, DEFAULT_BUDGET_TOKENS);
+        assert_eq!(s.mode, RenderMode::Full);
+        assert_eq!(
+            s.body,
+            format!(
+                "{FULL_HEADER}alpha(x=None)  — Run alpha.\ngit.diff(x=None)  — Run git.diff.\n\
+                 zeta(x=None)  — Run zeta.\nrelease  [skill]  — How to release\n\
+                 vis.guide  [page]  — Guide\n"
+            )
+        );
+        assert_eq!(s.items.len(), 5);
+        assert_eq!(
+            s.tokens().expect("known"),
+            count_tokens(&s.body).expect("count")
+        );
+    }
+
+    #[test]
+    fn one_token_short_of_full_is_a_summary_within_the_budget() {
+        let e = entries(3, 4);
+        let full = render(e.clone(), usize::MAX);
+        let needed = full.tokens().expect("known");
+        assert_eq!(render(e.clone(), needed), full);
+        let summary = render(e, needed - 1);
+        assert_eq!(summary.mode, RenderMode::Summary);
+        let tokens = count_tokens(&summary.body).expect("count");
+        assert_eq!(summary.tokens().expect("known"), tokens);
+        assert!(
+            tokens < needed,
+            "{tokens} tokens for a budget of {}",
+            needed - 1
+        );
+        assert!(summary.body.starts_with(
+            "Function catalog summary: 13 functions in 3 namespaces plus the top level"
+        ));
+        // The top level comes first among the namespace lines.
+        let first_group = summary.body.lines().nth(1).unwrap_or_default();
+        assert!(
+            first_group.starts_with("(top level)  [1 function, "),
+            "{first_group}"
+        );
+    }
+
+    #[test]
+    fn whole_namespaces_fill_the_budget_smallest_first() {
+        let mut e = entries(0, 0);
+        e.extend((0..2).map(|f| function(&format!("small.f{f}"))));
+        e.extend((0..30).map(|f| function(&format!("large.f{f:02}"))));
+        let full = render(e.clone(), usize::MAX).tokens().expect("known");
+        let s = render(e, full / 2);
+        assert_eq!(s.mode, RenderMode::Summary);
+        assert!(
+            line_of(&s, "small").is_some_and(|l| l.contains("2 functions, complete")),
+            "{}",
+            s.body
+        );
+        assert!(
+            line_of(&s, "large").is_some_and(|l| l.contains("partial: 0 shown")),
+            "{}",
+            s.body
+        );
+        assert!(line_of(&s, "small.f1").is_some());
+        assert!(line_of(&s, "large.f00").is_none());
+        assert!(s.tokens().expect("known") <= full / 2);
+    }
+
+    #[test]
+    fn pinned_functions_and_namespaces_are_always_shown() {
+        let mut e = entries(40, 10);
+        e[5] = e[5].clone().with_pinned(true);
+        let pinned_fn = e[5].name.clone();
+        e.push(ManifestEntry::namespace("ns07", "Seventh", Origin::Core).with_pinned(true));
+        let s = render(e, 200);
+        assert_eq!(s.mode, RenderMode::Summary);
+        assert!(line_of(&s, &pinned_fn).is_some(), "{}", s.body);
+        for f in 0..10 {
+            assert!(
+                line_of(&s, &format!("ns07.f{f:02}")).is_some(),
+                "{}",
+                s.body
+            );
+        }
+        assert!(
+            line_of(&s, "ns07")
+                .is_some_and(|l| l.contains("10 functions, complete") && l.ends_with("— Seventh")),
+            "{}",
+            s.body
+        );
+    }
+
+    #[test]
+    fn too_many_namespaces_for_one_line_each_become_an_index() {
+        let e = entries(300, 2);
+        let budget = 400;
+        let s = render(e, budget);
+        assert_eq!(s.mode, RenderMode::Summary);
+        assert!(s
+            .body
+            .starts_with("Function catalog index: 601 functions in 301 namespaces"));
+        let tokens = count_tokens(&s.body).expect("count");
+        assert_eq!(s.tokens().expect("known"), tokens);
+        assert!(tokens <= budget, "{tokens} tokens for a budget of {budget}");
+        let more = s
+            .items
+            .iter()
+            .find(|i| i.name == "(not listed)")
+            .expect("a count of the namespaces not listed");
+        assert!(more.line.starts_with("Not listed: "), "{}", more.line);
+        assert!(
+            s.body.contains("(top level) (1), ns00 (2), ns01 (2)"),
+            "{}",
+            s.body
+        );
+    }
+
+    #[test]
+    fn load_order_does_not_change_a_byte() {
+        let e = entries(12, 5);
+        let mut reversed = e.clone();
+        reversed.reverse();
+        for budget in [usize::MAX, 300, 120] {
+            let a = render(e.clone(), budget);
+            let b = render(reversed.clone(), budget);
+            assert_eq!(a, b, "budget {budget}");
+        }
+    }
+
+    #[test]
+    fn group_lines_state_count_and_completeness() {
+        let funcs = [function("git.a"), function("git.b"), function("git.c")];
+        let group = Group {
+            name: "git",
+            summary: "Git helpers",
+            funcs: funcs.iter().collect(),
+            shown: vec![true, false, false],
+            complete: false,
+        };
+        assert_eq!(
+            group.line(),
+            "git  [namespace, 3 functions, partial: 1 shown]  — Git helpers"
+        );
+        assert_eq!(
+            group.line_as(true),
+            "git  [namespace, 3 functions, complete]  — Git helpers"
+        );
+        let (a, b) = (&funcs[1], &funcs[2]);
+        let hidden = [a, b]
+            .iter()
+            .map(|e| e.name.len() + e.signature.len() + e.summary.len() + 6)
+            .sum::<usize>();
+        assert_eq!(group.hidden_bytes(), hidden);
+        let top = Group {
+            name: "",
+            summary: "",
+            funcs: funcs[..1].iter().collect(),
+            shown: vec![true],
+            complete: true,
+        };
+        assert_eq!(top.line(), "(top level)  [1 function, complete]");
+    }
 }

@@ -66,3 +66,50 @@ where
     }
     Ok((sum, false))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_o200k_and_special_tokens_are_plain_text() {
+        assert_eq!(count_tokens("").expect("tokenizer"), 0);
+        assert_eq!(count_tokens("hello world").expect("tokenizer"), 2);
+        assert!(count_tokens("<|endoftext|>").expect("tokenizer") > 1);
+    }
+
+    #[test]
+    fn warming_up_twice_loads_once() {
+        warm_up().expect("tokenizer");
+        assert_eq!(warm_up().expect("tokenizer"), Duration::ZERO);
+    }
+
+    #[test]
+    fn catalog_lines_count_the_same_alone_and_together() {
+        let lines = [
+            "Functions available (call them directly):\n",
+            "git.diff(path=None, staged=False)  — Show the diff.\n",
+            "(top level)  [3 functions, complete]\n",
+            "release-checklist  [skill]  — How to cut a release\n",
+        ];
+        let whole = count_tokens(&lines.concat()).expect("tokenizer");
+        let (sum, exceeded) = count_lines_until(lines, usize::MAX).expect("tokenizer");
+        assert!(!exceeded);
+        assert_eq!(sum, whole);
+    }
+
+    #[test]
+    fn counting_stops_as_soon_as_the_limit_is_passed() {
+        let line = "a_function_name(argument=None)  — does one thing.\n";
+        let per_line = count_tokens(line).expect("tokenizer");
+        let many = std::iter::repeat_n(line, 1_000);
+        // Exactly at the limit is not past it.
+        let (sum, exceeded) = count_lines_until(many.clone().take(3), 3 * per_line).expect("ok");
+        assert_eq!((sum, exceeded), (3 * per_line, false));
+        // One line over: the sum stops there, far short of all 1,000 lines.
+        let (sum, exceeded) = count_lines_until(many, 3 * per_line).expect("ok");
+        assert_eq!((sum, exceeded), (4 * per_line, true));
+        let (sum, exceeded) = count_lines_until(std::iter::empty(), 0).expect("ok");
+        assert_eq!((sum, exceeded), (0, false));
+    }
+}

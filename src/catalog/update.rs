@@ -6,7 +6,8 @@
 //! - same hash → [`CatalogUpdate::Unchanged`] (append nothing);
 //! - rendering mode changed (including to or from an empty catalog) →
 //!   [`CatalogUpdate::Replace`] with [`ReplaceReason::ModeChanged`];
-//! - otherwise a delta of items (added, removed, changed line) unless the full replacement is
+//! - otherwise a delta of items (added, removed, changed line; found by the snapshot's own
+//!   [`diff_items`]) unless the full replacement is
 //!   strictly smaller in o200k tokens, then [`CatalogUpdate::Replace`] with
 //!   [`ReplaceReason::Smaller`]. Ties go to the delta.
 //!
@@ -16,7 +17,7 @@
 use serde::Serialize;
 
 use super::error::Result;
-use super::render::{RenderMode, Snapshot, SnapshotItem};
+use super::snapshot::{diff_items, ItemDiff, RenderMode, Snapshot, SnapshotItem};
 use super::tokens;
 
 const DELTA_HEADER: &str = "Catalog update (applies from now on, on top of the catalog above):\n";
@@ -84,16 +85,21 @@ pub fn catalog_update(old: &Snapshot, new: &Snapshot) -> Result<CatalogUpdate> {
     if old.mode != new.mode {
         return replacement(old, new, ReplaceReason::ModeChanged);
     }
-    let (added, removed, changed) = diff(&old.items, &new.items);
-    if added.is_empty() && removed.is_empty() && changed.is_empty() {
+    let diff = diff_items(&old.items, &new.items);
+    if diff.is_empty() {
         return Ok(CatalogUpdate::Delta {
-            added,
-            removed,
-            changed,
+            added: Vec::new(),
+            removed: Vec::new(),
+            changed: Vec::new(),
             text: String::new(),
             tokens: 0,
         });
     }
+    let ItemDiff {
+        added,
+        removed,
+        changed,
+    } = diff;
     let mut lines: Vec<String> = vec![DELTA_HEADER.to_string()];
     if !added.is_empty() {
         lines.push("Added:\n".into());
@@ -143,37 +149,127 @@ fn replacement(old: &Snapshot, new: &Snapshot, reason: ReplaceReason) -> Result<
     })
 }
 
-/// Items are sorted by (name, kind); a merge walk finds the differences.
-fn diff(
-    old: &[SnapshotItem],
-    new: &[SnapshotItem],
-) -> (Vec<SnapshotItem>, Vec<SnapshotItem>, Vec<SnapshotItem>) {
-    let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        let key_old = old.get(i).map(|x| (&x.name, x.kind));
-        let key_new = new.get(j).map(|x| (&x.name, x.kind));
-        match (key_old, key_new) {
-            (Some(a), Some(b)) if a == b => {
-                if old[i].line != new[j].line {
-                    changed.push(new[j].clone());
-                }
-                i += 1;
-                j += 1;
-            }
-            (Some(a), Some(b)) if a < b => {
-                removed.push(old[i].clone());
-                i += 1;
-            }
-            (Some(_), None) => {
-                removed.push(old[i].clone());
-                i += 1;
-            }
-            _ => {
-                added.push(new[j].clone());
-                j += 1;
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::manifest::EntryKind;
+
+    fn item(name: &str, line: &str) -> SnapshotItem {
+        SnapshotItem {
+            name: name.into(),
+            kind: EntryKind::Function,
+            line: line.into(),
         }
     }
-    (added, removed, changed)
+
+    /// A full-mode snapshot whose body is a header plus its items' lines.
+    fn full(items: &[SnapshotItem]) -> Snapshot {
+        let mut body = String::from("Functions:\n");
+        for i in items {
+            body.push_str(&i.line);
+            body.push('\n');
+        }
+        Snapshot::new(RenderMode::Full, body, items.to_vec())
+    }
+
+    #[test]
+    fn the_same_snapshot_needs_nothing_appended() {
+        let s = full(&[item("a", "a()")]);
+        let update = catalog_update(&s, &s.clone()).expect("update");
+        assert!(update.is_unchanged());
+        assert_eq!((update.text(), update.tokens()), ("", 0));
+    }
+
+    #[test]
+    fn a_small_change_is_a_delta_listing_each_kind_of_change() {
+        let many: Vec<SnapshotItem> = (0..30)
+            .map(|i| {
+                item(
+                    &format!("f{i:02}"),
+                    &format!("f{i:02}(x)  — Does thing {i}."),
+                )
+            })
+            .collect();
+        let old = full(&[many.clone(), vec![item("gone", "gone()")]].concat());
+        let mut new_items = many;
+        new_items[3].line = "f03(x, y)  — Does thing 3.".into();
+        new_items.push(item("zz_new", "zz_new()"));
+        let new = full(&new_items);
+        let update = catalog_update(&old, &new).expect("update");
+        let CatalogUpdate::Delta {
+            added,
+            removed,
+            changed,
+            text,
+            tokens,
+        } = &update
+        else {
+            panic!("expected a delta, got {update:?}");
+        };
+        assert_eq!(added.len(), 1);
+        assert_eq!(removed.len(), 1);
+        assert_eq!(changed.len(), 1);
+        assert_eq!(
+            text,
+            &format!(
+                "{DELTA_HEADER}Added:\nzz_new()\nRemoved (no longer available):\n\
+                 gone  [function]\nChanged (new version):\nf03(x, y)  — Does thing 3.\n"
+            )
+        );
+        assert_eq!(*tokens, tokens::count_tokens(text).expect("count"));
+    }
+
+    #[test]
+    fn a_delta_bigger_than_the_new_catalog_becomes_a_replacement() {
+        let old = full(&[item("a", "a()"), item("b", "b()")]);
+        let new = full(&[item("c", "c()")]);
+        let update = catalog_update(&old, &new).expect("update");
+        match &update {
+            CatalogUpdate::Replace {
+                reason,
+                text,
+                tokens,
+            } => {
+                assert_eq!(*reason, ReplaceReason::Smaller);
+                assert_eq!(text, &format!("{REPLACE_HEADER}{}", new.body));
+                assert_eq!(*tokens, tokens::count_tokens(text).expect("count"));
+            }
+            other => panic!("expected a replacement, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_mode_change_always_replaces() {
+        let full_snapshot = full(&[item("a", "a()")]);
+        let summary = Snapshot::new(
+            RenderMode::Summary,
+            "Summary:\na()\n".into(),
+            vec![item("a", "a()")],
+        );
+        let update = catalog_update(&full_snapshot, &summary).expect("update");
+        assert!(matches!(
+            update,
+            CatalogUpdate::Replace {
+                reason: ReplaceReason::ModeChanged,
+                ..
+            }
+        ));
+        let to_empty = catalog_update(&full_snapshot, &Snapshot::empty()).expect("update");
+        assert_eq!(to_empty.text(), NOW_EMPTY_TEXT);
+        let from_empty = catalog_update(&Snapshot::empty(), &full_snapshot).expect("update");
+        assert_eq!(
+            from_empty.text(),
+            format!("{NOW_AVAILABLE_HEADER}{}", full_snapshot.body)
+        );
+    }
+
+    #[test]
+    fn a_new_hash_with_the_same_items_appends_nothing() {
+        let items = [item("a", "a()")];
+        let old = Snapshot::new(RenderMode::Summary, "a()\n1 page\n".into(), items.to_vec());
+        let new = Snapshot::new(RenderMode::Summary, "a()\n2 pages\n".into(), items.to_vec());
+        let update = catalog_update(&old, &new).expect("update");
+        assert!(!update.is_unchanged());
+        assert_eq!((update.text(), update.tokens()), ("", 0));
+    }
 }

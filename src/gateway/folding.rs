@@ -105,7 +105,7 @@ pub(super) fn fold(
     if gist.is_empty() {
         return Err("the gist is empty: write what later steps need (facts, paths, addresses, decisions); nothing was folded".into());
     }
-    let count = |s: &str| crate::catalog::tokens::count_tokens(s).map_err(|e| e.to_string());
+    let count = |s: &str| crate::catalog::count_tokens(s).map_err(|e| e.to_string());
     let gist_tokens = count(gist)? as u64;
     let cap = ctx.settings.folding.gist_max_tokens;
     if gist_tokens > cap && !automatic {

@@ -92,7 +92,7 @@ pub fn meta_json(meta: &NoticeMeta) -> String {
 /// message framing.
 pub fn estimate_item(item: &HistoryItem) -> u64 {
     const FRAMING: u64 = 4;
-    let count = |s: &str| crate::catalog::tokens::count_tokens(s).unwrap_or(s.len() / 4) as u64;
+    let count = |s: &str| crate::catalog::count_tokens(s).unwrap_or(s.len() / 4) as u64;
     FRAMING
         + match item {
             HistoryItem::User { text } | HistoryItem::Notice { text } => count(text),

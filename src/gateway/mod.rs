@@ -413,8 +413,8 @@ impl ChatSession {
         let system = prompt::system_text(&snapshot, agents.as_deref());
         let tool = prompt::tool_spec();
         let tool_json = serde_json::to_string(&tool).unwrap_or_default();
-        let tokens = crate::catalog::tokens::count_tokens(&system)?
-            + crate::catalog::tokens::count_tokens(&tool_json)?;
+        let tokens =
+            crate::catalog::count_tokens(&system)? + crate::catalog::count_tokens(&tool_json)?;
         let prefix = ChatPrefix {
             system,
             tool: tool_json,

@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn the_prompt_is_short_and_names_the_tool_surface() {
-        let tokens = crate::catalog::tokens::count_tokens(SYSTEM_PROMPT).unwrap();
+        let tokens = crate::catalog::count_tokens(SYSTEM_PROMPT).unwrap();
         eprintln!("system prompt: {tokens} o200k tokens");
         assert!(tokens < 450, "{tokens} tokens");
         for name in [

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::names::{validate_name, NameRule};
+use crate::catalog::{validate_name, NameRule};
 
 /// Default time one MCP tool call may take.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::catalog::names::{validate_name, NameRule, PYTHON_KEYWORDS};
+use crate::catalog::{validate_name, NameRule, PYTHON_KEYWORDS};
 use crate::protocol::{McpFunction, McpParam};
 
 /// Longest type text shown for one argument before it is shortened to its base type.

@@ -52,7 +52,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(interrupt_pending, m)?)?;
     m.add_function(wrap_pyfunction!(host_call, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
-    crate::text::python::register(m)?;
-    crate::catalog::python::register(m)?;
+    crate::text::register_native(m)?;
+    crate::catalog::register_native(m)?;
     Ok(())
 }

@@ -580,7 +580,7 @@ fn run_block(runner: &Py<PyAny>, block: &Block, capture: &Path) -> BlockResult {
         libc::ftruncate(1, 0);
     }
     // The text tools are confined to the session's roots; saved outputs are readable too.
-    crate::text::python::set_workspace(
+    crate::text::set_workspace(
         crate::text::Workspace::new(block.workspace_roots.iter().cloned())
             .with_read_only([block.artifact_dir.clone()]),
     );

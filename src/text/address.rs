@@ -156,3 +156,126 @@ impl FromStr for Address {
         Ok(Address { line, hash })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_cvcv(hash: &str) -> bool {
+        let b = hash.as_bytes();
+        b.len() == 4
+            && CONSONANTS.contains(&b[0])
+            && VOWELS.contains(&b[1])
+            && CONSONANTS.contains(&b[2])
+            && VOWELS.contains(&b[3])
+    }
+
+    #[test]
+    fn hashes_are_four_letters_shaped_cvcv() {
+        for line in [
+            "",
+            "x",
+            "fn main() {}",
+            "\u{fffd}\u{0}",
+            "a very long line indeed",
+        ] {
+            let hash = LineHash::of(line.as_bytes());
+            assert!(is_cvcv(hash.as_str()), "{line:?} → {hash}");
+            assert_eq!(LineHash::parse(hash.as_str()), Some(hash));
+        }
+        assert_eq!(HASH_SPACE, 9_025);
+    }
+
+    #[test]
+    fn trailing_blanks_do_not_count_but_indentation_does() {
+        let plain = LineHash::of(b"return x");
+        assert_eq!(LineHash::of(b"return x  \t\r"), plain);
+        assert_eq!(LineHash::of(b"return x\x0b\x0c"), plain);
+        assert_ne!(LineHash::of(b"    return x"), plain);
+        assert_eq!(LineHash::of(b"   "), LineHash::of(b""));
+    }
+
+    #[test]
+    fn hashing_is_stable_across_runs() {
+        // Addresses printed in one session must still match in the next: the hash is a pure
+        // function of the content, fixed by xxh3 and the alphabets.
+        let hash = LineHash::of(b"def main():");
+        assert_eq!(hash, LineHash::of(b"def main():"));
+        assert_eq!(format!("{hash:?}"), format!("LineHash({hash})"));
+    }
+
+    #[test]
+    fn a_one_byte_change_usually_changes_the_hash() {
+        let base = b"value = compute(alpha, beta)".to_vec();
+        let mut same = 0;
+        for i in 0..base.len() {
+            let mut changed = base.clone();
+            changed[i] ^= 0x01;
+            if LineHash::of(&changed) == LineHash::of(&base) {
+                same += 1;
+            }
+        }
+        // 28 mutations at 1/9,025 each: even one collision would be a sign of a bad hash.
+        assert_eq!(same, 0);
+    }
+
+    #[test]
+    fn parse_refuses_anything_but_cvcv() {
+        for bad in [
+            "", "kod", "kodua", "KODU", "kodü", "okdu", "kxdu", "1234", "ko du",
+        ] {
+            assert_eq!(LineHash::parse(bad), None, "{bad:?}");
+        }
+        assert!(LineHash::parse("kodu").is_some());
+    }
+
+    #[test]
+    fn addresses_parse_with_or_without_copied_content() {
+        let hash = LineHash::parse("kodu").expect("valid");
+        let want = Address::new(42, hash);
+        for text in [
+            "42:kodu",
+            "  42:kodu  ",
+            "42:kodu|    return x",
+            "42:kodu |x",
+        ] {
+            assert_eq!(text.parse::<Address>(), Ok(want), "{text:?}");
+        }
+        assert_eq!(want.to_string(), "42:kodu");
+        assert_eq!(want.to_string().parse::<Address>(), Ok(want));
+    }
+
+    #[test]
+    fn malformed_addresses_say_why_and_show_a_good_one() {
+        let cases = [
+            ("42", "no ':' between line number and hash"),
+            ("x:kodu", "the line number is not a positive integer"),
+            ("-1:kodu", "the line number is not a positive integer"),
+            (":kodu", "the line number is not a positive integer"),
+            ("0:kodu", "line numbers start at 1"),
+            (
+                "99999999999999999999999:kodu",
+                "the line number is too large",
+            ),
+            (
+                "42:KODU",
+                "the hash is not 4 letters shaped consonant-vowel-consonant-vowel",
+            ),
+            (
+                "42:",
+                "the hash is not 4 letters shaped consonant-vowel-consonant-vowel",
+            ),
+        ];
+        for (input, reason) in cases {
+            let err = input.parse::<Address>().expect_err(input);
+            assert_eq!(err.reason, reason, "{input:?}");
+            assert_eq!(err.input, input);
+            let message = err.to_string();
+            assert!(
+                message.starts_with(&format!("malformed address {input:?}: ")),
+                "{message}"
+            );
+            assert!(message.ends_with("e.g. '42:kodu'"), "{message}");
+        }
+    }
+}

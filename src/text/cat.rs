@@ -327,3 +327,213 @@ impl fmt::Display for CatOutput {
         f.write_str(&self.render())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Files {
+        dir: tempfile::TempDir,
+        ws: Workspace,
+    }
+
+    impl Files {
+        fn new(files: &[(&str, &[u8])]) -> Files {
+            let dir = tempfile::tempdir().expect("tempdir");
+            for (name, bytes) in files {
+                std::fs::write(dir.path().join(name), bytes).expect("write");
+            }
+            let ws = Workspace::new([dir.path()]);
+            Files { dir, ws }
+        }
+
+        fn cat(
+            &self,
+            name: &str,
+            start: Option<LineRef>,
+            end: Option<LineRef>,
+        ) -> Result<CatOutput> {
+            let options = CatOptions {
+                start,
+                end,
+                ..CatOptions::default()
+            };
+            cat(&self.ws, Path::new(name), &options)
+        }
+    }
+
+    fn address(text: &str, line: usize) -> String {
+        Document::parse(text.as_bytes().to_vec())
+            .address(line - 1)
+            .to_string()
+    }
+
+    const FIVE: &str = "one\ntwo\nthree\nfour\nfive\n";
+
+    #[test]
+    fn a_whole_file_is_headed_by_its_line_count() {
+        let f = Files::new(&[
+            ("a.txt", FIVE.as_bytes()),
+            ("one.txt", b"x"),
+            ("e.txt", b""),
+        ]);
+        let out = f.cat("a.txt", None, None).expect("cat");
+        let text = out.render();
+        assert!(text.starts_with("a.txt (5 lines)\n1:"), "{text}");
+        assert!(text.ends_with("|five"), "{text}");
+        assert_eq!(text.lines().count(), 6);
+        assert_eq!(out.to_string(), text);
+        assert_eq!(
+            f.cat("one.txt", None, None).expect("cat").render(),
+            format!("one.txt (1 line)\n{}|x", address("x", 1))
+        );
+        assert_eq!(
+            f.cat("e.txt", None, None).expect("cat").render(),
+            "e.txt (0 lines)"
+        );
+    }
+
+    #[test]
+    fn a_range_says_which_lines_of_how_many() {
+        let f = Files::new(&[("a.txt", FIVE.as_bytes())]);
+        let out = f.cat("a.txt", Some(2.into()), Some(3.into())).expect("cat");
+        assert_eq!(
+            out.render(),
+            format!(
+                "a.txt (lines 2-3 of 5)\n{}|two\n{}|three",
+                address(FIVE, 2),
+                address(FIVE, 3)
+            )
+        );
+        let lines = out.lines();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].text, "two");
+        assert_eq!(out.document().len(), 5);
+        // A number end past the last line is clamped.
+        let clamped = f
+            .cat("a.txt", Some(4.into()), Some(usize::MAX.into()))
+            .expect("cat");
+        assert_eq!((clamped.start, clamped.end), (4, 5));
+    }
+
+    #[test]
+    fn invalid_utf8_is_shown_lossily_and_said() {
+        let f = Files::new(&[("bad.txt", b"caf\xE9\n")]);
+        let text = f.cat("bad.txt", None, None).expect("cat").render();
+        assert!(
+            text.starts_with("bad.txt (1 line; not valid UTF-8: bad bytes shown as \u{FFFD})\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("|caf\u{FFFD}"), "{text}");
+    }
+
+    #[test]
+    fn current_addresses_work_as_start_and_end() {
+        let f = Files::new(&[("a.txt", FIVE.as_bytes())]);
+        let out = f
+            .cat(
+                "a.txt",
+                Some(address(FIVE, 2).as_str().into()),
+                Some(address(FIVE, 4).as_str().into()),
+            )
+            .expect("cat");
+        assert_eq!((out.start, out.end), (2, 4));
+    }
+
+    #[test]
+    fn a_stale_address_is_refused_with_the_lines_there_now() {
+        let f = Files::new(&[("a.txt", FIVE.as_bytes())]);
+        let stale = format!("2:{}", crate::text::LineHash::of(b"not two"));
+        assert_ne!(stale, address(FIVE, 2));
+        let err = f
+            .cat("a.txt", Some(stale.as_str().into()), None)
+            .expect_err("stale");
+        let TextError::Address { report, .. } = err else {
+            panic!("expected an address error, got {err}");
+        };
+        assert!(
+            report.starts_with("cat(\"a.txt\"): 1 bad address\n"),
+            "{report}"
+        );
+        assert!(
+            report.contains(&format!(
+                "start={stale:?} is stale: line 2 is now {}",
+                address(FIVE, 2)
+            )),
+            "{report}"
+        );
+        assert!(
+            report.contains(&format!("{}|three", address(FIVE, 3))),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn malformed_and_past_the_end_addresses_are_both_reported() {
+        let f = Files::new(&[("a.txt", FIVE.as_bytes())]);
+        let err = f
+            .cat("a.txt", Some("2:ZZZZ".into()), Some("9:kodu".into()))
+            .expect_err("two bad addresses");
+        let report = err.to_string();
+        assert!(report.contains(": 2 bad addresses\n"), "{report}");
+        assert!(
+            report.contains("start: malformed address \"2:ZZZZ\""),
+            "{report}"
+        );
+        // The number of a malformed address still points at the line meant.
+        assert!(
+            report.contains(&format!("line 2 is now {}", address(FIVE, 2))),
+            "{report}"
+        );
+        assert!(
+            report.contains(
+                "end=\"9:kodu\" is past the end: a.txt has 5 line(s); its last lines are"
+            ),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn bad_ranges_are_errors_that_give_the_valid_range() {
+        let f = Files::new(&[("a.txt", FIVE.as_bytes())]);
+        let err = f.cat("a.txt", Some(0.into()), None).expect_err("zero");
+        assert!(err.to_string().contains("line numbers start at 1"), "{err}");
+        let err = f
+            .cat("a.txt", Some(6.into()), None)
+            .expect_err("past the end");
+        assert!(err.to_string().contains("give a line from 1 to 5"), "{err}");
+        let err = f
+            .cat("a.txt", Some(4.into()), Some(2.into()))
+            .expect_err("reversed");
+        assert!(err.to_string().contains("end=2 is before start=4"), "{err}");
+    }
+
+    #[test]
+    fn directories_binaries_and_missing_files_are_refused() {
+        let f = Files::new(&[("bin", b"a\0b")]);
+        std::fs::create_dir(f.dir.path().join("sub")).expect("mkdir");
+        let err = f.cat("sub", None, None).expect_err("directory");
+        assert!(
+            matches!(
+                err,
+                TextError::IsDirectory {
+                    hint: IS_DIR_HINT_CAT,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = f.cat("bin", None, None).expect_err("binary");
+        assert!(matches!(err, TextError::Binary { offset: 1, .. }), "{err}");
+        let err = f.cat("nope.txt", None, None).expect_err("missing");
+        assert!(matches!(err, TextError::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn line_refs_come_from_numbers_addresses_and_strings() {
+        assert_eq!(LineRef::from(3), LineRef::Number(3));
+        assert_eq!(LineRef::from("3:kodu"), LineRef::Address("3:kodu".into()));
+        let address: Address = "3:kodu".parse().expect("valid");
+        assert_eq!(LineRef::from(address), LineRef::Address("3:kodu".into()));
+    }
+}

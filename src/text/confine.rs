@@ -403,4 +403,124 @@ mod tests {
         let err = walk(&ws.path().join("loop")).err().expect("ELOOP");
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
     }
+
+    /// A workspace root and a directory outside it, both real paths.
+    fn roots() -> (tempfile::TempDir, tempfile::TempDir, Workspace) {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let out = tempfile::tempdir().expect("tempdir");
+        std::fs::write(ws.path().join("in.txt"), "inside").expect("write");
+        std::fs::write(out.path().join("out.txt"), "outside").expect("write");
+        let workspace = Workspace::new([ws.path().canonicalize().expect("canon")]);
+        (ws, out, workspace)
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_first_root() {
+        let (ws, _out, workspace) = roots();
+        let resolved = workspace
+            .resolve(Path::new("./in.txt"), Access::Write)
+            .expect("inside");
+        assert_eq!(resolved.display, "in.txt");
+        assert_eq!(
+            resolved.real,
+            ws.path().canonicalize().expect("canon").join("in.txt")
+        );
+        assert_eq!(resolved.kind, Kind::File);
+        let root = workspace
+            .resolve(Path::new("."), Access::Read)
+            .expect("root");
+        assert_eq!((root.display.as_str(), root.kind), (".", Kind::Directory));
+    }
+
+    #[test]
+    fn paths_that_resolve_outside_every_root_are_refused() {
+        let (ws, out, workspace) = roots();
+        let outside = out.path().join("out.txt");
+        std::os::unix::fs::symlink(&outside, ws.path().join("link.txt")).expect("symlink");
+        let escape = format!(
+            "../{}/out.txt",
+            out.path().file_name().expect("name").to_string_lossy()
+        );
+        for path in [
+            outside.clone(),
+            PathBuf::from("link.txt"),
+            PathBuf::from(escape),
+        ] {
+            let err = workspace.resolve(&path, Access::Read).expect_err("outside");
+            match err {
+                TextError::OutsideWorkspace { real, .. } => {
+                    assert_eq!(real, outside.canonicalize().expect("canon"), "{path:?}")
+                }
+                other => panic!("{path:?}: expected OutsideWorkspace, got {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn read_only_roots_can_be_read_but_not_written() {
+        let (_ws, out, workspace) = roots();
+        let workspace = workspace.with_read_only([out.path()]);
+        let target = out.path().join("out.txt");
+        assert!(workspace.resolve(&target, Access::Read).is_ok());
+        let err = workspace
+            .resolve(&target, Access::Write)
+            .expect_err("read-only");
+        assert!(matches!(err, TextError::ReadOnly { .. }), "{err}");
+        assert!(
+            err.to_string().contains("can be read with cat or grep"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_paths_nul_bytes_and_no_workspace_are_errors() {
+        let (ws, _out, workspace) = roots();
+        let err = workspace
+            .resolve(Path::new("nope/x.txt"), Access::Read)
+            .expect_err("missing");
+        match err {
+            TextError::NotFound { path, base } => {
+                assert_eq!(path, "nope/x.txt");
+                assert_eq!(base, ws.path().canonicalize().expect("canon"));
+            }
+            other => panic!("expected NotFound, got {other}"),
+        }
+        let err = workspace
+            .resolve(Path::new("in\0.txt"), Access::Read)
+            .expect_err("NUL");
+        assert!(err.to_string().contains("contains a NUL byte"), "{err}");
+        let err = Workspace::default()
+            .resolve(Path::new("in.txt"), Access::Read)
+            .expect_err("no roots");
+        assert!(matches!(err, TextError::NoWorkspace), "{err}");
+        let err = workspace
+            .resolve(Path::new("in.txt/x"), Access::Read)
+            .expect_err("a file is not a directory");
+        assert!(matches!(err, TextError::Io { .. }), "{err}");
+    }
+
+    #[test]
+    fn located_files_keep_their_directory_and_root() {
+        let (ws, out, workspace) = roots();
+        let located = workspace
+            .locate(Path::new("in.txt"), Access::Write)
+            .expect("inside");
+        assert_eq!(located.name, OsString::from("in.txt"));
+        assert!(still_beneath(&located.parent, located.root).expect("stat"));
+        // The root of another tree is not above it.
+        let other = rustix::fs::stat(out.path()).expect("stat");
+        assert!(
+            !still_beneath(&located.parent, (other.st_dev as u64, other.st_ino as u64))
+                .expect("stat")
+        );
+        drop(ws);
+    }
+
+    #[test]
+    fn display_paths_drop_dot_components_only() {
+        assert_eq!(clean_display(Path::new("./a/./b")), "a/b");
+        assert_eq!(clean_display(Path::new(".")), ".");
+        assert_eq!(clean_display(Path::new("a/../b")), "a/../b");
+        assert_eq!(clean_display(Path::new("/abs/./x")), "/abs/x");
+    }
 }

@@ -239,3 +239,130 @@ pub fn display_text(content: &[u8], max_chars: usize) -> Cow<'_, str> {
         total - max_chars
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents(document: &Document) -> Vec<&[u8]> {
+        (0..document.len()).map(|i| document.content(i)).collect()
+    }
+
+    fn endings(document: &Document) -> Vec<Ending> {
+        (0..document.len()).map(|i| document.ending(i)).collect()
+    }
+
+    #[test]
+    fn an_empty_file_has_no_lines_and_counts_as_ending_in_a_newline() {
+        let d = Document::parse(Vec::new());
+        assert!(d.is_empty());
+        assert_eq!(d.len(), 0);
+        assert!(d.final_newline());
+        assert_eq!(d.dominant_ending(), Ending::Lf);
+    }
+
+    #[test]
+    fn a_final_newline_adds_no_empty_line_and_its_absence_is_kept() {
+        let with = Document::parse(b"a\nb\n".to_vec());
+        assert_eq!(contents(&with), [b"a", b"b"]);
+        assert!(with.final_newline());
+        let without = Document::parse(b"a\nb".to_vec());
+        assert_eq!(contents(&without), [b"a", b"b"]);
+        assert_eq!(endings(&without), [Ending::Lf, Ending::None]);
+        assert!(!without.final_newline());
+        let blank = Document::parse(b"\n".to_vec());
+        assert_eq!(contents(&blank), [b""]);
+        let blanks = Document::parse(b"a\n\n".to_vec());
+        assert_eq!(contents(&blanks), [&b"a"[..], b""]);
+    }
+
+    #[test]
+    fn crlf_belongs_to_the_ending_and_mixed_files_keep_each_ending() {
+        let d = Document::parse(b"a\r\nb\nc\r\n".to_vec());
+        assert_eq!(contents(&d), [b"a", b"b", b"c"]);
+        assert_eq!(endings(&d), [Ending::CrLf, Ending::Lf, Ending::CrLf]);
+        assert_eq!(d.dominant_ending(), Ending::CrLf);
+        // A tie goes to LF; a bare `\r` is content, not an ending.
+        let tie = Document::parse(b"a\r\nb\n".to_vec());
+        assert_eq!(tie.dominant_ending(), Ending::Lf);
+        let bare = Document::parse(b"a\rb\n".to_vec());
+        assert_eq!(contents(&bare), [b"a\rb"]);
+        // A lone `\r\n` line is an empty line with a CRLF ending.
+        let empty_crlf = Document::parse(b"\r\n".to_vec());
+        assert_eq!(contents(&empty_crlf), [b""]);
+        assert_eq!(endings(&empty_crlf), [Ending::CrLf]);
+    }
+
+    #[test]
+    fn the_bom_is_not_part_of_line_one() {
+        let d = Document::parse(b"\xEF\xBB\xBFfirst\nsecond\n".to_vec());
+        assert!(d.has_bom());
+        assert_eq!(contents(&d), [&b"first"[..], b"second"]);
+        assert_eq!(d.hash(0), LineHash::of(b"first"));
+        assert_eq!(d.spans()[0].start, BOM.len());
+        let only_bom = Document::parse(BOM.to_vec());
+        assert!(only_bom.has_bom() && only_bom.is_empty());
+        // A BOM later in the file is content.
+        let late = Document::parse(b"a\n\xEF\xBB\xBFb\n".to_vec());
+        assert!(!late.has_bom());
+        assert_eq!(late.content(1), b"\xEF\xBB\xBFb");
+    }
+
+    #[test]
+    fn line_content_agrees_with_the_document() {
+        let bytes = b"\xEF\xBB\xBFx\r\ny\nz".to_vec();
+        let d = Document::parse(bytes);
+        let raws: [&[u8]; 3] = [b"\xEF\xBB\xBFx\r\n", b"y\n", b"z"];
+        for (i, raw) in raws.iter().enumerate() {
+            let (content, ending) = line_content(raw, i as u64 + 1);
+            assert_eq!(content, d.content(i), "line {}", i + 1);
+            assert_eq!(ending, d.ending(i), "line {}", i + 1);
+        }
+        // Only line 1 loses a BOM.
+        assert_eq!(line_content(b"\xEF\xBB\xBFq\n", 2).0, b"\xEF\xBB\xBFq");
+    }
+
+    #[test]
+    fn addresses_and_rendering_use_one_based_lines() {
+        let d = Document::parse(b"alpha\nbeta\n".to_vec());
+        assert_eq!(d.address(1), Address::new(2, LineHash::of(b"beta")));
+        let mut out = String::new();
+        d.render_range(0, 2, 100, &mut out);
+        assert_eq!(
+            out,
+            format!("1:{}|alpha\n2:{}|beta\n", d.hash(0), d.hash(1))
+        );
+        // A range past the end is cut at the last line.
+        let mut past = String::new();
+        d.render_range(1, 10, 100, &mut past);
+        assert_eq!(past, format!("2:{}|beta\n", d.hash(1)));
+    }
+
+    #[test]
+    fn display_shows_bad_utf8_lossily_and_cuts_long_lines() {
+        assert_eq!(display_text(b"ok\r", 10), "ok");
+        assert_eq!(display_text(b"a\xFFb", 10), "a\u{FFFD}b");
+        assert_eq!(display_text("héllo".as_bytes(), 5), "héllo");
+        assert_eq!(
+            display_text("héllo wörld".as_bytes(), 5),
+            "héllo…[line cut: 6 more chars]"
+        );
+        // The hash still covers the whole line.
+        let long = "x".repeat(5_000);
+        let d = Document::parse(long.clone().into_bytes());
+        assert_eq!(d.hash(0), LineHash::of(long.as_bytes()));
+    }
+
+    #[test]
+    fn nul_bytes_are_found_where_they_are() {
+        assert_eq!(find_nul(b"abc"), None);
+        assert_eq!(find_nul(b"ab\0c\0"), Some(2));
+    }
+
+    #[test]
+    fn utf8_is_judged_on_the_whole_file() {
+        assert!(Document::parse("é\n".as_bytes().to_vec()).is_utf8());
+        assert!(!Document::parse(b"ok\n\xC3\n".to_vec()).is_utf8());
+        assert_eq!(Document::parse(b"x\n".to_vec()).into_bytes(), b"x\n");
+    }
+}

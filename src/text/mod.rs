@@ -4,45 +4,54 @@
 //! `LINE:HASH|content`; `patch` takes those addresses back, checks each hash against the file
 //! as it is now, and rejects the whole batch if anything is stale. Design notes:
 //!
-//! - **One line model** ([`lines`]): BOM, CRLF/LF/mixed endings, a missing final newline and
+//! - **One line model** (`lines.rs`): BOM, CRLF/LF/mixed endings, a missing final newline and
 //!   long lines are handled in one place, so the same line always gets the same address.
-//! - **Addresses** ([`address`]): a four-letter pronounceable hash, chosen because it is the
+//! - **Addresses** (`address.rs`): a four-letter pronounceable hash, chosen because it is the
 //!   cheapest in o200k tokens among hashes with at most 1/4096 collision rate.
-//! - **grep** ([`grep`]) is ripgrep's own crates (`ignore`, `grep-searcher`, `grep-regex`) with a
+//! - **cat** (`cat.rs`) reads a file or a range of it; a range given by address is checked
+//!   like patch checks its edits.
+//! - **grep** (`grep/`) is ripgrep's own crates (`ignore`, `grep-searcher`, `grep-regex`) with a
 //!   sink that addresses each line; results are sorted by path so output is deterministic.
-//! - **patch** ([`patch`]) validates all edits against the pre-batch file, applies them in one
-//!   pass, runs a syntax gate ([`syntax`]) that only rejects new errors where the batch edited,
-//!   and writes atomically under a directory lock ([`atomic`]), refusing read-only files and
-//!   files that changed since they were read.
-//! - **Confinement** ([`confine`]): every path is resolved as the OS resolves it, from `/`,
+//!   Options and their validation, the search, and the rendering are one file each.
+//! - **patch** (`patch/`) validates all edits against the pre-batch file, applies them in one
+//!   pass, runs a syntax gate (`syntax.rs`) that only rejects new errors where the batch
+//!   edited, and writes atomically under a directory lock (`atomic.rs`), refusing read-only
+//!   files and files that changed since they were read. Options, validation, applying, the
+//!   file work and rendering are one file each.
+//! - **Confinement** (`confine.rs`): every path is resolved as the OS resolves it, from `/`,
 //!   through directory descriptors, and must lie under a workspace root; reads and writes then
 //!   go through the descriptor of the file's directory, so a symlink swapped in later cannot
 //!   redirect them.
-//! - **Python** ([`python`]): the native side of `vis.text`; the model-facing wrappers and
+//! - **Python** (`python.rs`): the native side of `vis.text`; the model-facing wrappers and
 //!   their docstrings live in `python/vis/text.py`.
+//!
+//! The submodules are private: everything other code may use is re-exported below, so the
+//! list of `pub use` lines is the whole API of the text tools.
 //!
 //! Everything is usable from Rust without Python except the Python syntax check, which uses
 //! CPython's compiler through pyo3 (the interpreter is initialized on demand).
 
-pub mod address;
-pub mod atomic;
-pub mod cat;
-pub mod confine;
-pub mod grep;
-pub mod lines;
-pub mod patch;
-pub mod python;
-pub mod syntax;
+mod address;
+mod atomic;
+mod cat;
+mod confine;
+mod grep;
+mod lines;
+mod patch;
+mod python;
+mod syntax;
 
 use std::path::PathBuf;
 
-pub use address::{Address, AddressParseError, LineHash};
-pub use atomic::Hook;
-pub use cat::{cat, CatOptions, CatOutput, LineRef};
-pub use confine::{Access, Kind, Workspace};
-pub use grep::{grep, GrepLine, GrepMatch, GrepOptions, GrepOutput};
-pub use lines::Document;
+pub use address::{Address, AddressParseError, LineHash, HASH_SPACE};
+pub use atomic::{is_temp_name, Hook};
+pub use cat::{cat, CatLine, CatOptions, CatOutput, LineRef};
+pub use confine::{Access, Kind, Resolved, Workspace};
+pub use grep::{grep, FileHits, GrepLine, GrepMatch, GrepOptions, GrepOutput};
+pub use lines::{Document, Ending, LineSpan, DEFAULT_MAX_LINE_CHARS};
 pub use patch::{apply_edits, patch, Edit, PatchOptions, PatchOutput};
+pub use python::{register as register_native, set_workspace};
+pub use syntax::{check as check_syntax, Language, Problems, SyntaxError, Verdict};
 
 /// Everything that can go wrong in the text tools. Messages name the cause and what to do,
 /// because they are shown to the model as they are.

@@ -147,22 +147,6 @@ pub struct Change {
 /// broken construct a line or two after it.
 pub const NEAR: usize = 2;
 
-/// Compare `before` and `after` versions of the file at `path`, treating the whole file as
-/// edited (without position information every difference counts).
-pub fn gate(path: &Path, before: &[u8], after: &[u8]) -> Verdict {
-    let old_lines = before.iter().filter(|b| **b == b'\n').count() + 1;
-    let new_lines = after.iter().filter(|b| **b == b'\n').count() + 1;
-    gate_changes(
-        path,
-        before,
-        after,
-        &[Change {
-            old: (0, old_lines),
-            new: (0, new_lines),
-        }],
-    )
-}
-
 /// Compare `before` and `after`, where `changes` (sorted, not overlapping) say which lines the
 /// batch replaced.
 pub fn gate_changes(path: &Path, before: &[u8], after: &[u8], changes: &[Change]) -> Verdict {

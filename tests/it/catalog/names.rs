@@ -1,4 +1,4 @@
-use vis::catalog::names::{validate_name, NameRule};
+use vis::catalog::{validate_name, NameRule};
 use vis::catalog::{CatalogError, Manifest, ManifestEntry, Origin};
 
 use super::core_fn;
@@ -86,24 +86,4 @@ fn manifest_rejects_bad_names_never_sanitizes() {
     .is_ok());
     let err = Manifest::new(vec![ManifestEntry::page("my-pages.x", "", Origin::Core)]).unwrap_err();
     assert!(err.to_string().contains("`my-pages`"), "{err}");
-}
-
-#[test]
-fn path_helpers() {
-    use vis::catalog::names::{
-        ancestors, closest, is_at_or_within, is_within, last_segment, parent,
-    };
-    assert_eq!(ancestors("a.b.c").collect::<Vec<_>>(), ["a", "a.b"]);
-    assert_eq!(ancestors("a").count(), 0);
-    assert_eq!((parent("a.b.c"), parent("a")), ("a.b", ""));
-    assert_eq!(last_segment("a.b.c"), "c");
-    assert!(
-        is_within("git.diff", "git") && !is_within("gitx.diff", "git") && !is_within("git", "git")
-    );
-    assert!(is_at_or_within("git", "git") && is_at_or_within("git.a.b", "git"));
-    assert_eq!(
-        closest("DIFF", ["git.log", "git.diff", "hg.diff"], 5),
-        ["git.diff", "hg.diff"]
-    );
-    assert!(closest("", ["a"], 5).is_empty());
 }

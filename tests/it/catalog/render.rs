@@ -1,4 +1,4 @@
-use vis::catalog::tokens::count_tokens;
+use vis::catalog::count_tokens;
 use vis::catalog::{
     render_catalog, render_catalog_text, EntryKind, Manifest, ManifestEntry, Origin, RenderMode,
     DEFAULT_BUDGET_TOKENS,
@@ -211,7 +211,7 @@ fn snapshots_are_content_addressed() {
 
 #[test]
 fn tokenizer_counts_o200k() {
-    vis::catalog::tokens::warm_up().unwrap();
+    vis::catalog::warm_up_tokenizer().unwrap();
     assert_eq!(count_tokens("hello world").unwrap(), 2);
     assert_eq!(count_tokens("").unwrap(), 0);
     // Special-token text is ordinary text here.

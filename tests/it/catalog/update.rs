@@ -69,7 +69,7 @@ fn delta_lists_added_removed_changed() {
          Changed (new version):\n\
          git.diff(path=None, staged=False, context=3)  — Show the diff of the working tree.\n"
     );
-    assert_eq!(*tokens, vis::catalog::tokens::count_tokens(text).unwrap());
+    assert_eq!(*tokens, vis::catalog::count_tokens(text).unwrap());
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn full_replacement_when_smaller() {
         "Catalog replaced: disregard the catalog above; this one applies from now on.\n"
     ));
     assert!(text.ends_with(&new.body));
-    assert_eq!(*tokens, vis::catalog::tokens::count_tokens(text).unwrap());
+    assert_eq!(*tokens, vis::catalog::count_tokens(text).unwrap());
 }
 
 #[test]

@@ -60,7 +60,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn temp_files_under(dir: &Path) -> Vec<PathBuf> {
     snapshot(dir)
         .into_keys()
-        .filter(|p| vis::text::atomic::is_temp_name(p))
+        .filter(|p| vis::text::is_temp_name(p))
         .collect()
 }
 
@@ -727,8 +727,8 @@ fn flow_edit(w: &Ws, text: &str) -> Result<String, TextError> {
 fn flow_react_file_accepts_a_restored_early_return_byte_exactly() {
     let w = Ws::new();
     // The component is Flow, which the JavaScript grammar half-understands: dozens of errors.
-    let js = vis::text::syntax::check(
-        vis::text::syntax::Language::JavaScript,
+    let js = vis::text::check_syntax(
+        vis::text::Language::JavaScript,
         FLOW_COMPONENT.as_bytes(),
         "UserCard.js",
     );

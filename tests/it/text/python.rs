@@ -35,7 +35,7 @@ pub(super) fn setup() -> MutexGuard<'static, ()> {
             )
             .expect("path");
             let native = PyModule::new(py, "vis._native").expect("native");
-            vis::text::python::register(&native).expect("register");
+            vis::text::register_native(&native).expect("register");
             vis.setattr("_native", &native).expect("attr");
             modules.set_item("vis", &vis).expect("set vis");
             modules
@@ -50,7 +50,7 @@ pub(super) fn setup() -> MutexGuard<'static, ()> {
 /// Run `code` with `cat, grep, patch, ...` imported and `root` set as the workspace; returns
 /// the value of the variable `out`.
 pub(super) fn run(root: &std::path::Path, code: &str) -> String {
-    vis::text::python::set_workspace(vis::text::Workspace::new([root]));
+    vis::text::set_workspace(vis::text::Workspace::new([root]));
     Python::attach(|py| {
         let globals = PyDict::new(py);
         let prelude = format!("from vis.text import *\nimport os\nos.chdir({root:?})\n",);

@@ -1,136 +1,29 @@
-//! `grep`: ripgrep's walk and search, with every printed line addressed.
+//! The search itself: confine the paths, walk them in parallel, search each file with a sink
+//! that addresses every row, and gather the results deterministically.
 //!
-//! The walk is `ignore`'s parallel walker (gitignore, hidden and `.ignore` rules exactly as
-//! ripgrep applies them by default; symlinks are not followed), the search is `grep-searcher`
-//! with a `grep-regex` matcher, and binary files (a NUL byte) are skipped the way ripgrep skips
-//! them. The sink computes each line's address with the shared line model, so an address
-//! copied from grep works in patch.
-//!
-//! Determinism: files finish in whatever order the threads get to them, so results are
-//! collected in a map keyed by display path and rendered in sorted order. With a total limit
-//! only the first `limit` matches in path order are kept; later files keep just their counts,
-//! which bounds memory on huge result sets while still allowing the "N more matches in M
-//! files" note.
+//! Each file gets its own [`FileSink`], which counts every match but keeps rows only for the
+//! first `per_file_cap` of them. Finished files go to one [`Collector`] keyed by display path
+//! (so output is sorted whatever order the threads finish in); with a total limit it drops the
+//! rows of files past the first `limit` matches as it goes, so memory stays bounded on huge
+//! result sets. [`apply_limit`] then cuts the sorted result to exactly `limit` matches.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use grep_matcher::LineTerminator;
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use ignore::overrides::OverrideBuilder;
-use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
 
 use crate::text::address::{Address, LineHash};
 use crate::text::confine::{Access, Resolved, Workspace};
-use crate::text::lines::{display_text, line_content, push_line_with_sep, DEFAULT_MAX_LINE_CHARS};
-use crate::text::{Result, TextError};
+use crate::text::lines::{display_text, line_content};
+use crate::text::Result;
 
-/// Search settings; the defaults match `rg -n PATTERN` plus a total limit of 100 matches.
-#[derive(Clone, Debug)]
-pub struct GrepOptions {
-    /// Treat the pattern as literal text, not a regex.
-    pub fixed: bool,
-    pub ignore_case: bool,
-    /// Case-insensitive unless the pattern has an uppercase letter.
-    pub smart_case: bool,
-    /// Only match whole words.
-    pub word: bool,
-    /// ripgrep-style globs (`*.py`, `!tests/**`), relative to the first workspace root.
-    pub globs: Vec<String>,
-    /// ripgrep file type names (`py`, `rust`, `js`, ...).
-    pub types: Vec<String>,
-    /// Context lines before / after each match.
-    pub before: usize,
-    pub after: usize,
-    /// Stop searching a file after this many matches.
-    pub max_count: Option<u64>,
-    /// Show at most this many matches in total (the rest are counted).
-    pub limit: Option<usize>,
-    /// Search hidden files and directories.
-    pub hidden: bool,
-    /// Don't respect .gitignore/.ignore files.
-    pub no_ignore: bool,
-    pub max_line_chars: usize,
-    /// Walker threads; 0 picks from the number of cores.
-    pub threads: usize,
-}
-
-impl Default for GrepOptions {
-    fn default() -> Self {
-        GrepOptions {
-            fixed: false,
-            ignore_case: false,
-            smart_case: false,
-            word: false,
-            globs: Vec::new(),
-            types: Vec::new(),
-            before: 0,
-            after: 0,
-            max_count: None,
-            limit: Some(100),
-            hidden: false,
-            no_ignore: false,
-            max_line_chars: DEFAULT_MAX_LINE_CHARS,
-            threads: 0,
-        }
-    }
-}
-
-/// One row printed under a file header.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GrepLine {
-    Match {
-        address: Address,
-        text: String,
-    },
-    Context {
-        address: Address,
-        text: String,
-    },
-    /// A gap between non-adjacent groups of lines (printed `--`).
-    Break,
-}
-
-/// One matched line, for code that filters results without printing them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GrepMatch {
-    pub path: String,
-    pub address: Address,
-    pub text: String,
-}
-
-/// The matches of one file.
-#[derive(Clone, Debug, Default)]
-pub struct FileHits {
-    pub path: String,
-    /// The rows kept for display (within the limit).
-    pub lines: Vec<GrepLine>,
-    /// Every match in the file (up to `max_count`), shown or not.
-    pub matches: u64,
-    /// How many of `matches` are in `lines`.
-    pub shown: u64,
-}
-
-/// Everything a search found.
-#[derive(Clone, Debug)]
-pub struct GrepOutput {
-    pub pattern: String,
-    /// The searched paths as given.
-    pub paths: Vec<String>,
-    /// Files with at least one match, sorted by path.
-    pub files: Vec<FileHits>,
-    pub total_matches: u64,
-    /// Files or directories that could not be read.
-    pub errors: Vec<String>,
-    /// Explicitly named files skipped because they are binary.
-    pub skipped_binary: Vec<String>,
-}
+use super::options::{build_matcher, build_overrides, build_types, GrepOptions};
+use super::render::{FileHits, GrepLine, GrepOutput};
 
 /// Search `paths` (resolved inside `workspace`) for `pattern`.
 pub fn grep(
@@ -171,39 +64,14 @@ pub fn grep(
     if respect_ignores {
         walk.add_custom_ignore_filename(".rgignore");
     }
-    if !options.globs.is_empty() {
-        let mut overrides = OverrideBuilder::new(&base);
-        for glob in &options.globs {
-            overrides
-                .add(glob)
-                .map_err(|e| TextError::InvalidArgument(format!("invalid glob {glob:?}: {e}")))?;
-        }
-        let overrides = overrides
-            .build()
-            .map_err(|e| TextError::InvalidArgument(format!("invalid glob: {e}")))?;
+    if let Some(overrides) = build_overrides(&base, &options.globs)? {
         walk.overrides(overrides);
     }
-    if !options.types.is_empty() {
-        let mut types = TypesBuilder::new();
-        types.add_defaults();
-        for name in &options.types {
-            types.select(name);
-        }
-        let types = types.build().map_err(|e| {
-            TextError::InvalidArgument(format!(
-                "{e}; use ripgrep's type names, e.g. py, rust, js, ts, go, c, cpp, java, md, \
-                 json, toml, yaml"
-            ))
-        })?;
+    if let Some(types) = build_types(&options.types)? {
         walk.types(types);
     }
 
-    let per_file_cap = match (options.limit, options.max_count) {
-        (Some(limit), Some(max)) => (limit as u64).min(max),
-        (Some(limit), None) => limit as u64,
-        (None, Some(max)) => max,
-        (None, None) => u64::MAX,
-    };
+    let per_file_cap = options.per_file_cap();
     let mut searcher_builder = SearcherBuilder::new();
     searcher_builder
         .line_number(true)
@@ -214,13 +82,7 @@ pub fn grep(
         // Must agree with the matcher's CRLF mode; lines are still split at `\n`.
         .line_terminator(LineTerminator::crlf())
         .max_matches(options.max_count);
-    let collector = Mutex::new(Collector {
-        files: BTreeMap::new(),
-        stored: 0,
-        limit: options.limit,
-        errors: Vec::new(),
-        binary: Vec::new(),
-    });
+    let collector = Mutex::new(Collector::new(options.limit));
     let roots: Vec<(PathBuf, String)> = resolved
         .iter()
         .map(|r| (r.real.clone(), r.display.clone()))
@@ -297,44 +159,6 @@ pub fn grep(
     })
 }
 
-/// Build the matcher; a bad regex becomes an error naming the position.
-fn build_matcher(pattern: &str, options: &GrepOptions) -> Result<RegexMatcher> {
-    let mut builder = RegexMatcherBuilder::new();
-    builder
-        .fixed_strings(options.fixed)
-        .case_insensitive(options.ignore_case)
-        .case_smart(options.smart_case)
-        .word(options.word)
-        // `^`/`$` are line anchors: the searcher runs the regex over many lines at once.
-        .multi_line(true)
-        .line_terminator(Some(b'\n'))
-        // `$` matches before `\r\n` too, consistent with the line model dropping `\r`.
-        .crlf(true);
-    builder
-        .build(pattern)
-        .map_err(|err| TextError::Pattern(describe_pattern_error(pattern, &err.to_string())))
-}
-
-fn describe_pattern_error(pattern: &str, fallback: &str) -> String {
-    let parsed = regex_syntax::ParserBuilder::new().build().parse(pattern);
-    let (what, offset) = match &parsed {
-        Err(regex_syntax::Error::Parse(e)) => (e.kind().to_string(), e.span().start.offset),
-        Err(regex_syntax::Error::Translate(e)) => (e.kind().to_string(), e.span().start.offset),
-        _ => {
-            return format!(
-                "invalid regex {pattern:?}: {fallback}\nhint: pass fixed=True to search for the \
-                 text literally"
-            )
-        }
-    };
-    let column = pattern[..offset.min(pattern.len())].chars().count();
-    format!(
-        "invalid regex {pattern:?}: {what} at position {column}\n    {pattern}\n    {}^\nhint: \
-         escape special characters or pass fixed=True to search for the text literally",
-        " ".repeat(column)
-    )
-}
-
 /// Display path of a walked file: the root as the model gave it, plus the rest of the path.
 fn display_path(path: &Path, roots: &[(PathBuf, String)]) -> String {
     for (absolute, display) in roots {
@@ -362,6 +186,16 @@ struct Collector {
 }
 
 impl Collector {
+    fn new(limit: Option<usize>) -> Collector {
+        Collector {
+            files: BTreeMap::new(),
+            stored: 0,
+            limit,
+            errors: Vec::new(),
+            binary: Vec::new(),
+        }
+    }
+
     fn add(&mut self, hits: FileHits) {
         self.stored += hits.shown;
         if let Some(old) = self.files.insert(hits.path.clone(), hits) {
@@ -512,116 +346,206 @@ impl Sink for FileSink {
     }
 }
 
-impl GrepOutput {
-    /// Matched lines within the limit, in output order.
-    pub fn matches(&self) -> Vec<GrepMatch> {
-        let mut out = Vec::new();
-        for hits in &self.files {
-            for line in &hits.lines {
-                if let GrepLine::Match { address, text } = line {
-                    out.push(GrepMatch {
-                        path: hits.path.clone(),
-                        address: *address,
-                        text: text.clone(),
-                    });
-                }
-            }
-        }
-        out
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::TextError;
+
+    fn row(line: usize, text: &str) -> Address {
+        Address::new(line, LineHash::of(text.as_bytes()))
     }
 
-    /// Files with at least one match.
-    pub fn files_matched(&self) -> usize {
-        self.files.len()
+    fn matched(line: usize) -> GrepLine {
+        GrepLine::Match {
+            address: row(line, "m"),
+            text: "m".into(),
+        }
     }
 
-    /// Matches counted but not shown, and the number of files they are in.
-    pub fn omitted(&self) -> (u64, usize) {
-        let mut matches = 0;
-        let mut files = 0;
-        for hits in &self.files {
-            if hits.shown < hits.matches {
-                matches += hits.matches - hits.shown;
-                files += 1;
-            }
+    fn context(line: usize) -> GrepLine {
+        GrepLine::Context {
+            address: row(line, "c"),
+            text: "c".into(),
         }
-        (matches, files)
     }
 
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        if self.files.is_empty() {
-            out.push_str(&format!(
-                "no matches for {:?} in {}",
-                self.pattern,
-                self.paths.join(", ")
-            ));
-            out.push('\n');
+    fn hits(path: &str, lines: Vec<GrepLine>) -> FileHits {
+        let matches = lines
+            .iter()
+            .filter(|l| matches!(l, GrepLine::Match { .. }))
+            .count() as u64;
+        FileHits {
+            path: path.into(),
+            lines,
+            matches,
+            shown: matches,
         }
-        let mut first = true;
-        for hits in self.files.iter().filter(|h| !h.lines.is_empty()) {
-            if !first {
-                out.push('\n');
-            }
-            first = false;
-            out.push_str(&hits.path);
-            out.push('\n');
-            for line in &hits.lines {
-                match line {
-                    GrepLine::Match { address, text } => {
-                        push_row(&mut out, address, '|', text);
-                    }
-                    GrepLine::Context { address, text } => {
-                        push_row(&mut out, address, '-', text);
-                    }
-                    GrepLine::Break => out.push_str("--\n"),
-                }
-            }
-        }
-        let (more, more_files) = self.omitted();
-        if more > 0 {
-            let s = if more == 1 { "" } else { "es" };
-            let fs = if more_files == 1 { "" } else { "s" };
-            out.push_str(&format!(
-                "[{more} more match{s} in {more_files} file{fs} not shown; narrow the search or \
-                 raise limit=]\n"
-            ));
-        }
-        if !self.skipped_binary.is_empty() {
-            out.push_str(&format!(
-                "[skipped binary file(s): {}]\n",
-                self.skipped_binary.join(", ")
-            ));
-        }
-        if !self.errors.is_empty() {
-            out.push_str(&format!(
-                "[{} path(s) could not be read, e.g. {}]\n",
-                self.errors.len(),
-                self.errors[0]
-            ));
-        }
-        while out.ends_with('\n') {
-            out.pop();
-        }
-        out
     }
-}
 
-fn push_row(out: &mut String, address: &Address, sep: char, text: &str) {
-    // Text is already cut for display; render with an unlimited width.
-    push_line_with_sep(
-        out,
-        address.line,
-        address.hash,
-        sep,
-        text.as_bytes(),
-        usize::MAX,
-    );
-}
+    /// Search `text` as one file with the sink, as the walker would.
+    fn sink_of(pattern: &str, text: &str, cap: u64, before: usize, after: usize) -> FileSink {
+        let matcher = build_matcher(pattern, &GrepOptions::default()).expect("pattern");
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .before_context(before)
+            .after_context(after)
+            .binary_detection(BinaryDetection::quit(0))
+            .bom_sniffing(false)
+            .line_terminator(LineTerminator::crlf())
+            .build();
+        let mut sink = FileSink::new(cap, after, 1000);
+        searcher
+            .search_slice(&matcher, text.as_bytes(), &mut sink)
+            .expect("search");
+        sink
+    }
 
-impl fmt::Display for GrepOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render())
+    #[test]
+    fn the_sink_addresses_rows_like_the_line_model() {
+        let text = "\u{feff}alpha\r\nbeta  \nalpha\n";
+        let sink = sink_of("alpha", text, 10, 0, 0);
+        assert_eq!(sink.matches, 2);
+        assert_eq!(
+            sink.lines,
+            vec![
+                GrepLine::Match {
+                    address: row(1, "alpha"),
+                    text: "alpha".into()
+                },
+                GrepLine::Match {
+                    address: row(3, "alpha"),
+                    text: "alpha".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_sink_counts_past_its_cap_but_keeps_no_rows() {
+        let text = "x1\nx2\nx3\nx4\n";
+        let sink = sink_of("x", text, 2, 0, 1);
+        assert_eq!(sink.matches, 4);
+        assert_eq!(sink.stored_matches, 2);
+        assert_eq!(sink.lines.len(), 2);
+    }
+
+    #[test]
+    fn the_sink_keeps_context_and_breaks_between_groups() {
+        let text = "a\nhit\nb\nc\nd\nhit\ne\n";
+        let sink = sink_of("hit", text, 10, 1, 1);
+        let kinds: Vec<(char, usize)> = sink
+            .lines
+            .iter()
+            .map(|l| match l {
+                GrepLine::Match { address, .. } => ('m', address.line),
+                GrepLine::Context { address, .. } => ('c', address.line),
+                GrepLine::Break => ('-', 0),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ('c', 1),
+                ('m', 2),
+                ('c', 3),
+                ('-', 0),
+                ('c', 5),
+                ('m', 6),
+                ('c', 7)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_marks_the_file_binary() {
+        let sink = sink_of("x", "x\n\0x\n", 10, 0, 0);
+        assert!(sink.binary);
+    }
+
+    #[test]
+    fn the_limit_keeps_the_first_matches_in_path_order_and_their_after_context() {
+        let mut files = vec![
+            hits("a", vec![matched(1), context(2), matched(5), context(6)]),
+            hits("b", vec![context(1), matched(2)]),
+        ];
+        apply_limit(&mut files, 1, 1);
+        assert_eq!(files[0].lines, vec![matched(1), context(2)]);
+        assert_eq!(files[0].shown, 1);
+        assert_eq!(files[0].matches, 2);
+        assert!(files[1].lines.is_empty());
+        assert_eq!(files[1].shown, 0);
+    }
+
+    #[test]
+    fn the_limit_drops_before_context_of_a_cut_match() {
+        let mut files = vec![hits(
+            "a",
+            vec![matched(1), context(2), context(9), matched(10)],
+        )];
+        apply_limit(&mut files, 1, 1);
+        assert_eq!(files[0].lines, vec![matched(1), context(2)]);
+    }
+
+    #[test]
+    fn the_collector_prunes_files_past_the_limit_and_keeps_counts() {
+        let mut collector = Collector::new(Some(1));
+        for name in ["c", "b", "a"] {
+            let many: Vec<GrepLine> = (1..=40).map(matched).collect();
+            collector.add(hits(name, many));
+        }
+        // 120 rows is over 2 * 1 + 64, so the rows of files after the first are dropped.
+        assert_eq!(collector.stored, 40);
+        let files: Vec<(&str, u64, usize)> = collector
+            .files
+            .values()
+            .map(|h| (h.path.as_str(), h.matches, h.lines.len()))
+            .collect();
+        assert_eq!(files, vec![("a", 40, 40), ("b", 40, 0), ("c", 40, 0)]);
+    }
+
+    #[test]
+    fn a_file_reached_twice_is_kept_once() {
+        let mut collector = Collector::new(None);
+        collector.add(hits("a", vec![matched(1)]));
+        collector.add(hits("a", vec![matched(1)]));
+        assert_eq!(collector.files.len(), 1);
+        assert_eq!(collector.stored, 1);
+    }
+
+    #[test]
+    fn display_paths_keep_the_root_as_given() {
+        let roots = vec![
+            (PathBuf::from("/w"), ".".to_string()),
+            (PathBuf::from("/x/src"), "lib/src".to_string()),
+        ];
+        assert_eq!(display_path(Path::new("/w/a/b.py"), &roots), "a/b.py");
+        assert_eq!(
+            display_path(Path::new("/x/src/m.rs"), &roots),
+            "lib/src/m.rs"
+        );
+        assert_eq!(display_path(Path::new("/x/src"), &roots), "lib/src");
+        assert_eq!(
+            display_path(Path::new("/elsewhere/f"), &roots),
+            "/elsewhere/f"
+        );
+    }
+
+    #[test]
+    fn bad_input_fails_before_any_file_is_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = Workspace::new([dir.path()]);
+        let err = grep(&ws, "(", &[], &GrepOptions::default()).expect_err("bad regex");
+        assert!(matches!(err, TextError::Pattern(_)), "{err}");
+        let err = grep(
+            &ws,
+            "x",
+            &[PathBuf::from("missing")],
+            &GrepOptions::default(),
+        )
+        .expect_err("missing path");
+        assert!(matches!(err, TextError::NotFound { .. }), "{err}");
+        let err = grep(&Workspace::default(), "x", &[], &GrepOptions::default())
+            .expect_err("no workspace");
+        assert!(matches!(err, TextError::NoWorkspace), "{err}");
     }
 }
