@@ -77,6 +77,8 @@ class Report(TypedDict):
 class RestoreReport(TypedDict):
     ok: list[str]
     failed: list[tuple[str, str]]
+    #: (definition, module-level names it reads that the new worker does not have)
+    unkept: list[tuple[str, list[str]]]
 
 
 class _Interrupts:
@@ -257,7 +259,25 @@ class Runner:
         order = {d["name"]: i for i, d in enumerate(defs)}
         ok.sort(key=lambda n: order.get(n, 0))
         failed = [(n, errors[n]) for n in sorted(errors, key=lambda n: order.get(n, 0))]
-        return {"ok": ok, "failed": failed}
+        return {"ok": ok, "failed": failed, "unkept": self._unkept(defs, set(ok))}
+
+    def _unkept(self, defs: list[Definition], restored: set[str]) -> list[tuple[str, list[str]]]:
+        """For each restored function or class, the module-level names it reads that this
+        worker does not have (they were never kept), so the report can name them."""
+        import builtins
+
+        from .defs import _globals_read
+
+        out: list[tuple[str, list[str]]] = []
+        for d in defs:
+            if d["name"] not in restored or d["kind"] == "import":
+                continue
+            missing = sorted(
+                n for n in _globals_read(d["source"]) if n not in self.ns and not hasattr(builtins, n)
+            )
+            if missing:
+                out.append((d["name"], missing))
+        return out
 
 
 def _format_syntax_error(e: SyntaxError) -> str:

@@ -43,13 +43,17 @@ pub struct PersistedDef {
 }
 
 /// Which persisted definitions came back in a new worker (the runner's `restore` returns it
-/// as `{"ok": [names], "failed": [(name, error), …]}`).
+/// as `{"ok": [names], "failed": [(name, error), …], "unkept": [(name, [globals]), …]}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct RestoreReport {
     pub ok: Vec<String>,
     /// `(name, error)` for each definition that failed to come back.
     pub failed: Vec<(String, String)>,
+    /// `(name, globals)` for each restored definition that reads module-level names the new
+    /// worker does not have (they were not kept: not a definition, import or simple constant),
+    /// so calling it raises `NameError` until they are defined again.
+    pub unkept: Vec<(String, Vec<String>)>,
 }
 
 /// How a block ended. The worker may only report `Ok`, `Error` or `Interrupted`
@@ -158,6 +162,9 @@ impl RestoreNotice {
             "failed": self.report.failed.iter()
                 .map(|(n, e)| json!({"name": n, "error": e}))
                 .collect::<Vec<_>>(),
+            "unkept": self.report.unkept.iter()
+                .map(|(n, g)| json!({"name": n, "reads": g}))
+                .collect::<Vec<_>>(),
             "extensions_skipped": self.extensions_skipped,
         })
     }
@@ -207,6 +214,18 @@ impl RestoreNotice {
                     "; {} failed: {}",
                     failed.len(),
                     short_list(&failed, 5)
+                ));
+            }
+            if !self.report.unkept.is_empty() {
+                let unkept: Vec<String> = self
+                    .report
+                    .unkept
+                    .iter()
+                    .map(|(n, g)| format!("{n} reads {}", short_list(g, 5)))
+                    .collect();
+                line.push_str(&format!(
+                    "; not kept across the restart: {} (define them again before calling)",
+                    short_list(&unkept, 5)
                 ));
             }
         }

@@ -210,6 +210,7 @@ impl Supervisor {
                             .iter()
                             .map(|d| (d.name.clone(), why.clone()))
                             .collect(),
+                        unkept: vec![],
                     }
                 }
             }
@@ -974,6 +975,7 @@ mod tests {
             report: RestoreReport {
                 ok: vec!["a".into(), "b".into()],
                 failed: vec![("c".into(), "NameError: x".into())],
+                unkept: vec![],
             },
             extensions_skipped: None,
         };
@@ -987,6 +989,7 @@ mod tests {
             report: RestoreReport {
                 ok: many,
                 failed: vec![],
+                unkept: vec![],
             },
             extensions_skipped: Some("the worker exited with code 7".into()),
         };
@@ -995,5 +998,18 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert!(lines[1].starts_with("[vis] only the bundled extensions are loaded: the worker did not start with the others (the worker exited with code 7)"));
         assert_eq!(quiet.lines(), Vec::<String>::new());
+        let n = RestoreNotice {
+            restart_reason: None,
+            report: RestoreReport {
+                ok: vec!["nums".into()],
+                failed: vec![],
+                unkept: vec![("nums".into(), vec!["cache".into(), "seen".into()])],
+            },
+            extensions_skipped: None,
+        };
+        assert_eq!(
+            n.line().unwrap(),
+            "[vis] new worker: restored 1 definition: nums; not kept across the restart: nums reads cache, seen (define them again before calling)"
+        );
     }
 }

@@ -142,6 +142,15 @@ vistest!(
             "{}",
             second.stdout
         );
+        // The restore report names what a restored definition reads and the worker lacks.
+        assert!(
+            second.stdout.starts_with("[vis] new worker: restored ")
+                && second.stdout.contains(
+                    "; not kept across the restart: uses_state reads last, rows (define them again before calling)\n"
+                ),
+            "{}",
+            second.stdout
+        );
         let listing = env.exec("c", "defs()");
         let line = listing
             .stdout
