@@ -142,7 +142,9 @@ fn main() {
         store
             .ensure_session("bench", &[dir.path().to_string_lossy().into_owned()])
             .expect("session");
-        let turn = store.begin_turn("bench", "exec", None).expect("turn");
+        let turn = store
+            .begin_turn("bench", vis::protocol::TurnKind::Exec, None)
+            .expect("turn");
         let defs = hundred_defs();
         store
             .record_iteration(&vis::store::IterationRecord {
@@ -151,7 +153,7 @@ fn main() {
                 iteration: 1,
                 code: "",
                 output: "",
-                status: "ok",
+                status: vis::protocol::IterationStatus::Ended(vis::protocol::Status::Ok),
                 started_at: 0,
                 duration_ms: 0,
                 exec_us: 0,

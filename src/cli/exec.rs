@@ -10,7 +10,7 @@ use super::settings::{
     current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
 };
 use super::CliError;
-use crate::protocol::{Block, BlockResult, Status};
+use crate::protocol::{Block, BlockResult, Status, TurnKind};
 use crate::runtime::{RuntimeError, Supervisor};
 use crate::session::{new_session_id, session_dict, validate_session_id};
 use crate::store::{now_millis, IterationRecord, Store};
@@ -91,7 +91,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     if closed > 0 {
         eprintln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
     }
-    let turn = store.begin_turn(&session_id, "exec", None)?;
+    let turn = store.begin_turn(&session_id, TurnKind::Exec, None)?;
     let iteration = store.next_iteration(&session_id, turn)?;
     let counts = store.counts(&session_id)?;
     let defs = store.load_defs(&session_id)?;
@@ -149,7 +149,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
                 iteration,
                 code: &code,
                 output: &format!("[vis] the block could not run: {e}"),
-                status: "crashed",
+                status: Status::Crashed.into(),
                 started_at,
                 duration_ms: 0,
                 exec_us: 0,
@@ -186,7 +186,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             iteration,
             code: &code,
             output: &outcome.output,
-            status: outcome.status.as_str(),
+            status: outcome.status.into(),
             started_at,
             duration_ms: outcome.wall.as_millis() as i64,
             exec_us: outcome.exec_micros as i64,

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::term::escape_controls;
 use super::{format_time, CliError, SessionsAction};
+use crate::protocol::TurnStatus;
 use crate::store::Store;
 
 pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
@@ -76,7 +77,7 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     );
     let iterations = store.iterations(id)?;
     for turn in store.turns(id)? {
-        let state = if turn.status == "done" {
+        let state = if turn.status == TurnStatus::Done {
             String::new()
         } else {
             format!(" [{}]", turn.status)

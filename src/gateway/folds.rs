@@ -696,7 +696,7 @@ pub fn original_text(rows: &[HistoryRow], spans: &[(i64, i64, String)]) -> Strin
                     "[t{}/i{} result, {}]\n{}\n",
                     row.turn,
                     row.iteration.unwrap_or(0),
-                    row.status.as_deref().unwrap_or("?"),
+                    row.status.map_or("?", |s| s.as_str()),
                     row.body.trim_end()
                 )),
             }

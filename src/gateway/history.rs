@@ -63,7 +63,7 @@ fn from_row(row: HistoryRow) -> Result<Entry, GatewayError> {
                 .clone()
                 .ok_or_else(|| corrupt("tool result without a call id".into()))?,
             output: row.body.clone(),
-            is_error: row.status.as_deref() != Some("ok"),
+            is_error: !row.status.is_some_and(|s| s.is_ok()),
         },
     };
     let meta = match &row.meta {

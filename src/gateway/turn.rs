@@ -16,9 +16,9 @@ use super::folds;
 use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
 use super::{to_bytes, ChatSession, GatewayError};
-use crate::protocol::Block;
 use crate::protocol::{
-    AssistantMessage, ContentBlock, Event, HistoryItem, StreamEvent, ToolCall, TurnStatus, REJECTED,
+    AssistantMessage, Block, ContentBlock, Event, HistoryItem, IterationStatus, Status,
+    StreamEvent, ToolCall, TurnKind, TurnStatus,
 };
 use crate::providers::{ModelResponse, ProviderError};
 use crate::runtime::RuntimeError;
@@ -52,7 +52,7 @@ pub struct ExecEnd {
 struct CallResult {
     code: String,
     output: String,
-    status: String,
+    status: IterationStatus,
     started_at: i64,
     wall_ms: i64,
     exec_us: i64,
@@ -63,11 +63,11 @@ struct CallResult {
 }
 
 impl CallResult {
-    fn note(code: String, output: String, status: &str) -> CallResult {
+    fn note(code: String, output: String, status: IterationStatus) -> CallResult {
         CallResult {
             code,
             output,
-            status: status.to_string(),
+            status,
             started_at: now_millis(),
             wall_ms: 0,
             exec_us: 0,
@@ -94,7 +94,9 @@ impl ChatSession {
             return Err(GatewayError::EmptyMessage);
         }
         self.ensure_prefix().await?;
-        let turn = self.store.begin_turn(&self.id, "chat", Some(text))?;
+        let turn = self
+            .store
+            .begin_turn(&self.id, TurnKind::Chat, Some(text))?;
         self.state.now = folds::Now {
             turn: Some(turn),
             running: None,
@@ -228,20 +230,22 @@ impl ChatSession {
                             "[vis] not run: this turn reached its limit of {} iterations; the person can continue it with a new message.",
                             self.settings.max_iterations
                         ),
-                        REJECTED,
+                        IterationStatus::Rejected,
                     )
                 } else if stop.is_cancelled() {
                     CallResult::note(
                         code_of(&call).unwrap_or_else(|_| call.arguments.clone()),
                         "[vis] not run: the person interrupted the turn.".into(),
-                        "interrupted",
+                        Status::Interrupted.into(),
                     )
                 } else {
                     iterations += 1;
                     match code_of(&call) {
-                        Err(correction) => {
-                            CallResult::note(call.arguments.clone(), correction, REJECTED)
-                        }
+                        Err(correction) => CallResult::note(
+                            call.arguments.clone(),
+                            correction,
+                            IterationStatus::Rejected,
+                        ),
                         Ok(code) => {
                             match self.run_block(turn, iteration, code, events, stop).await? {
                                 Ok(result) => result,
@@ -289,7 +293,7 @@ impl ChatSession {
         stop: &CancellationToken,
     ) -> Result<ExecEnd, GatewayError> {
         crate::runtime::validate_code(code)?;
-        let turn = self.store.begin_turn(&self.id, "exec", None)?;
+        let turn = self.store.begin_turn(&self.id, TurnKind::Exec, None)?;
         let _ = events.send(Event::TurnStarted { turn });
         let result = match self
             .run_block(turn, 1, code.to_string(), events, stop)
@@ -304,7 +308,7 @@ impl ChatSession {
             iteration: 1,
             code: &result.code,
             output: &result.output,
-            status: &result.status,
+            status: result.status,
             started_at: result.started_at,
             duration_ms: result.wall_ms,
             exec_us: result.exec_us,
@@ -317,12 +321,11 @@ impl ChatSession {
         let _ = events.send(Event::BlockFinished {
             turn,
             iteration: 1,
-            status: result.status.clone(),
+            status: result.status.as_str().to_string(),
             output: result.output.clone(),
             wall_ms: result.wall_ms.max(0) as u64,
         });
-        self.store
-            .end_turn(&self.id, turn, TurnStatus::Done.as_str())?;
+        self.store.end_turn(&self.id, turn, TurnStatus::Done)?;
         let _ = events.send(Event::TurnFinished {
             turn,
             status: TurnStatus::Done.as_str().into(),
@@ -330,7 +333,7 @@ impl ChatSession {
         });
         Ok(ExecEnd {
             turn,
-            status: result.status,
+            status: result.status.as_str().to_string(),
             output: result.output,
         })
     }
@@ -491,7 +494,7 @@ impl ChatSession {
                 Ok(CallResult {
                     code,
                     output,
-                    status: outcome.status.as_str().to_string(),
+                    status: outcome.status.into(),
                     started_at,
                     wall_ms: outcome.wall.as_millis() as i64,
                     exec_us: outcome.exec_micros as i64,
@@ -502,7 +505,8 @@ impl ChatSession {
                 })
             }
             Err(RuntimeError::InvalidBlock(message)) => {
-                let mut result = CallResult::note(code, format!("[vis] {message}"), REJECTED);
+                let mut result =
+                    CallResult::note(code, format!("[vis] {message}"), IterationStatus::Rejected);
                 result.wall_ms = wall_ms;
                 Ok(result)
             }
@@ -510,7 +514,7 @@ impl ChatSession {
                 let mut result = CallResult::note(
                     code,
                     format!("[vis] the block could not run: {e}"),
-                    "crashed",
+                    Status::Crashed.into(),
                 );
                 result.wall_ms = wall_ms;
                 Err((result, e))
@@ -530,7 +534,7 @@ impl ChatSession {
         let item = HistoryItem::ToolResult {
             call_id: call_id.to_string(),
             output: result.output.clone(),
-            is_error: result.status != "ok",
+            is_error: !result.status.is_ok(),
         };
         let tokens = history::estimate_item(&item);
         let seq = self.store.record_tool_result(
@@ -540,7 +544,7 @@ impl ChatSession {
                 iteration,
                 code: &result.code,
                 output: &result.output,
-                status: &result.status,
+                status: result.status,
                 started_at: result.started_at,
                 duration_ms: result.wall_ms,
                 exec_us: result.exec_us,
@@ -554,7 +558,7 @@ impl ChatSession {
         )?;
         if let Some(exit) = &result.worker_exit {
             self.store
-                .record_worker_event(&self.id, &result.status, exit)?;
+                .record_worker_event(&self.id, result.status.as_str(), exit)?;
         }
         self.push_entry(Entry {
             seq,
@@ -567,7 +571,7 @@ impl ChatSession {
         let _ = events.send(Event::BlockFinished {
             turn,
             iteration,
-            status: result.status,
+            status: result.status.as_str().to_string(),
             output: result.output,
             wall_ms: result.wall_ms.max(0) as u64,
         });
@@ -687,7 +691,7 @@ impl ChatSession {
         error: Option<(String, String)>,
         events: &EventSink,
     ) -> Result<TurnEnd, GatewayError> {
-        self.store.end_turn(&self.id, turn, status.as_str())?;
+        self.store.end_turn(&self.id, turn, status)?;
         self.state.now = folds::Now {
             turn: None,
             running: None,
@@ -811,7 +815,7 @@ pub(super) fn repair_running_turns(
 ) -> Result<Vec<String>, GatewayError> {
     let mut notes = Vec::new();
     for (turn, kind) in store.running_turns(id)? {
-        if kind == "chat" {
+        if kind == TurnKind::Chat {
             let calls = history::unanswered_calls(entries, turn);
             if calls.is_empty() {
                 let text = format!("[vis] turn {turn} was interrupted: the gateway stopped before the model finished answering, and the unfinished answer was discarded.");
@@ -857,7 +861,7 @@ pub(super) fn repair_running_turns(
                         iteration,
                         code: &code,
                         output: &output,
-                        status: "interrupted",
+                        status: Status::Interrupted.into(),
                         started_at: now_millis(),
                         duration_ms: 0,
                         exec_us: 0,
@@ -887,7 +891,7 @@ pub(super) fn repair_running_turns(
                 }
             ));
         }
-        store.end_turn(id, turn, TurnStatus::Interrupted.as_str())?;
+        store.end_turn(id, turn, TurnStatus::Interrupted)?;
     }
     Ok(notes)
 }

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::McpHub;
 use crate::catalog::{render_catalog, EntryKind};
 use crate::gateway::code_of;
-use crate::protocol::{Block, PersistedDef, Status, ToolCall};
+use crate::protocol::{Block, PersistedDef, Status, ToolCall, TurnKind};
 use crate::runtime::{RuntimeError, Supervisor};
 use crate::store::{now_millis, IterationRecord, Store, StoreError};
 
@@ -300,7 +300,7 @@ impl Session {
         let turn = match self.turn {
             Some(t) => t,
             None => {
-                let t = self.store.begin_turn(&id, "mcp", None)?;
+                let t = self.store.begin_turn(&id, TurnKind::Mcp, None)?;
                 self.turn = Some(t);
                 t
             }
@@ -380,7 +380,7 @@ impl Session {
                     iteration,
                     code: &code,
                     output: &text,
-                    status: "crashed",
+                    status: Status::Crashed.into(),
                     started_at,
                     duration_ms: 0,
                     exec_us: 0,
@@ -402,7 +402,7 @@ impl Session {
             iteration,
             code: &code,
             output: &outcome.output,
-            status: outcome.status.as_str(),
+            status: outcome.status.into(),
             started_at,
             duration_ms: outcome.wall.as_millis() as i64,
             exec_us: outcome.exec_micros as i64,

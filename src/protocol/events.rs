@@ -93,7 +93,3 @@ impl TurnStatus {
         }
     }
 }
-
-/// The status of an iteration that did not run a block: the call was not a valid
-/// `python_execution` call and got a correction instead.
-pub const REJECTED: &str = "rejected";

@@ -11,6 +11,7 @@ mod block;
 mod conversation;
 mod events;
 mod mcp;
+mod session;
 
 pub use block::{
     json_from_py, json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice,
@@ -19,8 +20,9 @@ pub use block::{
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };
-pub use events::{Event, TurnStatus, REJECTED};
+pub use events::{Event, TurnStatus};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
+pub use session::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
 
 /// `text` cut to at most `max` characters (with `…` when cut), for naming things in
 /// one-line messages.

@@ -23,7 +23,9 @@ use serde::Serialize;
 
 use super::Result;
 use crate::catalog::Snapshot;
-use crate::protocol::PersistedDef;
+use crate::protocol::{
+    IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
+};
 
 /// A session as stored.
 #[derive(Debug, Clone, Serialize)]
@@ -44,48 +46,6 @@ pub struct SessionSummary {
     pub turns: i64,
     pub iterations: i64,
     pub defs: i64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TurnRow {
-    pub turn: i64,
-    pub kind: String,
-    pub user_text: Option<String>,
-    pub status: String,
-    pub started_at: i64,
-    pub finished_at: Option<i64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct IterationRow {
-    pub turn: i64,
-    pub iteration: i64,
-    pub code: String,
-    pub output: String,
-    pub status: String,
-    pub started_at: i64,
-    pub duration_ms: i64,
-    pub exec_us: i64,
-    pub artifact: Option<String>,
-    pub worker_exit: Option<String>,
-}
-
-/// Everything recorded for one completed iteration.
-#[derive(Debug, Clone)]
-pub struct IterationRecord<'a> {
-    pub session_id: &'a str,
-    pub turn: i64,
-    pub iteration: i64,
-    pub code: &'a str,
-    pub output: &'a str,
-    pub status: &'a str,
-    pub started_at: i64,
-    pub duration_ms: i64,
-    pub exec_us: i64,
-    pub artifact: Option<&'a str>,
-    pub worker_exit: Option<&'a str>,
-    pub defs_set: &'a [PersistedDef],
-    pub defs_deleted: &'a [String],
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -156,7 +116,7 @@ pub struct HistoryRow {
     pub iteration: Option<i64>,
     pub call_id: Option<String>,
     pub body: String,
-    pub status: Option<String>,
+    pub status: Option<IterationStatus>,
     pub tokens: i64,
     pub meta: Option<String>,
 }
@@ -246,14 +206,19 @@ pub trait SessionRecords {
 
     /// Allocates the next turn number (no gaps or duplicates across concurrent processes) and
     /// records the turn as running, owned by this process.
-    fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64>;
+    fn begin_turn(
+        &mut self,
+        session_id: &str,
+        kind: TurnKind,
+        user_text: Option<&str>,
+    ) -> Result<i64>;
     /// Marks a turn done.
     fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()>;
     /// Sets how a turn ended.
-    fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()>;
+    fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()>;
     /// Turns still marked running whose process is gone (it stopped without ending them),
     /// as `(turn, kind)`; turns another live process is running are left out.
-    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>>;
+    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, TurnKind)>>;
     /// Closes the turns [`running_turns`](Self::running_turns) returns (their running
     /// iterations become interrupted); returns how many.
     fn close_dangling_turns(&self, session_id: &str) -> Result<usize>;

@@ -18,10 +18,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use api::{
     CatalogSnapshots, ChatPrefix, Conversation, Counts, FoldRecords, FoldRow, HistoryKind,
-    HistoryRow, IterationRecord, IterationRow, McpRecords, NewHistoryItem, RequestRecord,
-    RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
-    TurnRow,
+    HistoryRow, McpRecords, NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
+    SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
 };
+// The records the store keeps for turns and iterations are protocol types (every layer
+// speaks them); re-exported so store callers find them here too.
+pub use crate::protocol::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
 pub use sqlite::{latest_version, process_identity, SqliteStore};
 
 #[derive(Debug, thiserror::Error)]

@@ -75,16 +75,9 @@ vistest!(a_turn_with_two_tool_calls_for_each_provider, |env| {
             .iterations(&id)
             .unwrap()
             .into_iter()
-            .map(|i| (i.turn, i.iteration, i.status))
+            .map(|i| (i.turn, i.iteration, i.status.as_str()))
             .collect();
-        assert_eq!(
-            its,
-            [
-                (1, 1, "ok".into()),
-                (1, 2, "ok".into()),
-                (1, 3, "ok".into())
-            ]
-        );
+        assert_eq!(its, [(1, 1, "ok"), (1, 2, "ok"), (1, 3, "ok")]);
         let health = store.requests(&id).unwrap();
         assert_eq!(health.len(), 3);
         assert_eq!(health[0].input_tokens, Some(1000));

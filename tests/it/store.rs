@@ -196,7 +196,7 @@ vistest!(
 // Every backend must pass `contract`; a PostgreSQL backend would add one line per test below.
 
 use vis::catalog::{render_catalog, Manifest};
-use vis::protocol::PersistedDef;
+use vis::protocol::{IterationStatus, PersistedDef, Status, TurnKind, TurnStatus};
 use vis::store::{
     ChatPrefix, FoldRow, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
     StoreError,
@@ -225,7 +225,7 @@ fn iteration<'a>(
         iteration,
         code: "pass",
         output: "out\n",
-        status: "ok",
+        status: IterationStatus::Ended(Status::Ok),
         started_at: vis::store::now_millis(),
         duration_ms: 1,
         exec_us: 1,
@@ -262,19 +262,22 @@ fn contract(store: &mut Store) {
     );
 
     // Turns and iterations: numbers without gaps; definitions in definition order.
-    let t1 = store.begin_turn("s", "exec", None).unwrap();
+    let t1 = store.begin_turn("s", TurnKind::Exec, None).unwrap();
     assert_eq!(t1, 1);
     assert_eq!(store.next_iteration("s", t1).unwrap(), 1);
     store
         .begin_iteration("s", t1, 1, "def a(): pass", now)
         .unwrap();
-    assert_eq!(store.iterations("s").unwrap()[0].status, "running");
+    assert_eq!(
+        store.iterations("s").unwrap()[0].status,
+        IterationStatus::Running
+    );
     store
         .finish_iteration(&iteration("s", t1, 1, &[def("a"), def("b")], &[]))
         .unwrap();
     assert_eq!(store.next_iteration("s", t1).unwrap(), 2);
     store.finish_turn("s", t1).unwrap();
-    let t2 = store.begin_turn("s", "chat", Some("hi")).unwrap();
+    let t2 = store.begin_turn("s", TurnKind::Chat, Some("hi")).unwrap();
     assert_eq!(t2, 2);
     store
         .record_iteration(&iteration("s", t2, 1, &[def("a")], &["b".to_string()]))
@@ -295,7 +298,7 @@ fn contract(store: &mut Store) {
     // A turn this live process owns is not dangling.
     assert!(store.running_turns("s").unwrap().is_empty());
     assert_eq!(store.close_dangling_turns("s").unwrap(), 0);
-    store.end_turn("s", t2, "interrupted").unwrap();
+    store.end_turn("s", t2, TurnStatus::Interrupted).unwrap();
     let turns = store.turns("s").unwrap();
     assert_eq!(
         turns.iter().map(|t| t.status.as_str()).collect::<Vec<_>>(),
@@ -307,7 +310,7 @@ fn contract(store: &mut Store) {
         .unwrap();
 
     // The conversation: items and tool results share one sequence.
-    let t3 = store.begin_turn("s", "chat", Some("next")).unwrap();
+    let t3 = store.begin_turn("s", TurnKind::Chat, Some("next")).unwrap();
     let seq = store
         .append_history(
             "s",
@@ -331,7 +334,7 @@ fn contract(store: &mut Store) {
         history[1].body, "out\n",
         "a tool result reads its iteration's output"
     );
-    assert_eq!(history[1].status.as_deref(), Some("ok"));
+    assert_eq!(history[1].status.map(IterationStatus::as_str), Some("ok"));
 
     // The prefix is fixed by the first save.
     let prefix = ChatPrefix {

@@ -521,7 +521,7 @@ pub fn full_block(k: usize, row: &IterationRow) -> String {
     let mut out = block_header(k, row.turn, row.iteration);
     out.push_str(&code_lines(&row.code, None, k));
     out.push_str(&result_lines(
-        &row.status,
+        row.status.as_str(),
         row.duration_ms.max(0) as u64,
         &row.output,
         None,

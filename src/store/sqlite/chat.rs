@@ -8,10 +8,11 @@
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
-use super::{json_column, SqliteStore};
+use super::{json_column, named, SqliteStore};
+use crate::protocol::{IterationRecord, IterationStatus};
 use crate::store::api::{
-    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, IterationRecord,
-    NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
+    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, NewHistoryItem,
+    RequestRecord, RequestTotals, SessionModel,
 };
 use crate::store::{now_millis, Result};
 
@@ -172,7 +173,10 @@ impl Conversation for SqliteStore {
                     iteration: r.get(3)?,
                     call_id: r.get(4)?,
                     body: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                    status: r.get(6)?,
+                    status: match r.get::<_, Option<String>>(6)? {
+                        Some(_) => Some(named(r, 6, IterationStatus::parse)?),
+                        None => None,
+                    },
                     tokens: r.get(7)?,
                     meta: r.get(8)?,
                 })

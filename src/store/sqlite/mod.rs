@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::api::{
-    Counts, IterationRecord, IterationRow, SessionRecords, SessionRow, SessionSummary, TurnRow,
-};
+use super::api::{Counts, SessionRecords, SessionRow, SessionSummary};
 use super::{now_millis, Result, StoreError};
-use crate::protocol::PersistedDef;
+use crate::protocol::{
+    IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
+};
 pub use migrations::latest_version;
 
 /// The SQLite store: one connection to one database file.
@@ -257,7 +257,12 @@ impl SessionRecords for SqliteStore {
     }
 
     /// Allocates the next turn number (no gaps or duplicates across concurrent processes).
-    fn begin_turn(&mut self, session_id: &str, kind: &str, user_text: Option<&str>) -> Result<i64> {
+    fn begin_turn(
+        &mut self,
+        session_id: &str,
+        kind: TurnKind,
+        user_text: Option<&str>,
+    ) -> Result<i64> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -268,7 +273,7 @@ impl SessionRecords for SqliteStore {
         )?;
         tx.execute(
             "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
-            params![session_id, turn, kind, user_text, now_millis(), process_identity(std::process::id() as i32)],
+            params![session_id, turn, kind.as_str(), user_text, now_millis(), process_identity(std::process::id() as i32)],
         )?;
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
@@ -432,9 +437,9 @@ impl SessionRecords for SqliteStore {
 [session_id], |r| {
             Ok(TurnRow {
                 turn: r.get(0)?,
-                kind: r.get(1)?,
+                kind: named(r, 1, TurnKind::parse)?,
                 user_text: r.get(2)?,
-                status: r.get(3)?,
+                status: named(r, 3, TurnStatus::parse)?,
                 started_at: r.get(4)?,
                 finished_at: r.get(5)?,
             })
@@ -443,35 +448,33 @@ impl SessionRecords for SqliteStore {
     }
 
     /// Sets how a turn ended.
-    fn end_turn(&self, session_id: &str, turn: i64, status: &str) -> Result<()> {
+    fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()> {
         self.conn.execute(
             "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
-            params![session_id, turn, status, now_millis()],
+            params![session_id, turn, status.as_str(), now_millis()],
         )?;
         Ok(())
     }
 
     /// Turns still marked running whose process is gone (it stopped without ending them);
     /// turns another live process is running are left alone.
-    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, String)>> {
-        let mut stmt = self.conn.prepare(
+    fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, TurnKind)>> {
+        let rows = self.rows(
             "SELECT turn, kind, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
+            [session_id],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    named(r, 1, TurnKind::parse)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            },
         )?;
-        let rows = stmt.query_map([session_id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (turn, kind, owner) = row?;
-            if !owner.as_deref().is_some_and(owner_alive) {
-                out.push((turn, kind));
-            }
-        }
-        Ok(out)
+        Ok(rows
+            .into_iter()
+            .filter(|(_, _, owner)| !owner.as_deref().is_some_and(owner_alive))
+            .map(|(turn, kind, _)| (turn, kind))
+            .collect())
     }
 
     /// Removes a session and everything recorded for it.
@@ -509,7 +512,7 @@ impl SessionRecords for SqliteStore {
                 iteration: r.get(1)?,
                 code: r.get(2)?,
                 output: r.get(3)?,
-                status: r.get(4)?,
+                status: named(r, 4, IterationStatus::parse)?,
                 started_at: r.get(5)?,
                 duration_ms: r.get(6)?,
                 exec_us: r.get(7)?,
@@ -521,9 +524,27 @@ impl SessionRecords for SqliteStore {
     }
 }
 
+/// A column holding a name (a kind or a status), parsed; an unknown name is an error naming
+/// the column and the value, never a default.
+pub(super) fn named<T>(
+    row: &rusqlite::Row<'_>,
+    idx: usize,
+    parse: fn(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    parse(&text).ok_or_else(|| {
+        let name = row.as_ref().column_name(idx).unwrap_or("?").to_string();
+        rusqlite::Error::FromSqlConversionFailure(
+            idx,
+            rusqlite::types::Type::Text,
+            format!("column `{name}` holds `{text}`, which this vis does not know").into(),
+        )
+    })
+}
+
 /// A column holding JSON, parsed; a damaged value is an error naming the column, never a
 /// silent default.
-fn json_column<T: serde::de::DeserializeOwned>(
+pub(super) fn json_column<T: serde::de::DeserializeOwned>(
     row: &rusqlite::Row<'_>,
     idx: usize,
 ) -> rusqlite::Result<T> {
@@ -562,7 +583,7 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
         "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
-            rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status,
+            rec.session_id, rec.turn, rec.iteration, rec.code, rec.output, rec.status.as_str(),
             rec.started_at, rec.duration_ms, rec.exec_us, rec.artifact, rec.worker_exit
         ],
     )?;
@@ -594,6 +615,7 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Status;
 
     fn def(name: &str) -> PersistedDef {
         PersistedDef {
@@ -609,7 +631,7 @@ mod tests {
     fn turns_iterations_and_defs_round_trip() {
         let mut store = SqliteStore::open_in_memory().unwrap();
         store.ensure_session("s1", &["/w".into()]).unwrap();
-        let t = store.begin_turn("s1", "exec", None).unwrap();
+        let t = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         assert_eq!(t, 1);
         assert_eq!(store.next_iteration("s1", t).unwrap(), 1);
         let set = [def("a"), def("b")];
@@ -620,7 +642,7 @@ mod tests {
                 iteration: 1,
                 code: "def a(): pass",
                 output: "",
-                status: "ok",
+                status: IterationStatus::Ended(Status::Ok),
                 started_at: 0,
                 duration_ms: 1,
                 exec_us: 1,
@@ -631,7 +653,7 @@ mod tests {
             })
             .unwrap();
         store.finish_turn("s1", t).unwrap();
-        let t2 = store.begin_turn("s1", "exec", None).unwrap();
+        let t2 = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         store
             .record_iteration(&IterationRecord {
                 session_id: "s1",
@@ -639,7 +661,7 @@ mod tests {
                 iteration: 1,
                 code: "del a; def a(): 1",
                 output: "",
-                status: "ok",
+                status: IterationStatus::Ended(Status::Ok),
                 started_at: 0,
                 duration_ms: 1,
                 exec_us: 1,
