@@ -386,13 +386,9 @@ impl Config {
                 )));
             }
         }
-        config.mcp = crate::mcp::config::parse_mcp_table(
-            &table,
-            text,
-            path,
-            crate::mcp::ServerSource::Config,
-        )
-        .map_err(invalid)?;
+        config.mcp =
+            crate::mcp::parse_mcp_table(&table, text, path, crate::mcp::ServerSource::Config)
+                .map_err(invalid)?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         for (key, value) in [

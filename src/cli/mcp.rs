@@ -16,7 +16,7 @@ use super::settings::{
 };
 use super::term::escape_controls;
 use super::CliError;
-use crate::mcp::server::{serve, ServeOptions};
+use crate::mcp::{serve, ServeOptions};
 use crate::runtime::Supervisor;
 use crate::session::{new_session_id, validate_session_id};
 use crate::store::Store;
@@ -126,7 +126,7 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
 
 fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     // First of all: from here on only the MCP transport writes to the real stdout.
-    let streams = crate::mcp::stdio::take_protocol_streams().map_err(|e| CliError {
+    let streams = crate::mcp::take_protocol_streams().map_err(|e| CliError {
         code: 1,
         message: format!("vis mcp: cannot set up stdio: {e}"),
     })?;

@@ -12,7 +12,7 @@ mod mcp;
 mod sandbox;
 mod serve;
 mod sessions;
-pub mod settings;
+mod settings;
 mod term;
 mod trust;
 
@@ -149,25 +149,23 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
-        Command::Worker(args) => Ok(crate::runtime::worker::run_worker(
-            crate::runtime::worker::WorkerArgs {
-                capture: args.capture,
-                memory_limit_mb: args.memory_limit_mb,
-                workspace: args.workspace,
-                config_dir: args.config_dir,
-                deny: args.deny,
-                safe_mode: args.safe_mode,
-                trusted: args.trusted,
-                sandbox: match args.sandbox.as_deref() {
-                    Some(json) => serde_json::from_str(json).map_err(|e| {
-                        CliError::usage(format!(
-                            "vis worker: --sandbox is not a sandbox policy: {e}"
-                        ))
-                    })?,
-                    None => crate::sandbox::Policy::default(),
-                },
+        Command::Worker(args) => Ok(crate::runtime::run_worker(crate::runtime::WorkerArgs {
+            capture: args.capture,
+            memory_limit_mb: args.memory_limit_mb,
+            workspace: args.workspace,
+            config_dir: args.config_dir,
+            deny: args.deny,
+            safe_mode: args.safe_mode,
+            trusted: args.trusted,
+            sandbox: match args.sandbox.as_deref() {
+                Some(json) => serde_json::from_str(json).map_err(|e| {
+                    CliError::usage(format!(
+                        "vis worker: --sandbox is not a sandbox policy: {e}"
+                    ))
+                })?,
+                None => crate::sandbox::Policy::default(),
             },
-        )),
+        })),
     }
 }
 

@@ -102,8 +102,8 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             crate::sandbox::Mode::Off => "not used (sandbox off)".to_string(),
             _ if layers.seccomp => format!(
                 "yes ({} system calls refused: {})",
-                crate::sandbox::seccomp::denied().len(),
-                crate::sandbox::seccomp::denied()
+                crate::sandbox::denied_syscalls().len(),
+                crate::sandbox::denied_syscalls()
                     .iter()
                     .take(6)
                     .map(|(n, _)| *n)

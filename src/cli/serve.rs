@@ -72,7 +72,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
     crate::store::Store::open(db)?;
     let hub_config = config.clone();
     let hub_db = db.to_path_buf();
-    let hub_for: crate::serve::registry::HubFor = Arc::new(move |workspace, id, store| {
+    let hub_for: crate::serve::HubFor = Arc::new(move |workspace, id, store| {
         let hub = crate::mcp::hub_for(
             &hub_config,
             Path::new(workspace),

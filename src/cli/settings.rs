@@ -319,7 +319,7 @@ pub fn chat_settings(
             gist_max_tokens: config
                 .folding
                 .gist_max_tokens
-                .unwrap_or(crate::gateway::folds::DEFAULT_GIST_MAX_TOKENS),
+                .unwrap_or(crate::gateway::DEFAULT_GIST_MAX_TOKENS),
             input_limit: config.folding.input_limit,
             auto_compress_above: config.folding.auto_compress_above,
         },

@@ -11,7 +11,7 @@ use super::folds::{self, Before, Fold, Span};
 use super::history::NoticeMeta;
 use super::{shown_state, ChatSession, ChatSettings, State};
 use crate::protocol::HistoryItem;
-use crate::session::utilization::{limits_for, thousands, Limits, Utilization};
+use crate::session::{limits_for, thousands, Limits, Utilization};
 use crate::store::{FoldRow, Store};
 
 /// What folding needs: the conversation, the store, the session's id and settings.

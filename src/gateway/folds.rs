@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use super::history::{Entry, NoticeMeta};
 use crate::protocol::{HistoryItem, TurnStatus};
-use crate::session::keys::{parse_keys, FoldKey};
+use crate::session::{parse_keys, FoldKey};
 use crate::store::{FoldRow, HistoryKind, HistoryRow, Store};
 
 /// Default cap on a gist, in o200k tokens.

@@ -39,6 +39,8 @@ use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
 pub use folding::receipt_line;
+pub use folds::DEFAULT_GIST_MAX_TOKENS;
+pub use prompt::TOOL_NAME;
 pub use turn::{code_of, EventSink, ExecEnd, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.

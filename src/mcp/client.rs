@@ -850,7 +850,7 @@ async fn stop_child(proc: &mut ChildProc, forced: Option<&str>) -> String {
     };
     let how = match exited {
         Some(status) => {
-            crate::runtime::process::kill_tree(proc.pid, false);
+            crate::runtime::kill_tree(proc.pid, false);
             use std::os::unix::process::ExitStatusExt;
             match (status.code(), status.signal()) {
                 (Some(c), _) => format!("exited with code {c}"),
@@ -860,7 +860,7 @@ async fn stop_child(proc: &mut ChildProc, forced: Option<&str>) -> String {
         }
         None => {
             if proc.pid > 0 {
-                crate::runtime::process::kill_tree(proc.pid, true);
+                crate::runtime::kill_tree(proc.pid, true);
             }
             let _ = tokio::time::timeout(Duration::from_secs(5), proc.child.wait()).await;
             forced.unwrap_or("was stopped").to_string()

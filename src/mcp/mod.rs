@@ -26,17 +26,19 @@
 //! (`vis mcp approve DIR`, stored per workspace and fingerprint); everything skipped is
 //! reported in `session["mcp"]` with the fix.
 
-pub mod client;
-pub mod config;
-pub mod results;
-pub mod schema;
-pub mod server;
-pub mod stdio;
+mod client;
+mod config;
+mod results;
+mod schema;
+mod server;
+mod stdio;
 
 use std::path::{Path, PathBuf};
 
 pub use client::{HubSettings, McpHub};
-pub use config::{McpConfig, ServerSource, ServerSpec, Transport};
+pub use config::{parse_mcp_table, McpConfig, ServerSource, ServerSpec, Transport};
+pub use server::{serve, ServeOptions};
+pub use stdio::take_protocol_streams;
 
 use crate::store::Store;
 

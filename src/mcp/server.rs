@@ -530,7 +530,7 @@ impl ServerHandler for VisServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         from_json(json!({"tools": [{
-            "name": crate::gateway::prompt::TOOL_NAME,
+            "name": crate::gateway::TOOL_NAME,
             "description": TOOL_DESCRIPTION,
             "inputSchema": {
                 "type": "object",
@@ -550,7 +550,7 @@ impl ServerHandler for VisServer {
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()).to_string(),
         };
-        if call.name != crate::gateway::prompt::TOOL_NAME {
+        if call.name != crate::gateway::TOOL_NAME {
             return Err(ErrorData::invalid_params(
                 format!(
                     "there is no tool '{}': the only tool is python_execution (arguments: {{\"code\": \"<Python source>\"}})",

@@ -48,29 +48,8 @@ pub fn is_allowed(name: &str) -> bool {
     ALLOWED.contains(&name) || name.starts_with("LC_")
 }
 
-/// True for variables that hold credentials (`OPENAI_API_KEY`, `GITHUB_TOKEN`, …): even when
-/// the user allows a variable by name, one that looks like a credential is refused unless
-/// named exactly, so a pattern in `[sandbox] env` cannot sweep keys in by accident.
-pub fn is_secret_env(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const MARKERS: [&str; 10] = [
-        "API_KEY",
-        "APIKEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PGPASS",
-        "CREDENTIAL",
-        "PRIVATE_KEY",
-        "DATABASE_URL",
-    ];
-    MARKERS.iter().any(|m| upper.contains(m))
-        || upper.ends_with("_KEY")
-        || upper == "AWS_ACCESS_KEY_ID"
-}
-
-/// The environment a worker gets: the allow-list, plus `extra` (names from `[sandbox] env`).
+/// The environment a worker gets: the allow-list, plus `extra` (names from `[sandbox] env`,
+/// matched exactly: no patterns, so a credential passes only when the user names it).
 pub fn worker_env(extra: &[String]) -> Vec<(String, String)> {
     std::env::vars()
         .filter(|(k, _)| is_allowed(k) || extra.iter().any(|e| e == k))
@@ -96,9 +75,6 @@ mod tests {
             "AWS_SECRET_ACCESS_KEY",
         ] {
             assert!(!is_allowed(name), "{name}");
-        }
-        for name in ["DATABASE_URL", "PGPASS", "GH_TOKEN", "STRIPE_KEY"] {
-            assert!(is_secret_env(name), "{name}");
         }
     }
 }

@@ -17,24 +17,26 @@
 //! `crate::protocol` for who fills in what). The runtime owns no look-alikes of them.
 
 pub mod channel;
-pub mod env;
+mod env;
 pub mod frame;
-pub mod host;
-pub mod launcher;
+mod host;
+mod launcher;
 mod native;
-pub mod output;
-pub mod process;
-pub mod supervisor;
-pub mod wire;
-pub mod worker;
+mod output;
+mod process;
+mod supervisor;
+mod wire;
+mod worker;
 
 pub use channel::{HostCall, HostCallSink};
 pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
-pub use output::{DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
+pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
+pub use process::kill_tree;
 pub use supervisor::{
     validate_code, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };
 pub use wire::Isolation;
+pub use worker::{run_worker, WorkerArgs};
 
 /// Errors of the runtime. `InvalidBlock` is for the model (it sent a block that cannot run);
 /// the others mean the runtime itself failed and the caller should abort or retry.

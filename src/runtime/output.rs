@@ -43,8 +43,8 @@ pub fn cap_output(raw: &[u8], limit: usize, artifact: Option<&Path>) -> Capped {
 /// prints gigabytes costs neither the worker nor the host that much memory.
 const IN_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Default cap on the artifacts one session keeps (full outputs).
-pub const DEFAULT_ARTIFACT_QUOTA: u64 = 1024 * 1024 * 1024;
+/// Default cap on the artifacts one session keeps (full outputs); the sandbox policy owns it.
+pub use crate::sandbox::DEFAULT_ARTIFACT_QUOTA;
 
 /// Why a full output was not kept (`None` when it was, or nothing was cut).
 pub type Saved = Result<bool, String>;

@@ -162,7 +162,7 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
     if matches!(policy.mode, Mode::FullAccess | Mode::Off) {
         return;
     }
-    match crate::sandbox::landlock::restrict(&policy.writable) {
+    match crate::sandbox::restrict_writes(&policy.writable) {
         Ok(level) => {
             layers.landlock = Some(level.to_string());
             if level == "partial" {
@@ -174,7 +174,7 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
         }
         Err(e) => layers.note("landlock", e),
     }
-    match crate::sandbox::seccomp::install() {
+    match crate::sandbox::install_seccomp() {
         Ok(()) => layers.seccomp = true,
         Err(e) => layers.note("seccomp", e),
     }

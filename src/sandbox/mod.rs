@@ -22,8 +22,14 @@
 //! what is missing (`session["sandbox"]`, `vis sandbox status`), and with
 //! `[sandbox] require = true` the worker refuses to start instead.
 
-pub mod landlock;
-pub mod seccomp;
+mod landlock;
+mod seccomp;
+
+pub use landlock::restrict as restrict_writes;
+pub use seccomp::{denied as denied_syscalls, install as install_seccomp};
+
+/// The most bytes a session's artifacts (full outputs) may take unless configured.
+pub const DEFAULT_ARTIFACT_QUOTA: u64 = 1024 * 1024 * 1024;
 
 use std::path::PathBuf;
 
@@ -86,7 +92,7 @@ pub struct Policy {
 }
 
 fn default_quota() -> u64 {
-    crate::runtime::output::DEFAULT_ARTIFACT_QUOTA
+    DEFAULT_ARTIFACT_QUOTA
 }
 
 impl Default for Policy {

@@ -12,10 +12,10 @@
 //! lets running blocks finish within the grace period (turns stop before their next model
 //! request), then interrupts what still runs, records it, stops the workers and exits.
 
-pub mod api;
-pub mod events;
-pub mod metrics;
-pub mod registry;
+mod api;
+mod events;
+mod metrics;
+mod registry;
 mod web;
 
 use std::net::SocketAddr;
@@ -31,7 +31,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use registry::{ModelChoice, Registry, SettingsFor};
+pub use registry::{HubFor, ModelChoice, Registry, SettingsFor};
 
 /// What the server needs to start.
 pub struct ServeOptions {

@@ -1,14 +1,17 @@
 //! Sessions as the runtime sees them: ids, the `session` dict rebuilt before every block, and
 //! the utilization figures that go in it.
 
-pub mod keys;
-pub mod utilization;
+mod keys;
+mod utilization;
 
 use serde_json::{json, Value};
 
 use crate::store::Counts;
 
-pub use utilization::AUTO_COMPRESS_ABOVE;
+pub use keys::{parse_keys, FoldKey};
+pub use utilization::{
+    level, limits_for, thousands, Level, Limits, Utilization, AUTO_COMPRESS_ABOVE,
+};
 
 /// Checks a user-chosen session id: 1–64 characters of `[A-Za-z0-9_.-]`, starting with a
 /// letter or digit (ids appear in paths and commands, so nothing else is allowed).

@@ -203,7 +203,7 @@ impl Utilization {
 
 /// `12,345`.
 pub fn thousands(n: u64) -> String {
-    crate::runtime::output::group_thousands(n as usize)
+    crate::runtime::group_thousands(n as usize)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ mod sandbox;
 mod serve;
 mod shell;
 mod store;
+mod structure;
 mod supervisor;
 mod text;
 mod web;

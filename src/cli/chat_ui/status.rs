@@ -7,7 +7,7 @@
 
 use super::commands::plural;
 use crate::gateway::ChatSession;
-use crate::session::utilization::Level;
+use crate::session::Level;
 use crate::store::RequestRecord;
 
 /// Token totals over a session's answered requests.
@@ -45,7 +45,7 @@ pub fn totals(requests: &[RequestRecord]) -> Totals {
 pub fn count(v: Option<u64>) -> String {
     match v {
         None => "n/a".into(),
-        Some(v) => crate::runtime::output::group_thousands(v as usize),
+        Some(v) => crate::session::thousands(v),
     }
 }
 
@@ -70,7 +70,7 @@ pub fn utilization(
         None => (estimate, "~"),
     };
     let share = tokens as f64 * 100.0 / auto_compress_above.max(1) as f64;
-    let level = match crate::session::utilization::level(tokens, auto_compress_above) {
+    let level = match crate::session::level(tokens, auto_compress_above) {
         Level::Normal => "",
         Level::Hint => " (fold soon)",
         Level::Urgent => " (fold now)",
