@@ -2,9 +2,14 @@
 //! - links the `vis` binary against the libpython it was configured with and records an rpath
 //!   to it, so the worker loads that same library at run time (no LD_LIBRARY_PATH needed);
 //! - embeds the prelude package (`python/vis`) and the bundled extensions (`extensions/`) into
-//!   the binary, so an installed `vis` needs no Python files beside it.
+//!   the binary, so an installed `vis` needs no Python files beside it;
+//! - compiles those sources to bytecode with the very Python the binary links (marshalled code
+//!   objects plus that Python's magic number), so a worker does not parse and compile the
+//!   prelude at every start. A worker whose Python has another magic number compiles the
+//!   sources instead; a build machine whose Python cannot run embeds no bytecode (same result).
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, PathBuf)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -58,9 +63,21 @@ fn main() {
         );
     }
     src.push_str("];\n");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
+    let mut units: Vec<(String, PathBuf)> = files
+        .iter()
+        .filter(|(rel, _)| rel.ends_with(".py"))
+        .cloned()
+        .collect();
+    units.extend(
+        bundled
+            .iter()
+            .filter(|(rel, _)| rel.ends_with(".py"))
+            .map(|(rel, path)| (format!("_vis_bundled/{rel}"), path.clone())),
+    );
+    src.push_str(&bytecode_table(&units, &out_dir));
     files.extend(bundled);
-    let out =
-        PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("prelude_sources.rs");
+    let out = out_dir.join("prelude_sources.rs");
     if let Err(e) = std::fs::write(&out, src) {
         panic!("cannot write {}: {e}", out.display());
     }
@@ -70,4 +87,74 @@ fn main() {
     for (_, path) in &files {
         println!("cargo:rerun-if-changed={}", path.display());
     }
+}
+
+/// Python that compiles each `(module path, source file)` pair given as arguments into
+/// `<out>/<index>.marshal` and prints the interpreter's magic number as hex. File names match
+/// what the worker's importer gives modules it compiles itself (`<vis>/vis/x.py`), so
+/// tracebacks are the same either way.
+const COMPILE_SCRIPT: &str = r#"
+import importlib.util, marshal, sys
+out, pairs = sys.argv[1], sys.argv[2:]
+for i in range(0, len(pairs), 2):
+    rel, path = pairs[i], pairs[i + 1]
+    with open(path, encoding="utf-8") as f:
+        code = compile(f.read(), "<vis>/" + rel, "exec", dont_inherit=True, optimize=0)
+    with open("%s/%d.marshal" % (out, i // 2), "wb") as f:
+        f.write(marshal.dumps(code))
+print(importlib.util.MAGIC_NUMBER.hex())
+"#;
+
+/// The Rust source of `PRELUDE_BYTECODE` (module path -> marshalled code) and
+/// `PRELUDE_MAGIC`; both empty when the build's Python cannot compile them.
+fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
+    let code_dir = out_dir.join("prelude_bytecode");
+    let _ = std::fs::remove_dir_all(&code_dir);
+    let compiled = pyo3_build_config::get()
+        .executable()
+        .filter(|_| std::fs::create_dir_all(&code_dir).is_ok())
+        .and_then(|python| {
+            let mut cmd = Command::new(python);
+            cmd.arg("-I").arg("-c").arg(COMPILE_SCRIPT).arg(&code_dir);
+            for (rel, path) in units {
+                cmd.arg(rel).arg(path);
+            }
+            match cmd.output() {
+                Ok(out) if out.status.success() => {
+                    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+                }
+                Ok(out) => {
+                    println!(
+                        "cargo:warning=the prelude is embedded without bytecode (workers compile it at start): {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                    None
+                }
+                Err(e) => {
+                    println!("cargo:warning=the prelude is embedded without bytecode: cannot run {python}: {e}");
+                    None
+                }
+            }
+        });
+    let mut src = String::from("/// The prelude and bundled extensions compiled by the build's Python: (module path, marshalled code).\npub static PRELUDE_BYTECODE: &[(&str, &[u8])] = &[\n");
+    let magic = match compiled {
+        Some(magic) => {
+            for (i, (rel, _)) in units.iter().enumerate() {
+                let path = code_dir.join(format!("{i}.marshal"));
+                let _ = writeln!(
+                    src,
+                    "    ({rel:?}, include_bytes!({:?})),",
+                    path.display().to_string()
+                );
+            }
+            magic
+        }
+        None => String::new(),
+    };
+    src.push_str("];\n");
+    let _ = writeln!(
+        src,
+        "/// `importlib.util.MAGIC_NUMBER` (hex) of the Python that compiled `PRELUDE_BYTECODE`.\npub static PRELUDE_MAGIC: &str = {magic:?};"
+    );
+    src
 }

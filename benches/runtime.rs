@@ -5,8 +5,14 @@
 //! 2. `vis exec` cold start in a session holding 100 persisted definitions (median);
 //! 3. worker kill + restart + restore of 100 definitions (median).
 //!
-//! Options: `--blocks N` (default 10000), `--jupyter-python PATH` (a Python with
-//! jupyter_client and ipykernel; without it the Jupyter comparison is skipped and says so).
+//! 2 and 3 are also given as ratios to `python3 -c pass` (the interpreter's own start, `site`
+//! included, as in the worker), timed in the same run, alternating with the measured runs so
+//! both see the same machine load. `python3` is resolved to the interpreter it runs (a pyenv
+//! shim would add a shell script's start-up to the baseline). Target: both ratios ≤ 1.5.
+//!
+//! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
+//! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is
+//! skipped and says so).
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -16,7 +22,7 @@
     clippy::print_stderr
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -32,6 +38,26 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     percentile(&xs, 0.5)
+}
+
+/// The interpreter `python3` really runs (its `sys.executable`).
+fn python3() -> PathBuf {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 on PATH (the baseline of the start-up ratios)");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Wall time of `python3 -c pass`, in ms.
+fn python_start(python: &Path) -> f64 {
+    let t0 = Instant::now();
+    let status = Command::new(python)
+        .args(["-c", "pass"])
+        .status()
+        .expect("python3 -c pass");
+    assert!(status.success());
+    t0.elapsed().as_secs_f64() * 1e3
 }
 
 fn hundred_defs() -> Vec<PersistedDef> {
@@ -73,9 +99,14 @@ fn main() {
     let blocks: usize = arg("--blocks")
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    let runs: usize = arg("--runs").and_then(|v| v.parse().ok()).unwrap_or(20);
     let jupyter_python = arg("--jupyter-python");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
     let dir = tempfile::tempdir().expect("tempdir");
+    // Vis's caches (the entry-point index) live in this run's directory; the first start of
+    // each figure fills them and is not counted.
+    std::env::set_var("VIS_CACHE_DIR", dir.path().join("cache"));
+    let python = python3();
 
     // 1. Round trip.
     let mut opts = WorkerOptions::new(bin.clone());
@@ -165,7 +196,9 @@ fn main() {
             .expect("defs");
     }
     let mut cold = Vec::new();
-    for i in 0..21 {
+    let mut cold_python = Vec::new();
+    for i in 0..=runs {
+        let py = python_start(&python);
         let t0 = Instant::now();
         let out = Command::new(&bin)
             .args([
@@ -187,11 +220,13 @@ fn main() {
         );
         if i > 0 {
             cold.push(ms);
+            cold_python.push(py);
         }
     }
+    let (vis_ms, py_ms) = (median(cold), median(cold_python));
     println!(
-        "vis exec cold start, 100 persisted defs: median {:.1} ms (20 runs)",
-        median(cold)
+        "vis exec cold start, 100 persisted defs: median {vis_ms:.1} ms; python3 -c pass: median {py_ms:.1} ms ({runs} runs each, alternating); ratio {:.2}x (target <= 1.5x)",
+        vis_ms / py_ms
     );
 
     // 3. Kill + restart + restore of 100 definitions.
@@ -199,7 +234,9 @@ fn main() {
     rt.exec(block(dir.path(), "x = 1"), &mut NoHostCalls)
         .expect("first");
     let mut restarts = Vec::new();
-    for _ in 0..20 {
+    let mut restart_python = Vec::new();
+    for _ in 0..runs {
+        restart_python.push(python_start(&python));
         let t0 = Instant::now();
         rt.kill_worker("bench");
         rt.start().expect("restart");
@@ -209,8 +246,9 @@ fn main() {
         .exec(block(dir.path(), "helper_42('p')[0]"), &mut NoHostCalls)
         .expect("after restart");
     assert!(out.output.ends_with("42\n"), "{}", out.output);
+    let (vis_ms, py_ms) = (median(restarts), median(restart_python));
     println!(
-        "worker kill + restart + restore of 100 defs: median {:.1} ms (20 runs)",
-        median(restarts)
+        "worker kill + restart + restore of 100 defs: median {vis_ms:.1} ms; python3 -c pass: median {py_ms:.1} ms ({runs} runs each, alternating); ratio {:.2}x (target <= 1.5x)",
+        vis_ms / py_ms
     );
 }

@@ -6,7 +6,6 @@ Where file lines are shown (`diff`, `blame`) they carry the same `LINE:HASH` add
 from __future__ import annotations
 
 import os
-import subprocess
 
 from vis import _native, _state
 from vis.extension import context_provider, namespace, register
@@ -29,6 +28,8 @@ def _root() -> str:
 
 
 def _git(*args: str) -> str:
+    import subprocess  # here, not at the top: the extension loads at every worker start
+
     try:
         proc = subprocess.run(
             ["git", "-c", "core.quotepath=off", *args],
@@ -206,7 +207,7 @@ def _git_dir(start: str) -> str | None:
 
 
 @context_provider
-def context() -> dict:
+def context() -> dict[str, object]:
     """The current branch (read from .git/HEAD, no subprocess)."""
     git_dir = _git_dir(_root())
     if git_dir is None:

@@ -58,7 +58,7 @@ def _npm_has_tests(root: str) -> bool:
 
 
 @register
-def detect() -> list:
+def detect() -> list[str]:
     """List the test runners this workspace uses (cargo, pytest, npm).
 
     "cargo" when there is a Cargo.toml, "pytest" for a pytest config or test_*.py files,

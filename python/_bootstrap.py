@@ -1,19 +1,28 @@
 """Worker start-up: make the embedded prelude importable and set up sys for blocks.
 
 Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}), BUNDLED (bundled
-extensions, {"git.py": source, ...}) and WORKSPACE.
+extensions, {"git.py": source, ...}), BYTECODE ({"vis/x.py": marshalled code, ...}, compiled
+by the build's Python), MAGIC (that Python's magic number, hex) and WORKSPACE.
+
+Only the standard modules the interpreter has already loaded are used here: start-up time is
+what this file is about.
 """
-import importlib.abc
-import importlib.util
+import marshal
 import os
 import sys
+from importlib.machinery import ModuleSpec
 
 
-class EmbeddedPrelude(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader):
-    """Imports the `vis` package from sources compiled into the binary."""
+class EmbeddedPrelude:
+    """Imports the `vis` package (and `_vis_bundled`) from sources compiled into the binary.
 
-    def __init__(self, files):
+    A module's code comes from the build's bytecode when this Python has the same magic number,
+    else it is compiled from the embedded source; either way its file name is `<vis>/PATH`.
+    """
+
+    def __init__(self, files, bytecode):
         self.files = files
+        self.bytecode = bytecode
         self.modules = {}
         for path, source in files.items():
             if not path.endswith(".py"):
@@ -28,15 +37,20 @@ class EmbeddedPrelude(importlib.abc.MetaPathFinder, importlib.abc.InspectLoader)
         entry = self.modules.get(fullname)
         if entry is None:
             return None
-        return importlib.util.spec_from_loader(
-            fullname, self, origin="<vis>/" + entry[0], is_package=entry[2]
-        )
+        spec = ModuleSpec(fullname, self, origin="<vis>/" + entry[0], is_package=entry[2])
+        return spec
 
     def get_source(self, fullname):
         return self.modules[fullname][1]
 
     def get_code(self, fullname):
         path, source, _ = self.modules[fullname]
+        blob = self.bytecode.get(path)
+        if blob is not None:
+            try:
+                return marshal.loads(blob)
+            except (EOFError, ValueError, TypeError):
+                pass  # unreadable bytecode: the source is the truth
         return compile(source, "<vis>/" + path, "exec", dont_inherit=True)
 
     def is_package(self, fullname):
@@ -61,9 +75,9 @@ def _find_venv(workspace):
     return None
 
 
-def _setup(files, workspace):
+def _setup(files, bytecode, workspace):
     """The prelude becomes importable; sys.path is left alone (see `extend_path`)."""
-    sys.meta_path.insert(0, EmbeddedPrelude(files))
+    sys.meta_path.insert(0, EmbeddedPrelude(files, bytecode))
     sys.argv = [""]
     ver = "python%d.%d" % sys.version_info[:2]
     venv = _find_venv(workspace)
@@ -117,4 +131,15 @@ def _embed_bundled(files, bundled):
     return files
 
 
-_setup(_embed_bundled(SOURCES, globals().get("BUNDLED", {})), WORKSPACE)  # noqa: F821 (globals given by the worker)
+def _usable_bytecode(bytecode, magic):
+    """The build's bytecode when this interpreter reads the same format, else nothing."""
+    from importlib.util import MAGIC_NUMBER
+
+    return bytecode if magic and MAGIC_NUMBER.hex() == magic else {}
+
+
+_setup(
+    _embed_bundled(SOURCES, globals().get("BUNDLED", {})),  # noqa: F821 (globals given by the worker)
+    _usable_bytecode(globals().get("BYTECODE", {}), globals().get("MAGIC", "")),
+    WORKSPACE,  # noqa: F821
+)

@@ -1,8 +1,19 @@
 """Vis: the Python surface of a coding gateway whose model has one tool, `python_execution`.
 
 Inside a worker, the names in `__all__` are pre-imported into every block's namespace.
+In a plain Python (no worker: an extension's unit tests), the package imports too: see
+`vis.extension` for what works there.
 """
 from __future__ import annotations
+
+import sys as _sys
+
+if "vis._native" not in _sys.modules:
+    # No worker put its Rust module here: stand in for it (calls that need the worker raise
+    # WorkerRequiredError saying so).
+    from vis import _outside
+
+    _sys.modules["vis._native"] = _outside
 
 from pathlib import Path
 

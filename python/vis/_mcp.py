@@ -14,7 +14,6 @@ MCP envelope never reaches the model's code: results come back as Python values.
 from __future__ import annotations
 
 import builtins
-import inspect
 from typing import Any, Callable
 
 from vis import _extensions, _native
@@ -131,6 +130,8 @@ def _part(part: dict[str, Any]) -> Any:
 
 
 def _make_function(spec: dict[str, Any]) -> Callable[..., Any]:
+    import inspect
+
     name: str = spec["name"]
     server: str = spec["server"]
     tool: str = spec["tool"]

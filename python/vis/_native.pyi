@@ -1,8 +1,18 @@
-"""Stubs for `vis._native`, the Rust functions compiled into the vis binary."""
+"""Stubs for `vis._native`, the Rust module compiled into the vis binary.
+
+Registered by src/runtime/native.rs, src/text/python.rs and src/catalog/python.rs. Outside a
+worker, `vis._outside` takes its place (same names; worker-only calls raise
+`WorkerRequiredError`).
+"""
+
+from collections.abc import Iterator
+from os import PathLike
 
 from typing import Any
 
 VERSION: str
+
+# --- the runtime (src/runtime/native.rs) ---
 
 def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
     """Cap `raw` like block output: returns (text, total_chars, cut_chars)."""
@@ -26,7 +36,8 @@ class Manifest:
     def __init__(self, entries: list[dict[str, Any]]) -> None: ...
     def apropos(
         self, pattern: str, namespace: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[str, list[tuple[str, str, str]], int, int, int | None]: ...
+    ) -> tuple[str, list[tuple[str, str, str]], int, int, int | None]:
+        """(text, rows, total, remaining, next_offset); rows are (name, kind, line)."""
     def doc(self, name: str) -> str: ...
     def visible(self, name: str) -> bool: ...
     def callable(self, name: str) -> bool: ...
@@ -40,11 +51,13 @@ def denied(name: str) -> bool:
     """True when the config's deny list denies `name` (it or a namespace containing it)."""
 
 def line_address(line_no: int, text: str) -> str:
-    """`LINE:HASH` of one line, as `cat` prints it."""
+    """`LINE:HASH` of one line's content (line ending excluded), as `cat` prints it."""
+
+def front_matter(text: str) -> dict[str, str]:
+    """The top-level scalar fields of a SKILL.md's YAML front matter, in file order; ValueError
+    says what is wrong and where."""
 
 # --- text tools (src/text/python.rs; the documented wrappers are in vis/text.py) ---
-
-from os import PathLike
 
 class PatchError(ValueError):
     """A patch was rejected (stale or conflicting addresses, or a new syntax error)."""
@@ -56,37 +69,61 @@ class FileChangedError(PatchError):
     """The file changed while patch worked on it; nothing was written."""
 
 class CatResult:
-    text: str
-    path: str
-    total_lines: int
-    start: int
-    end: int
-    lines: list[tuple[int, str, str]]
+    @property
+    def text(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def total_lines(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def lines(self) -> list[tuple[int, str, str]]: ...
 
 class GrepMatch:
-    path: str
-    line: int
-    address: str
-    text: str
+    @property
+    def path(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def text(self) -> str: ...
 
 class GrepResult:
-    text: str
-    matches: list[GrepMatch]
-    count: int
-    files: list[str]
+    @property
+    def text(self) -> str: ...
+    @property
+    def matches(self) -> list[GrepMatch]: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def files(self) -> list[str]: ...
     def __len__(self) -> int: ...
-    def __iter__(self): ...
+    def __bool__(self) -> bool: ...
+    def __iter__(self) -> Iterator[GrepMatch]: ...
 
 class PatchResult:
-    text: str
-    path: str
-    removed: int
-    added: int
-    lines_before: int
-    lines_after: int
-    changed: bool
-    checked: str | None
-    regions: list[tuple[int, int]]
+    @property
+    def text(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def removed(self) -> int: ...
+    @property
+    def added(self) -> int: ...
+    @property
+    def lines_before(self) -> int: ...
+    @property
+    def lines_after(self) -> int: ...
+    @property
+    def changed(self) -> bool: ...
+    @property
+    def checked(self) -> str | None: ...
+    @property
+    def regions(self) -> list[tuple[int, int]]: ...
 
 def text_cat(
     path: str | PathLike[str], start: int | str | None = None, end: int | str | None = None
@@ -113,7 +150,7 @@ def text_grep(
 
 def text_patch(
     path: str | PathLike[str],
-    edits: list[tuple],
+    edits: list[tuple[str, ...]],
     *,
     check_syntax: bool = True,
     force: bool = False,

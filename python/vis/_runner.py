@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import __future__
 import ast
-import asyncio
 import builtins
 import faulthandler
-import inspect
 import io
 import linecache
 import os
 import signal
 import sys
 import types
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from vis import _native, _state
 from vis.defs import DefRegistry, describe
+
+if TYPE_CHECKING:
+    import asyncio
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"
@@ -32,6 +33,8 @@ _PRELUDE_PREFIX = "<vis>/"
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+#: `inspect.CO_COROUTINE`: a code object that must run on an event loop (top-level await).
+_CO_COROUTINE = 0x0080
 #: How many library frames (not the model's code) a traceback keeps.
 _LIBRARY_FRAMES_KEPT = 2
 
@@ -108,6 +111,7 @@ class Runner:
         self.stream = stream
         faulthandler.enable(file=stream, all_threads=True)
         signal.signal(signal.SIGINT, _on_interrupt)
+        # Created (and asyncio imported) by the first block that awaits at top level.
         self.loop: asyncio.AbstractEventLoop | None = None
         import vis
 
@@ -167,7 +171,7 @@ class Runner:
             print(_format_syntax_error(e), end="")
             return "error", self.registry.take_changes()
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        last = cast(ast.Expr, tree.body.pop()) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
             # Every statement is compiled before any runs, so a block that cannot compile
@@ -223,7 +227,9 @@ class Runner:
 
     def _eval(self, code: types.CodeType) -> Any:
         result = eval(code, self.ns)
-        if code.co_flags & inspect.CO_COROUTINE:
+        if code.co_flags & _CO_COROUTINE:
+            import asyncio
+
             if self.loop is None or self.loop.is_closed():
                 self.loop = asyncio.new_event_loop()
             result = self.loop.run_until_complete(result)

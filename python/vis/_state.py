@@ -21,6 +21,13 @@ def next_artifact(prefix: str) -> str:
     artifact_seq += 1
     tag = "t%s-i%s" % (session.get("turn", 0), session.get("iteration", 0))
     return "%s/%s-%s%d.txt" % (artifact_dir, tag, prefix, artifact_seq)
+
+
+#: True inside a vis worker (set at start-up); False in a plain Python, where `vis.extension`
+#: records registrations and worker-only calls raise `WorkerRequiredError`.
+in_worker: bool = False
+#: Vis's cache directory (read-only for the worker: the host writes what it reports), if any.
+cache_dir: str | None = None
 #: The workspace the worker was started for (extensions and skills under `.vis/`), if any.
 workspace: str | None = None
 #: The user's config directory (`extensions/`, `skills/`), if any.

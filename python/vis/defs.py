@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
-import symtable
 from typing import Any, Iterator
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -30,6 +28,8 @@ _MAX_CONSTANT_CHARS = 2000
 
 def describe(obj: Any, name: str) -> tuple[str, str]:
     """(signature, first doc line) of a function or class, for listings."""
+    import inspect
+
     try:
         if inspect.isclass(obj):
             sig = "class %s%s" % (name, inspect.signature(obj))
@@ -43,7 +43,7 @@ def describe(obj: Any, name: str) -> tuple[str, str]:
     return sig, first
 
 
-def _segment(lines: list[str], node: ast.AST, start_line: int) -> str:
+def _segment(lines: list[str], node: ast.stmt, start_line: int) -> str:
     """Source of a top-level statement, decorators included."""
     end_line = node.end_lineno or start_line
     chunk = lines[start_line - 1 : end_line]
@@ -57,6 +57,7 @@ def _segment(lines: list[str], node: ast.AST, start_line: int) -> str:
 def _import_entries(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, str]]:
     """(bound name, one-alias source) for each name an import statement binds."""
     for alias in node.names:
+        stmt: ast.Import | ast.ImportFrom
         if isinstance(node, ast.Import):
             stmt = ast.Import(names=[alias])
             bound = alias.asname or alias.name.split(".")[0]
@@ -93,6 +94,8 @@ def _globals_read(source: str) -> set[str]:
     """Module-level names a definition reads, when defined (decorators, defaults, bases) or
     when called (bodies, nested functions and lambdas)."""
     try:
+        import symtable
+
         top = symtable.symtable(source, "<def>", "exec")
     except (SyntaxError, ValueError):
         return set()
@@ -229,9 +232,15 @@ class DefRegistry:
         the globals it reads that a new worker will not have."""
         changed = {n for n, r in self._changed.items() if r is not None and r["kind"] != "constant"}
         dropped = {n for n, r in self._changed.items() if r is None}
+        # What an unchanged definition reads matters only for a known constant or a name this
+        # block dropped; without either, its reads are not computed (after a restore that
+        # spares the first block a symbol table per restored definition).
+        others_matter = bool(self._constants) or bool(dropped & self._unkept)
         missing: dict[str, list[str]] = {}
         for record in list(self.entries.values()):
             if record["kind"] not in ("function", "class"):
+                continue
+            if not others_matter and record["name"] not in changed:
                 continue
             for name in sorted(self._reads_of(record)):
                 if name in self.entries:
@@ -269,7 +278,7 @@ class DefRegistry:
         return DefList(dict(e) for e in self.entries.values())
 
 
-class DefList(list):
+class DefList(list[dict[str, Any]]):
     """The result of `defs()`: a list of dicts that prints as a compact listing."""
 
     def __repr__(self) -> str:

@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import ast
-import inspect
 import os
-import tempfile
-import textwrap
 
 from vis import _extensions, _state
 
@@ -37,8 +34,11 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
     same name again replaces the earlier version. The imports it uses (from `defs()`) are
     copied along.
     """
-    from vis import _native
+    import inspect
+    import textwrap
+
     import vis
+    from vis import _native
 
     if not isinstance(name, str) or not name:
         raise TypeError("promote() takes the name of a function from defs(), e.g. promote('slugify')")
@@ -56,8 +56,8 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
     live = (_extensions.registry.ns or {}).get(name)
     if inspect.isfunction(live) and live.__code__.co_filename.startswith(("<t", "<def ")):
         try:
-            source = textwrap.dedent(inspect.getsource(live))
-            tree = ast.parse(source)
+            live_source = textwrap.dedent(inspect.getsource(live))
+            tree = ast.parse(live_source)
         except (OSError, TypeError, SyntaxError):
             pass
         else:
@@ -67,7 +67,7 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
                 and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef))
                 and tree.body[0].name == name
             ):
-                record = {"kind": "function", "source": source}
+                record = {"kind": "function", "source": live_source}
     if record is None or record.get("kind") != "function":
         functions = [n for n, e in entries.items() if e.get("kind") == "function"]
         hint = ("; defined functions: " + ", ".join(functions[:20])) if functions else "; define it with a top-level def first"
@@ -105,6 +105,8 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
     block = "".join(new_imports) + '\n\n@register("%s.%s")\n%s' % (extension, name, source if source.endswith("\n") else source + "\n")
     text = text.rstrip("\n") + "\n" + block
     compile(text, path, "exec")
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix="." + extension + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
-import resource
-import signal
-import subprocess
 import time
 
 from vis import _state
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    import subprocess
 
 
 class ShellResult:
@@ -95,6 +96,9 @@ def run_to_file(
     """Runs `cmd` in the workspace with stdout and stderr (in order) going to a fresh artifact
     file; after `timeout` seconds its whole process group is killed. Returns (exit code or
     None if killed, artifact path, seconds, timed out). For `sh` and extensions."""
+    import resource
+    import subprocess
+
     cwd = _state.workspace_roots[0] if _state.workspace_roots else None
     artifact = _state.next_artifact(prefix)
     os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
@@ -128,7 +132,9 @@ def run_to_file(
     return code, artifact, time.monotonic() - started, timed_out
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -77,10 +77,13 @@ def cat(path: PathArg, start: int | str | None = None, end: int | str | None = N
 _MAX_COUNT = 2**62
 
 
-def _count_arg(name: str, value: object, *, optional: bool = False) -> int | None:
+def _optional_count_arg(name: str, value: object) -> int | None:
+    """Like `_count_arg`, but None (no limit) is allowed."""
+    return None if value is None else _count_arg(name, value)
+
+
+def _count_arg(name: str, value: object) -> int:
     """A non-negative count for grep (context lines, limits); huge values are capped."""
-    if value is None and optional:
-        return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be a whole number, got {value!r}")
     if value < 0:
@@ -153,8 +156,8 @@ def grep(
         types=_str_list("type", type),
         before=_count_arg("context", context) if before is None else _count_arg("before", before),
         after=_count_arg("context", context) if after is None else _count_arg("after", after),
-        max_count=_count_arg("max_count", max_count, optional=True),
-        limit=_count_arg("limit", limit, optional=True),
+        max_count=_optional_count_arg("max_count", max_count),
+        limit=_optional_count_arg("limit", limit),
         hidden=hidden,
         no_ignore=no_ignore,
     )
@@ -190,7 +193,7 @@ def _addr_arg(value: object) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
-def _canonical(edit: object) -> tuple:
+def _canonical(edit: object) -> tuple[str, ...]:
     if isinstance(edit, Insert):
         text = _text_arg(edit.text, edit)
         if edit.kind in ("before", "after"):

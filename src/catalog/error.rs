@@ -79,6 +79,10 @@ pub enum CatalogError {
         suggestions: Vec<String>,
     },
 
+    /// A skill's `SKILL.md` front matter cannot be read; `reason` says where and how to fix it.
+    #[error("invalid SKILL.md front matter: {reason}")]
+    InvalidFrontMatter { reason: String },
+
     /// A bad argument value (e.g. `limit=0`).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -35,6 +35,7 @@
 //! - *Canonical order* is sorting by name; it drives the rendered catalog, which therefore
 //!   depends only on the set of visible entries, never on load order (`render.rs`).
 //! - Names are validated, never sanitized (`names.rs`).
+//! - Skills' `SKILL.md` front matter is real YAML (`front_matter.rs`).
 //! - Denied entries are dropped when the manifest is built, so no later step can leak them.
 //! - Token counts use o200k_base (lazily loaded once per process) and are exact; the renderer
 //!   counts line by line and stops at the budget (`tokens.rs`).
@@ -42,6 +43,7 @@
 mod apropos;
 mod doc;
 mod error;
+mod front_matter;
 mod manifest;
 mod names;
 mod python;
@@ -53,6 +55,7 @@ mod update;
 pub use apropos::{apropos, AproposPage, AproposRow, DEFAULT_LIMIT};
 pub use doc::doc;
 pub use error::{CatalogError, Result};
+pub use front_matter::parse_front_matter;
 pub use manifest::{DenyList, EntryKind, Manifest, ManifestEntry, NamespaceInfo, Origin, Row};
 pub use names::{validate_name, validate_namespace, NameRule, PYTHON_KEYWORDS};
 pub use python::{manifest_entries_of, register as register_native, set_deny_list};

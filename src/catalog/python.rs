@@ -11,7 +11,9 @@
 //!   visible entries from the object itself ([`manifest_entries_of`]) to send to the host;
 //! - `validate_name(name, kind)` raises `ValueError` naming the bad segment;
 //! - `line_address(line_no, text)` is the `LINE:HASH` address of one line (the same hash `cat`
-//!   and `patch` use), for extensions that print file lines (e.g. `git.diff`).
+//!   and `patch` use), for extensions that print file lines (e.g. `git.diff`);
+//! - `front_matter(text)` is the `{key: value}` dict of a `SKILL.md`'s YAML front matter
+//!   (top-level scalars, file order); bad front matter is a `ValueError` saying where.
 //!
 //! Errors map to Python exceptions: invalid regex, names and arguments are `ValueError`;
 //! unknown names and namespaces are `LookupError`. Messages are the catalog's own.
@@ -263,12 +265,24 @@ fn line_address(line_no: usize, text: &str) -> String {
     format!("{line_no}:{}", crate::text::LineHash::of(text.as_bytes()))
 }
 
+/// The top-level scalar fields of a `SKILL.md`'s YAML front matter, in file order.
+#[pyfunction]
+fn front_matter<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let fields = super::front_matter::parse_front_matter(text).map_err(to_pyerr)?;
+    let dict = pyo3::types::PyDict::new(py);
+    for (key, value) in fields {
+        dict.set_item(key, value)?;
+    }
+    Ok(dict)
+}
+
 /// Adds the catalog's classes and functions to `vis._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyManifest>()?;
     m.add_function(wrap_pyfunction!(validate_name, m)?)?;
     m.add_function(wrap_pyfunction!(denied, m)?)?;
     m.add_function(wrap_pyfunction!(line_address, m)?)?;
+    m.add_function(wrap_pyfunction!(front_matter, m)?)?;
     Ok(())
 }
 

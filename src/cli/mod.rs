@@ -102,6 +102,9 @@ pub struct WorkerCliArgs {
     /// The sandbox policy as JSON (see `sandbox::Policy`).
     #[arg(long)]
     pub sandbox: Option<String>,
+    /// Vis's cache directory (read only: the host writes it; see `runtime::cache`).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -157,6 +160,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             deny: args.deny,
             safe_mode: args.safe_mode,
             trusted: args.trusted,
+            cache_dir: args.cache_dir,
             sandbox: match args.sandbox.as_deref() {
                 Some(json) => serde_json::from_str(json).map_err(|e| {
                     CliError::usage(format!(

@@ -10,12 +10,14 @@
 //! - `channel`: the host's end of the pipes (one reader, host calls routed by id);
 //! - `wire` and `frame`: the messages and their framing;
 //! - `worker` and `launcher`: the other end (the PID namespace, the embedded interpreter);
-//! - `output` caps what a block prints; `env` keeps secrets out of the worker.
+//! - `output` caps what a block prints; `env` keeps secrets out of the worker;
+//! - `cache`: Vis's cache directory, written by the host for workers (which only read it).
 //!
 //! A block is a [`crate::protocol::Block`] and ends as a [`crate::protocol::BlockResult`]: the
 //! same two types from the caller through the pipe into Python and back (see
 //! `crate::protocol` for who fills in what). The runtime owns no look-alikes of them.
 
+pub mod cache;
 pub mod channel;
 mod env;
 pub mod frame;
@@ -28,6 +30,7 @@ mod supervisor;
 mod wire;
 mod worker;
 
+pub use cache::cache_dir;
 pub use channel::{HostCall, HostCallSink};
 pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};

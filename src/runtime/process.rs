@@ -81,6 +81,10 @@ impl WorkerProcess {
         if opts.trusted {
             cmd.arg("--trusted");
         }
+        let cache_dir = opts.cache_dir.clone();
+        if let Some(dir) = &cache_dir {
+            cmd.arg("--cache-dir").arg(dir);
+        }
         let tmp = crate::sandbox::private_tmp().map_err(RuntimeError::Io)?;
         let policy = worker_policy(opts, tmp.path());
         cmd.arg("--sandbox").arg(
@@ -121,8 +125,15 @@ impl WorkerProcess {
                 python_version,
                 manifest,
                 isolation,
+                cache_writes,
                 ..
             })) => {
+                if let Some(dir) = &cache_dir {
+                    for cache in &cache_writes {
+                        // A cache that cannot be written is rebuilt by the next start.
+                        let _ = super::cache::write(dir, cache);
+                    }
+                }
                 worker.python_version = python_version;
                 worker.manifest = manifest;
                 worker.isolation = isolation;
@@ -181,7 +192,9 @@ impl WorkerProcess {
         match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
             Ok(Ok(status)) => {
                 // The worker is gone; anything it left behind (no PID namespace) goes too.
-                kill_tree(self.pid, false);
+                if !self.isolation.pid_namespace {
+                    kill_tree(self.pid, false);
+                }
                 exit_info(status)
             }
             _ => self.kill().await,
@@ -190,7 +203,17 @@ impl WorkerProcess {
 
     /// Kills the worker and everything it started, and reaps it.
     pub async fn kill(&mut self) -> ExitInfo {
-        kill_tree(self.pid, true);
+        if self.isolation.pid_namespace {
+            // Killing the launcher's group is enough: init dies with the launcher (its
+            // parent-death signal), and the kernel kills everything left in the namespace.
+            // That spares a walk over /proc at every `vis exec`.
+            if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
+                // Already gone is fine.
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+        } else {
+            kill_tree(self.pid, true);
+        }
         match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
             Ok(Ok(status)) => exit_info(status),
             _ => ExitInfo::Unknown,

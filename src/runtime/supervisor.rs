@@ -58,6 +58,9 @@ pub struct WorkerOptions {
     /// The sandbox (mode, network, extra writable paths). The workspace (in
     /// `workspace-write`) and the worker's own temp directory are added when it starts.
     pub sandbox: crate::sandbox::Policy,
+    /// Vis's cache directory (see `runtime::cache`): the worker reads it, the host writes what
+    /// the worker rebuilt; `None` caches nothing. Defaults to [`super::cache::cache_dir`].
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl WorkerOptions {
@@ -74,6 +77,7 @@ impl WorkerOptions {
             env: Vec::new(),
             trusted: false,
             sandbox: crate::sandbox::Policy::default(),
+            cache_dir: super::cache::cache_dir(),
         }
     }
 }

@@ -63,6 +63,10 @@ pub enum WorkerMessage {
         manifest: Vec<crate::catalog::ManifestEntry>,
         /// Which process isolation the worker runs under (see `runtime::launcher`).
         isolation: Isolation,
+        /// Cache files the worker rebuilt while starting, for the host to write (the worker
+        /// cannot write the cache directory; see `runtime::cache`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cache_writes: Vec<super::cache::CacheWrite>,
     },
     Restored(RestoreReport),
     /// The result of block `id` (boxed: it is by far the largest message).

@@ -61,6 +61,8 @@ pub struct WorkerArgs {
     pub trusted: bool,
     /// The sandbox to enter, with every path it may write.
     pub sandbox: crate::sandbox::Policy,
+    /// Vis's cache directory: read here, written by the host (see `runtime::cache`).
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The worker's end of the protocol channel. Writes are whole frames under one lock; reads
@@ -471,8 +473,12 @@ fn serve(
     // SAFETY: pthread_self is always safe.
     INTERPRETER_THREAD.store(unsafe { libc::pthread_self() } as u64, Ordering::SeqCst);
     unblock_signals(&[libc::SIGINT]);
-    let manifest = Python::attach(|py| {
-        manifest_entries_of(&py.import("vis._extensions")?.call_method0("manifest")?)
+    let (manifest, cache_writes) = Python::attach(|py| -> PyResult<_> {
+        let extensions = py.import("vis._extensions")?;
+        let manifest = manifest_entries_of(&extensions.call_method0("manifest")?)?;
+        let cache_writes: Vec<super::cache::CacheWrite> =
+            extensions.call_method0("take_cache_writes")?.extract()?;
+        Ok((manifest, cache_writes))
     })
     .map_err(py_err)?;
     send(&WorkerMessage::Ready {
@@ -480,6 +486,7 @@ fn serve(
         python_version: version,
         manifest,
         isolation,
+        cache_writes,
     })?;
     while let Ok(msg) = queue.recv() {
         match msg {
@@ -541,6 +548,12 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
         bundled.set_item(*path, *text)?;
     }
     globals.set_item("BUNDLED", bundled)?;
+    let bytecode = PyDict::new(py);
+    for (path, code) in PRELUDE_BYTECODE {
+        bytecode.set_item(*path, pyo3::types::PyBytes::new(py, code))?;
+    }
+    globals.set_item("BYTECODE", bytecode)?;
+    globals.set_item("MAGIC", PRELUDE_MAGIC)?;
     let code = CString::new(BOOTSTRAP)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     py.run(&code, Some(&globals), None)?;
@@ -559,6 +572,13 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("[permissions] deny: {e}")))?;
     state.setattr("safe_mode", args.safe_mode)?;
     state.setattr("trusted", args.trusted)?;
+    state.setattr("in_worker", true)?;
+    state.setattr(
+        "cache_dir",
+        args.cache_dir
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
+    )?;
     // The prelude imports the standard modules it needs first; only then does the workspace
     // become importable, after the standard library.
     let runner_cls = py.import("vis._runner")?.getattr("Runner")?;

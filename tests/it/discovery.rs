@@ -218,6 +218,11 @@ vistest!(skills_are_found_and_documented, |env| {
         &env.config_dir().join("skills/style/SKILL.md"),
         "---\nname: code-style\ndescription: \"House style\"\n---\nUse four spaces.\n",
     );
+    // A folded block (`>`) is YAML's: its lines joined into one text, not the `>` itself.
+    write(
+        &env.workspace().join(".vis/skills/folded/SKILL.md"),
+        "---\nname: folded-skill\ndescription: >\n  Reviews a change\n  before it is merged.\nallowed-tools: [Read]\n---\nRead the diff.\n",
+    );
     write(
         &env.workspace().join(".vis/skills/broken/SKILL.md"),
         "no front matter\n",
@@ -226,7 +231,7 @@ vistest!(skills_are_found_and_documented, |env| {
     let out = run(
         &env,
         &mut rt,
-        "print(apropos('release|style'))\nprint(doc('release-checklist'))",
+        "print(apropos('release|style|folded'))\nprint(doc('release-checklist'))",
     );
     assert!(
         out.output
@@ -240,6 +245,12 @@ vistest!(skills_are_found_and_documented, |env| {
         out.output
     );
     assert!(
+        out.output
+            .contains("folded-skill  [skill]  — Reviews a change before it is merged."),
+        "{}",
+        out.output
+    );
+    assert!(
         out.output.contains("1. Bump the version."),
         "{}",
         out.output
@@ -248,7 +259,7 @@ vistest!(skills_are_found_and_documented, |env| {
         out.output.contains("[vis] skill ")
             && out
                 .output
-                .contains("broken/SKILL.md is skipped: no `name:`"),
+                .contains("broken/SKILL.md is skipped: invalid SKILL.md front matter: the first line must be `---`"),
         "{}",
         out.output
     );

@@ -168,6 +168,86 @@ vistest!(
     }
 );
 
+/// The workspace venv's site-packages (where `install_entry_point_package` installs).
+fn site_packages(env: &TestEnv) -> std::path::PathBuf {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sys; print('.venv/lib/python%d.%d/site-packages' % sys.version_info[:2])",
+        ])
+        .output()
+        .unwrap();
+    env.workspace()
+        .join(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Sets a directory's mtime to `seconds` (since the epoch), well in the past: the index of a
+/// directory that changed just now is not written (it may still be changing), one that settled
+/// is.
+fn backdate(dir: &Path, seconds: u64) {
+    sh(dir, &format!("touch -d @{seconds} ."));
+}
+
+/// The entry-point index of `dir` in the env's cache directory: (path, content).
+fn entry_point_index(env: &TestEnv, dir: &Path) -> (std::path::PathBuf, String) {
+    for file in std::fs::read_dir(env.cache_dir().join("entry-points")).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let index: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if index["dir"] == dir.to_str().unwrap() {
+            return (path, text);
+        }
+    }
+    panic!("no entry-point index of {}", dir.display());
+}
+
+vistest!(
+    the_entry_point_index_is_cached_and_follows_site_packages,
+    |env| {
+        install_entry_point_package(&env);
+        let site = site_packages(&env);
+        backdate(&site, 1_600_000_000);
+        let first = run(&env, &mut env.runtime(), "print(epdemo.ping())");
+        assert_eq!(first.output, "pong\n");
+        let (index, text) = entry_point_index(&env, &site);
+        assert!(text.contains("[\"epdemo\", \"visdemo_pkg\""), "{text}");
+
+        // The next start takes the entry points from the index, not from the distributions:
+        // an entry renamed in the index is what loads.
+        std::fs::write(&index, text.replace("\"epdemo\"", "\"epcached\"")).unwrap();
+        let cached = run(
+            &env,
+            &mut env.runtime(),
+            "print(epcached.ping(), 'epdemo' in dir())",
+        );
+        assert_eq!(cached.output, "pong False\n");
+
+        // Installing or removing a distribution changes site-packages' mtime: a fresh scan.
+        std::fs::create_dir(site.join("other-1.0.dist-info")).unwrap();
+        let rescanned = run(
+            &env,
+            &mut env.runtime(),
+            "print(epdemo.ping(), 'epcached' in dir())",
+        );
+        assert_eq!(rescanned.output, "pong False\n");
+        // Changed just now, so that scan was not cached yet; once settled it is.
+        assert!(entry_point_index(&env, &site).1.contains("epcached"));
+        backdate(&site, 1_600_000_100);
+        run(&env, &mut env.runtime(), "pass");
+        let (_, text) = entry_point_index(&env, &site);
+        assert!(
+            text.contains("\"epdemo\"") && !text.contains("epcached"),
+            "{text}"
+        );
+
+        // A corrupt index is never trusted: it is scanned again and replaced.
+        std::fs::write(&index, "{\"version\": 1, \"dir\": tru").unwrap();
+        let out = run(&env, &mut env.runtime(), "print(epdemo.ping())");
+        assert_eq!(out.output, "pong\n");
+        assert!(entry_point_index(&env, &site).1.contains("\"epdemo\""));
+    }
+);
+
 vistest!(
     broken_extensions_are_reported_once_and_never_break_the_runtime,
     |env| {

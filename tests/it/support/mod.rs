@@ -70,6 +70,11 @@ impl TestEnv {
         self.dir.path().join("config")
     }
 
+    /// Vis's cache directory in this env (`$VIS_HOME/cache`, as its commands find it).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.dir.path().join("home").join("cache")
+    }
+
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace").canonicalize().unwrap()
     }
@@ -139,6 +144,7 @@ impl TestEnv {
         opts.workspace = Some(self.workspace());
         opts.interrupt_grace = Duration::from_millis(1500);
         opts.trusted = true;
+        opts.cache_dir = Some(self.cache_dir());
         tweak(&mut opts);
         Runtime::new(opts, defs)
     }

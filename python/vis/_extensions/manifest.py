@@ -1,0 +1,148 @@
+"""The manifest: every entry the session can see (the prelude's functions and pages, skills,
+extensions, MCP tools), built into the native `Manifest` that `apropos` and `doc` search and
+that the worker sends to the host.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from vis._extensions.registry import registry
+
+
+class _Raw:
+    """Shows a string annotation without quotes (`path: str`, not `path: 'str'`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def signature_text(obj: Any) -> str:
+    """`(a, b: int = 1) -> str` for a callable (string annotations unquoted); "" if unknown."""
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return ""
+
+    def raw(annotation: Any) -> Any:
+        return _Raw(annotation) if isinstance(annotation, str) else annotation
+
+    params = [p.replace(annotation=raw(p.annotation)) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=params, return_annotation=raw(sig.return_annotation)))
+
+
+def doc_text(obj: Any) -> str:
+    """The cleaned docstring of `obj` ("" if it has none)."""
+    import inspect
+
+    return inspect.getdoc(obj) or ""
+
+
+def collect_core() -> None:
+    """The prelude's own entries: its functions (pinned) and documentation pages."""
+    import vis
+
+    entries = []
+    names = []
+    for name in vis.__all__:
+        obj = getattr(vis, name, None)
+        if obj is None or isinstance(obj, type) or not callable(obj):
+            continue
+        names.append(name)
+        entries.append(
+            {
+                "name": name,
+                "kind": "function",
+                "signature": signature_text(obj),
+                "doc": doc_text(obj),
+                "pinned": True,
+                "origin": "core",
+            }
+        )
+    registry.core_entries = entries
+    registry.core_names = names
+    embedded = sys.modules.get("_vis_embedded")
+    files: dict[str, str] = getattr(embedded, "FILES", {}) if embedded else {}
+    pages: list[dict[str, Any]] = []
+    for path in sorted(files):
+        if path.startswith("vis/docs/") and path.endswith(".md"):
+            stem = path[len("vis/docs/") : -3]
+            pages.append({"name": "vis." + stem, "kind": "page", "doc": files[path], "origin": "core"})
+    if pages:
+        pages.insert(
+            0,
+            {
+                "name": "vis",
+                "kind": "namespace",
+                "summary": "Vis documentation pages: doc('vis.NAME') reads one",
+                "origin": "core",
+            },
+        )
+    registry.page_entries = pages
+
+
+def all_entries() -> list[dict[str, Any]]:
+    """Every entry, in manifest input order (core, pages, skills, extensions by name, MCP)."""
+    from vis import _mcp
+
+    entries = registry.core_entries + registry.page_entries + registry.skill_entries
+    for name in sorted(registry.loaded):
+        entries.extend(registry.loaded[name].entries)
+    entries.extend(_mcp.entries())
+    return entries
+
+
+def build() -> Any:
+    """The native manifest of every entry, deny list applied."""
+    from vis import _native
+
+    try:
+        return _native.Manifest(all_entries())
+    except (TypeError, KeyError, ValueError) as e:
+        # Should not happen (duplicates are checked per extension); keep the prelude usable.
+        registry.notices.append("[vis] the manifest could not be built: %s; extensions are disabled" % e)
+        registry.loaded.clear()
+        return _native.Manifest(all_entries())
+
+
+def manifest() -> Any:
+    """The session's native manifest (built on first use)."""
+    if registry.manifest is None:
+        registry.manifest = build()
+    return registry.manifest
+
+
+def take_manifest_update() -> Any:
+    """The visible manifest (deny list applied) if it changed since the last call, else None;
+    the worker sends its entries to the host."""
+    if not registry.manifest_changed:
+        return None
+    registry.manifest_changed = False
+    return manifest()
+
+
+def name_of(obj: Any) -> str | None:
+    """The registered dotted name of a function or namespace object, if any."""
+    from vis import _mcp
+    from vis._extensions.namespace import Namespace, path_of
+
+    if isinstance(obj, Namespace):
+        return path_of(obj)
+    for ext in registry.loaded.values():
+        for name, fn in ext.functions.items():
+            if fn is obj:
+                return name
+    for name, fn in _mcp.functions().items():
+        if fn is obj:
+            return name
+    import vis
+
+    for name in registry.core_names:
+        if getattr(vis, name, None) is obj:
+            return name
+    return None

@@ -1,0 +1,63 @@
+"""Skills: folders holding a `SKILL.md` whose YAML front matter gives `name` and `description`.
+
+Found in `<workspace>/.vis/skills/*/` and `<config>/skills/*/`; the workspace wins on equal
+names. The front matter is parsed by a real YAML parser in Rust (`_native.front_matter`), so
+folded (`>`) and literal (`|`) blocks, quoting and comments mean what YAML says. A skill that
+cannot be read (bad YAML, no `name` or `description`, an invalid name) is skipped: the next
+block's output says so once, and `session["extensions"]["skill:FOLDER"]` holds the error.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from vis import _state
+from vis._extensions.registry import registry
+
+
+def _roots() -> list[tuple[str, str]]:
+    roots = []
+    if _state.workspace:
+        roots.append(("workspace", os.path.join(_state.workspace, ".vis", "skills")))
+    if _state.config_dir:
+        roots.append(("config", os.path.join(_state.config_dir, "skills")))
+    return roots
+
+
+def read_skill(path: str) -> tuple[str, str, str]:
+    """`(name, description, text)` of one SKILL.md; ValueError or OSError says what is wrong."""
+    from vis import _native
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    meta = _native.front_matter(text)
+    name = meta.get("name", "").strip()
+    if not name:
+        raise ValueError("its front matter has no `name:` (a skill needs `name` and `description`)")
+    description = " ".join(meta.get("description", "").split())
+    if not description:
+        raise ValueError("its front matter has no `description:` (a skill needs `name` and `description`)")
+    _native.validate_name(name, "skill")
+    return name, description, text
+
+
+def collect_skills() -> None:
+    """Fills `registry.skill_entries`; problems go to the notices and `registry.status`."""
+    skills: dict[str, dict[str, Any]] = {}
+    for source, root in _roots():
+        if not os.path.isdir(root):
+            continue
+        for folder in sorted(os.listdir(root)):
+            path = os.path.join(root, folder, "SKILL.md")
+            if folder.startswith(".") or not os.path.isfile(path):
+                continue
+            try:
+                name, description, text = read_skill(path)
+            except (OSError, UnicodeDecodeError, ValueError) as e:
+                registry.notices.append("[vis] skill %s is skipped: %s" % (path, e))
+                registry.status.setdefault("skill:" + folder, {"source": source, "path": path, "error": str(e)})
+                continue
+            if name in skills:
+                continue  # the workspace's skill wins over the user's
+            skills[name] = {"name": name, "kind": "skill", "summary": description, "doc": text, "origin": "core"}
+    registry.skill_entries = list(skills.values())

@@ -1,0 +1,164 @@
+"""What `vis._native` is in a plain Python (no vis worker around it).
+
+Inside a worker, `vis._native` is the Rust module compiled into the `vis` binary. Installed
+with `pip install .`, the `vis` package can also be imported by a plain `python3`, e.g. by an
+extension's unit tests; then this module takes `vis._native`'s place. It answers what does not
+need the worker the same way (name validation, the exception types) and makes every call that
+does need it raise `WorkerRequiredError`, saying which function needs the worker and why.
+"""
+from __future__ import annotations
+
+import keyword
+from typing import Any, NoReturn
+
+#: The distribution that installs this package (`pip install .`).
+DISTRIBUTION = "vis-gateway"
+
+
+class WorkerRequiredError(RuntimeError):
+    """Raised outside a vis worker by a call that only the worker can answer."""
+
+
+def _needs_worker(what: str, why: str) -> NoReturn:
+    raise WorkerRequiredError(
+        "%s needs the vis worker (%s), and this is a plain Python without one: vis._native, the "
+        "Rust module inside the `vis` binary, is missing. Run it in a block (`vis exec`, "
+        "`vis chat`), or keep it out of the code a unit test calls." % (what, why)
+    )
+
+
+_RUST = "it runs in vis's Rust core"
+_HOST = "it calls the gateway that owns the session"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VERSION":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(DISTRIBUTION)
+        except PackageNotFoundError:
+            return "unknown (vis is not installed as a distribution)"
+    raise AttributeError("module 'vis._native' has no attribute %r" % name)
+
+
+class PatchError(ValueError):
+    """A patch was rejected (stale or conflicting addresses, or a new syntax error)."""
+
+
+class AddressError(PatchError):
+    """An address (a patch edit's, or cat's start/end) is malformed, past the end, or stale."""
+
+
+class FileChangedError(PatchError):
+    """The file changed while patch worked on it; nothing was written."""
+
+
+class _WorkerResult:
+    """A result type only the worker creates."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _needs_worker(type(self).__name__, _RUST)
+
+
+class CatResult(_WorkerResult):
+    """What `cat` returns (only the worker creates one)."""
+
+
+class GrepResult(_WorkerResult):
+    """What `grep` returns (only the worker creates one)."""
+
+
+class GrepMatch(_WorkerResult):
+    """One match of a `GrepResult` (only the worker creates one)."""
+
+
+class PatchResult(_WorkerResult):
+    """What `patch` returns (only the worker creates one)."""
+
+
+class Manifest(_WorkerResult):
+    """The session's manifest, searched by `apropos` and `doc` (worker only)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _needs_worker("apropos()/doc()", "the session's manifest is searched in vis's Rust core")
+
+
+_KINDS = {"function": False, "namespace": False, "page": True, "skill": True, "deny": True}
+
+
+def validate_name(name: str, kind: str = "function") -> None:
+    """Raises ValueError naming the bad segment, as the worker does (same rules: every
+    segment a Python identifier that is not a keyword; pages and skills may also use `-`)."""
+    if kind not in _KINDS:
+        raise ValueError("unknown kind `%s`: use function, namespace, page or skill" % kind)
+    if not name:
+        raise ValueError("empty name: a name is a dotted path of Python identifiers such as `git.diff`")
+    dashes = _KINDS[kind]
+    for segment in name.split("."):
+        problem = _segment_problem(segment, dashes)
+        if problem:
+            extra = " (`-` is also allowed after the first character)" if dashes else ""
+            raise ValueError(
+                "invalid name `%s`: segment `%s` %s; each segment must be a Python identifier that "
+                "is not a keyword%s" % (name, segment, problem, extra)
+            )
+
+
+def _segment_problem(segment: str, dashes: bool) -> str | None:
+    if not segment:
+        return "is empty (a leading, trailing or doubled `.`)"
+    first = segment[0]
+    if not (first == "_" or first.isidentifier()):
+        return "starts with a digit" if first.isdigit() else "starts with `%s`" % first
+    for c in segment[1:]:
+        if not (("a" + c).isidentifier() or (dashes and c == "-")):
+            return "contains whitespace" if c.isspace() else "contains `%s`" % c
+    if keyword.iskeyword(segment):
+        return "is a Python keyword"
+    return None
+
+
+def denied(name: str) -> bool:
+    """No worker, so no config and no deny list: nothing is denied."""
+    return False
+
+
+def interrupt_pending() -> bool:
+    """No worker, so no block to interrupt."""
+    return False
+
+
+def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
+    """Worker only (`sh` caps output in Rust)."""
+    _needs_worker("sh()", _RUST)
+
+
+def host_call(method: str, params: Any) -> Any:
+    """Worker only (fold_session, read_session and MCP tools call the host)."""
+    _needs_worker("%s (a host call)" % method, _HOST)
+
+
+def text_cat(path: Any, start: Any = None, end: Any = None) -> CatResult:
+    """Worker only."""
+    _needs_worker("cat()", _RUST)
+
+
+def text_grep(pattern: str, paths: Any, **options: Any) -> GrepResult:
+    """Worker only."""
+    _needs_worker("grep()", _RUST)
+
+
+def text_patch(path: Any, edits: Any, **options: Any) -> PatchResult:
+    """Worker only."""
+    _needs_worker("patch()", _RUST)
+
+
+def line_address(line_no: int, text: str) -> str:
+    """Worker only (line addresses use the hash of vis's Rust core)."""
+    _needs_worker("line addresses (line_address)", _RUST)
+
+
+def front_matter(text: str) -> dict[str, str]:
+    """Worker only (skills' front matter is parsed by the YAML parser in Rust)."""
+    _needs_worker("reading a skill's front matter", _RUST)
