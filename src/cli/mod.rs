@@ -1,5 +1,6 @@
 //! The `vis` command line. Each subcommand lives in its own file; errors carry the exit code
-//! (2 for usage and configuration problems) and one line naming the cause and the fix.
+//! (2 for usage and configuration problems, 3 when the session database cannot be used) and
+//! one line naming the cause and the fix.
 // The command line is the one place that prints (see `docs/architecture.md`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -124,9 +125,20 @@ impl CliError {
     }
 }
 
+/// Exit code when the session database cannot be used (damaged, foreign, from a newer vis,
+/// not writable): not a usage error, and distinct from a block that failed (1).
+pub const STORE_FAILURE: i32 = 3;
+
 impl From<crate::store::StoreError> for CliError {
     fn from(e: crate::store::StoreError) -> Self {
-        CliError::usage(e.to_string())
+        match e {
+            // A session id the user typed that is not there: the command line is wrong.
+            crate::store::StoreError::UnknownSession(_) => CliError::usage(e.to_string()),
+            _ => CliError {
+                code: STORE_FAILURE,
+                message: e.to_string(),
+            },
+        }
     }
 }
 

@@ -18,7 +18,7 @@ vistest!(
         let garbage: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
         std::fs::write(env.db(), &garbage).unwrap();
         let run = env.exec("s", "print(1)");
-        assert_eq!(run.code, 2);
+        assert_eq!(run.code, 3, "{}", run.stderr);
         assert!(
             run.stderr.contains("is not readable as SQLite"),
             "{}",
@@ -29,7 +29,7 @@ vistest!(
         assert_eq!(std::fs::read(env.db()).unwrap(), garbage);
         assert!(sidecars_absent(&env.db()));
         let list = env.vis(&["sessions", "list"]);
-        assert_eq!(list.code, 2);
+        assert_eq!(list.code, 3);
         assert_eq!(std::fs::read(env.db()).unwrap(), garbage);
     }
 );
@@ -44,7 +44,7 @@ vistest!(a_foreign_sqlite_database_is_not_touched, |env| {
     }
     let before = std::fs::read(env.db()).unwrap();
     let run = env.exec("s", "print(1)");
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(run.stderr.contains("not a Vis database"), "{}", run.stderr);
     assert_eq!(std::fs::read(env.db()).unwrap(), before);
 });
@@ -56,7 +56,7 @@ vistest!(a_database_from_a_newer_vis_is_refused, |env| {
         conn.execute_batch("PRAGMA user_version = 999").unwrap();
     }
     let run = env.exec("s", "1");
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(
         run.stderr
             .contains("schema version 999, newer than this vis understands"),
@@ -71,7 +71,7 @@ vistest!(an_unwritable_database_location_is_a_clear_error, |env| {
     std::fs::write(&blocker, "not a dir").unwrap();
     let db = blocker.join("vis.db");
     let run = env.vis_raw(&["--db", db.to_str().unwrap(), "exec", "1"]);
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(
         run.stderr.contains("cannot write the database"),
         "{}",
@@ -81,7 +81,7 @@ vistest!(an_unwritable_database_location_is_a_clear_error, |env| {
     assert_eq!(std::fs::read_to_string(&blocker).unwrap(), "not a dir");
     // A directory given as the database.
     let run = env.vis_raw(&["--db", env.path().to_str().unwrap(), "exec", "1"]);
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(run.stderr.contains("it is a directory"), "{}", run.stderr);
     // A read-only directory (only meaningful when not running as root).
     // SAFETY: geteuid has no preconditions.
@@ -91,7 +91,7 @@ vistest!(an_unwritable_database_location_is_a_clear_error, |env| {
         std::fs::create_dir(&ro).unwrap();
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
         let run = env.vis_raw(&["--db", ro.join("vis.db").to_str().unwrap(), "exec", "1"]);
-        assert_eq!(run.code, 2);
+        assert_eq!(run.code, 3, "{}", run.stderr);
         assert!(
             run.stderr.contains("cannot write the database"),
             "{}",
