@@ -166,8 +166,8 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
     }
     match crate::sandbox::restrict_writes(&policy.writable) {
         Ok(level) => {
-            layers.landlock = Some(level.to_string());
-            if level == "partial" {
+            layers.landlock = Some(level.as_str().to_string());
+            if level == crate::sandbox::Enforcement::Partial {
                 layers.note(
                     "landlock",
                     "the kernel enforces only part of the write rules",

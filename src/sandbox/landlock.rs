@@ -1,5 +1,6 @@
 //! The Landlock layer: everything readable, writes only beneath the allowed paths.
 
+use super::SandboxError;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -20,21 +21,46 @@ const ALWAYS_WRITABLE: &[&str] = &[
     "/dev/pts",
 ];
 
+/// How much of the write rules the kernel enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enforcement {
+    Full,
+    Partial,
+}
+
+impl Enforcement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Full => "full",
+            Enforcement::Partial => "partial",
+        }
+    }
+}
+
+/// A Landlock step that failed, for [`SandboxError::Landlock`].
+fn step(what: &str) -> impl FnOnce(landlock::RulesetError) -> SandboxError + '_ {
+    move |e| SandboxError::Landlock {
+        what: what.to_string(),
+        detail: e.to_string(),
+    }
+}
+
 /// Restricts this thread (and every thread and process started later) to writing beneath
-/// `writable`. Returns `full` or `partial`, or why nothing is enforced.
-pub fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
+/// `writable`. Returns how much the kernel enforces, or why nothing is.
+pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, SandboxError> {
     let all = AccessFs::from_all(ABI_VERSION);
     let mut ruleset = Ruleset::default()
         .handle_access(all)
-        .map_err(|e| e.to_string())?
+        .map_err(step("ruleset"))?
         .create()
-        .map_err(|e| e.to_string())?;
+        .map_err(step("ruleset"))?;
+    let root = PathFd::new("/").map_err(|e| SandboxError::Landlock {
+        what: "/".into(),
+        detail: e.to_string(),
+    })?;
     ruleset = ruleset
-        .add_rule(PathBeneath::new(
-            PathFd::new("/").map_err(|e| e.to_string())?,
-            AccessFs::from_read(ABI_VERSION),
-        ))
-        .map_err(|e| e.to_string())?;
+        .add_rule(PathBeneath::new(root, AccessFs::from_read(ABI_VERSION)))
+        .map_err(step("/"))?;
     let extra: Vec<PathBuf> = ALWAYS_WRITABLE.iter().map(PathBuf::from).collect();
     for path in writable.iter().chain(&extra) {
         // A path that does not exist (yet) grants nothing; skipping it keeps the rest.
@@ -46,15 +72,16 @@ pub fn restrict(writable: &[PathBuf]) -> Result<&'static str, String> {
         } else {
             AccessFs::from_file(ABI_VERSION)
         };
+        let what = path.display().to_string();
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, rights))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(step(&what))?;
     }
-    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
+    let status = ruleset.restrict_self().map_err(step("restrict_self"))?;
     match status.ruleset {
-        RulesetStatus::FullyEnforced => Ok("full"),
-        RulesetStatus::PartiallyEnforced => Ok("partial"),
-        RulesetStatus::NotEnforced => Err("the kernel does not enforce Landlock".into()),
+        RulesetStatus::FullyEnforced => Ok(Enforcement::Full),
+        RulesetStatus::PartiallyEnforced => Ok(Enforcement::Partial),
+        RulesetStatus::NotEnforced => Err(SandboxError::LandlockNotEnforced),
     }
 }
 

@@ -25,8 +25,26 @@
 mod landlock;
 mod seccomp;
 
-pub use landlock::restrict as restrict_writes;
+pub use landlock::{restrict as restrict_writes, Enforcement};
 pub use seccomp::{denied as denied_syscalls, install as install_seccomp};
+
+/// Why a sandbox layer could not be put in place, or a mode name was not understood.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("unknown sandbox mode '{0}'; use read-only, workspace-write, full-access or off")]
+    UnknownMode(String),
+    /// Landlock refused a step (`what`: the ruleset, or the path whose rule failed).
+    #[error("{what}: {detail}")]
+    Landlock { what: String, detail: String },
+    #[error("the kernel does not enforce Landlock")]
+    LandlockNotEnforced,
+    #[error("no seccomp filter for this architecture")]
+    UnsupportedArch,
+    #[error("seccomp: {0}")]
+    Seccomp(String),
+    #[error("no_new_privs: {0}")]
+    NoNewPrivs(std::io::Error),
+}
 
 /// The most bytes a session's artifacts (full outputs) may take unless configured.
 pub const DEFAULT_ARTIFACT_QUOTA: u64 = 1024 * 1024 * 1024;
@@ -57,16 +75,13 @@ impl Mode {
         }
     }
 
-    pub fn parse(s: &str) -> Result<Mode, String> {
+    pub fn parse(s: &str) -> Result<Mode, SandboxError> {
         match s.trim() {
             "read-only" => Ok(Mode::ReadOnly),
             "workspace-write" => Ok(Mode::WorkspaceWrite),
             "full-access" => Ok(Mode::FullAccess),
             "off" => Ok(Mode::Off),
-            other => Err(format!(
-                "unknown sandbox mode '{}'; use read-only, workspace-write, full-access or off",
-                crate::protocol::clip(other, 40)
-            )),
+            other => Err(SandboxError::UnknownMode(crate::protocol::clip(other, 40))),
         }
     }
 }

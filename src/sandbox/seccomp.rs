@@ -6,6 +6,7 @@
 //! is allowed: this is a deny list on top of the namespaces and Landlock, not the boundary
 //! alone.
 
+use super::SandboxError;
 use std::collections::BTreeMap;
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
@@ -40,7 +41,7 @@ pub fn denied() -> Vec<(&'static str, i64)> {
     ]
 }
 
-fn arch() -> Result<TargetArch, String> {
+fn arch() -> Result<TargetArch, SandboxError> {
     if cfg!(target_arch = "x86_64") {
         Ok(TargetArch::x86_64)
     } else if cfg!(target_arch = "aarch64") {
@@ -48,13 +49,13 @@ fn arch() -> Result<TargetArch, String> {
     } else if cfg!(target_arch = "riscv64") {
         Ok(TargetArch::riscv64)
     } else {
-        Err("no seccomp filter for this architecture".into())
+        Err(SandboxError::UnsupportedArch)
     }
 }
 
 /// Installs the filter on the calling thread (and what it starts later). Sets
 /// `no_new_privs`, which the kernel requires of an unprivileged filter.
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), SandboxError> {
     let rules: BTreeMap<i64, Vec<SeccompRule>> =
         denied().into_iter().map(|(_, nr)| (nr, vec![])).collect();
     let filter = SeccompFilter::new(
@@ -63,13 +64,13 @@ pub fn install() -> Result<(), String> {
         SeccompAction::Errno(libc::EPERM as u32),
         arch()?,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| SandboxError::Seccomp(e.to_string()))?;
     let program: BpfProgram = filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+        .map_err(|e: seccompiler::BackendError| SandboxError::Seccomp(e.to_string()))?;
     // SAFETY: prctl with constant arguments.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+        return Err(SandboxError::NoNewPrivs(std::io::Error::last_os_error()));
     }
-    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+    seccompiler::apply_filter(&program).map_err(|e| SandboxError::Seccomp(e.to_string()))
 }

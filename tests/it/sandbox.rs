@@ -597,7 +597,7 @@ fn session_json_opt(env: &TestEnv, session: &str) -> Option<Value> {
 vistest!(an_empty_database_file_is_refused_and_kept, |env| {
     std::fs::write(env.db(), b"").unwrap();
     let run = env.exec("z", "print(1)");
-    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stderr.contains("empty file (0 bytes)"),
         "{}",
