@@ -264,10 +264,10 @@ fn run_block(
                         Ok(task) => tasks.push(task),
                         Err(call) => {
                             // Folding needs the gateway (`vis chat`, `vis serve`).
-                            let answer = Err(format!(
+                            let answer = Err(crate::runtime::CallError(format!(
                                 "'{}' is not available in `vis exec`, which runs blocks without a model",
                                 call.method
-                            ));
+                            )));
                             call.reply(answer);
                         }
                     },

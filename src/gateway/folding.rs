@@ -251,7 +251,7 @@ pub(super) fn fold(
 }
 
 /// `read_session(key)`: the original content when introspection is on.
-pub(super) fn read(ctx: &mut FoldCtx<'_>, key: &str) -> Result<Value, String> {
+pub(super) fn read(ctx: &mut FoldCtx<'_>, key: &str) -> crate::runtime::CallAnswer {
     if !ctx.settings.folding.introspection {
         return Ok(json!({
             "off": true,
@@ -376,7 +376,7 @@ impl ChatSession {
     }
 
     /// Folds `key` with `gist` for the person (`/fold`), between turns.
-    pub fn fold(&mut self, key: &str, gist: &str) -> Result<Value, String> {
+    pub fn fold(&mut self, key: &str, gist: &str) -> crate::runtime::CallAnswer {
         fold(
             &mut FoldCtx {
                 state: &mut self.state,
@@ -388,6 +388,7 @@ impl ChatSession {
             gist,
             false,
         )
+        .map_err(crate::runtime::CallError)
     }
 
     /// The folds of the session (absorbed ones included).

@@ -21,7 +21,7 @@ use crate::protocol::{
     StreamEvent, ToolCall, TurnKind, TurnStatus,
 };
 use crate::providers::{ModelResponse, ProviderError};
-use crate::runtime::RuntimeError;
+use crate::runtime::{CallAnswer, CallError, RuntimeError};
 use crate::store::{
     now_millis, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
 };
@@ -719,7 +719,7 @@ fn unreachable_turn(turn: i64) -> Result<TurnEnd, GatewayError> {
 }
 
 /// Host calls a block makes while it runs (MCP calls, `mcp.*`, are answered by the hub).
-fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> Result<Value, String> {
+fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> CallAnswer {
     let text = |name: &str| -> Result<String, String> {
         match params.get(name) {
             Some(Value::String(s)) => Ok(s.clone()),
@@ -728,11 +728,13 @@ fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> Resu
         }
     };
     match method {
-        "fold_session" => folding::fold(ctx, &text("key")?, &text("gist")?, false),
+        "fold_session" => {
+            folding::fold(ctx, &text("key")?, &text("gist")?, false).map_err(CallError)
+        }
         "read_session" => folding::read(ctx, &text("key")?),
-        _ => Err(format!(
+        _ => Err(CallError(format!(
             "the gateway has no '{method}' call; see doc('vis') for what blocks can call"
-        )),
+        ))),
     }
 }
 

@@ -444,18 +444,18 @@ impl McpHub {
     }
 
     /// Answers an `mcp.*` host call from a block.
-    pub async fn answer(&self, method: &str, params: &Value) -> Result<Value, String> {
+    pub async fn answer(&self, method: &str, params: &Value) -> crate::runtime::CallAnswer {
         match method {
             "mcp.call" => self.call(params).await,
             "mcp.status" => Ok(self.status_json()),
-            _ => Err(format!(
+            _ => Err(crate::runtime::CallError(format!(
                 "there is no host call '{method}'; MCP tools are called as functions, e.g. server.tool(...)"
-            )),
+            ))),
         }
     }
 
     /// `mcp.call {server, tool, arguments}`: calls the tool and converts the result.
-    pub async fn call(&self, params: &Value) -> Result<Value, String> {
+    pub async fn call(&self, params: &Value) -> crate::runtime::CallAnswer {
         let server = params
             .get("server")
             .and_then(Value::as_str)
@@ -471,7 +471,7 @@ impl McpHub {
         };
         let Some(slot) = self.slot(server).cloned() else {
             let known = self.server_names();
-            return Err(if known.is_empty() {
+            return Err(crate::runtime::CallError(if known.is_empty() {
                 format!(
                     "there is no MCP server `{server}`: none is configured (see session[\"mcp\"])"
                 )
@@ -480,13 +480,13 @@ impl McpHub {
                     "there is no MCP server `{server}`; the servers are {} (see session[\"mcp\"])",
                     known.join(", ")
                 )
-            });
+            }));
         };
         // The tool must be one the worker was given: known, with its Python name not denied.
         let Some(output_schema) = self.callable(&slot, tool) else {
-            return Err(format!(
+            return Err(crate::runtime::CallError(format!(
                 "MCP server `{server}` has no tool `{tool}`; doc('{server}') lists its tools"
-            ));
+            )));
         };
         let (peer, generation) = match self.peer(&slot).await {
             Ok(p) => p,

@@ -454,14 +454,14 @@ fn millis(d: Duration) -> String {
 }
 
 /// Host calls other than MCP's: folding needs the conversation, which the MCP client keeps.
-fn answer_other(method: &str) -> Result<Value, String> {
+fn answer_other(method: &str) -> crate::runtime::CallAnswer {
     match method {
-        "fold_session" | "read_session" => Err(format!(
+        "fold_session" | "read_session" => Err(crate::runtime::CallError(format!(
             "{method}() is not available through `vis mcp`: the MCP client keeps the conversation, so Vis cannot fold it"
-        )),
-        _ => Err(format!(
+        ))),
+        _ => Err(crate::runtime::CallError(format!(
             "'{method}' is not available in `vis mcp`; see doc('vis') for what blocks can call"
-        )),
+        ))),
     }
 }
 

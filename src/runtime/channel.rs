@@ -21,20 +21,38 @@ use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 use super::frame::MAX_FRAME_BYTES;
 use super::wire::{HostMessage, WorkerMessage};
 
+/// A host call's refusal: the message the block sees, raised there as a Python exception. It
+/// is an error for the model to read and act on, never one that aborts the session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CallError(pub String);
+
+impl From<String> for CallError {
+    fn from(message: String) -> Self {
+        CallError(message)
+    }
+}
+
+impl From<&str> for CallError {
+    fn from(message: &str) -> Self {
+        CallError(message.to_string())
+    }
+}
+
+/// What a host call answers: a JSON value, or the refusal the block sees.
+pub type CallAnswer = Result<Value, CallError>;
+
 /// A call from a running block back to the host (`fold_session`, MCP tools, …). Answer it
 /// with [`HostCall::reply`]; dropping it unanswered replies with an error.
 #[derive(Debug)]
 pub struct HostCall {
     pub method: String,
     pub params: Value,
-    reply: Option<oneshot::Sender<Result<Value, String>>>,
+    reply: Option<oneshot::Sender<CallAnswer>>,
 }
 
 impl HostCall {
-    pub fn new(
-        method: String,
-        params: Value,
-    ) -> (HostCall, oneshot::Receiver<Result<Value, String>>) {
+    pub fn new(method: String, params: Value) -> (HostCall, oneshot::Receiver<CallAnswer>) {
         let (tx, rx) = oneshot::channel();
         (
             HostCall {
@@ -47,7 +65,7 @@ impl HostCall {
     }
 
     /// Sends the answer to the block (an `Err` becomes a Python exception there).
-    pub fn reply(mut self, answer: Result<Value, String>) {
+    pub fn reply(mut self, answer: CallAnswer) {
         if let Some(tx) = self.reply.take() {
             let _ = tx.send(answer);
         }
@@ -57,10 +75,10 @@ impl HostCall {
 impl Drop for HostCall {
     fn drop(&mut self) {
         if let Some(tx) = self.reply.take() {
-            let _ = tx.send(Err(format!(
+            let _ = tx.send(Err(CallError(format!(
                 "the host did not answer '{}': the block it was made for has ended",
                 self.method
-            )));
+            ))));
         }
     }
 }
@@ -214,17 +232,17 @@ fn route_request(
     outgoing: &mpsc::UnboundedSender<HostMessage>,
 ) {
     let sink = calls.lock().ok().and_then(|g| g.clone());
-    let respond = move |answer: Result<Value, String>| {
+    let respond = move |answer: CallAnswer| {
         let (result, error) = match answer {
             Ok(v) => (Some(v), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.0)),
         };
         HostMessage::Response { id, result, error }
     };
     let Some(sink) = sink else {
-        let _ = outgoing.send(respond(Err(format!(
+        let _ = outgoing.send(respond(Err(CallError(format!(
             "'{method}' is not available now: the host answers calls only while a block runs"
-        ))));
+        )))));
         return;
     };
     let (call, answer) = HostCall::new(method, params);

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::channel::CallAnswer;
 use super::supervisor::{Supervisor, WorkerOptions};
 use super::RuntimeError;
 use crate::catalog::{Manifest, ManifestEntry};
@@ -14,15 +15,15 @@ use crate::protocol::{Block, BlockResult, ExitInfo, PersistedDef};
 
 /// Answers the calls a block makes back into the host while it runs.
 pub trait HostHandler {
-    fn call(&mut self, method: &str, params: Value) -> Result<Value, String>;
+    fn call(&mut self, method: &str, params: Value) -> CallAnswer;
 }
 
 /// For callers that offer no host calls.
 pub struct NoHostCalls;
 
 impl HostHandler for NoHostCalls {
-    fn call(&mut self, method: &str, _params: Value) -> Result<Value, String> {
-        Err(format!("the host offers no '{method}' call in this mode"))
+    fn call(&mut self, method: &str, _params: Value) -> CallAnswer {
+        Err(format!("the host offers no '{method}' call in this mode").into())
     }
 }
 

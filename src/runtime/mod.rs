@@ -31,7 +31,7 @@ mod wire;
 mod worker;
 
 pub use cache::cache_dir;
-pub use channel::{HostCall, HostCallSink};
+pub use channel::{CallAnswer, CallError, HostCall, HostCallSink};
 pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use process::kill_tree;

@@ -244,11 +244,11 @@ vistest!(session_dict_is_rebuilt_before_every_block, |env| {
 struct Echo(Vec<String>);
 
 impl HostHandler for Echo {
-    fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    fn call(&mut self, method: &str, params: Value) -> vis::runtime::CallAnswer {
         self.0.push(method.to_string());
         match method {
             "echo" => Ok(json!({"echo": params})),
-            _ => Err(format!("no method {method}")),
+            _ => Err(format!("no method {method}").into()),
         }
     }
 }

@@ -14,10 +14,10 @@ use crate::vistest;
 struct Echo;
 
 impl HostHandler for Echo {
-    fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    fn call(&mut self, method: &str, params: Value) -> vis::runtime::CallAnswer {
         match method {
             "echo" => Ok(json!({"echo": params})),
-            _ => Err(format!("no method {method}")),
+            _ => Err(format!("no method {method}").into()),
         }
     }
 }
