@@ -55,18 +55,19 @@ pub fn parse_front_matter(text: &str) -> Result<Vec<(String, String)>> {
             e.info()
         ))
     })?;
-    let map = match docs.into_iter().next() {
-        Some(Yaml::Hash(map)) => map,
-        Some(Yaml::Null) | None => {
-            return Err(invalid(
+    let map =
+        match docs.into_iter().next() {
+            Some(Yaml::Hash(map)) => map,
+            Some(Yaml::Null) | None => return Err(invalid(
                 "the block between the `---` lines is empty; it needs `name:` and `description:`",
-            ))
-        }
-        Some(other) => return Err(invalid(format!(
+            )),
+            Some(other) => {
+                return Err(invalid(format!(
             "the block between the `---` lines must be `key: value` lines (a YAML mapping), not {}",
             kind_of(&other)
-        ))),
-    };
+        )))
+            }
+        };
     let mut fields = Vec::with_capacity(map.len());
     for (key, value) in map {
         let Some(key) = scalar_text(key) else {

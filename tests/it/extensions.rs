@@ -210,7 +210,7 @@ vistest!(
         let first = run(&env, &mut env.runtime(), "print(epdemo.ping())");
         assert_eq!(first.output, "pong\n");
         let (index, text) = entry_point_index(&env, &site);
-        assert!(text.contains("[\"epdemo\", \"visdemo_pkg\""), "{text}");
+        assert!(text.contains("[\"epdemo\",\"visdemo_pkg\""), "{text}");
 
         // The next start takes the entry points from the index, not from the distributions:
         // an entry renamed in the index is what loads.
@@ -245,6 +245,73 @@ vistest!(
         let out = run(&env, &mut env.runtime(), "print(epdemo.ping())");
         assert_eq!(out.output, "pong\n");
         assert!(entry_point_index(&env, &site).1.contains("\"epdemo\""));
+    }
+);
+
+/// The signature cache entry that lists `function`: (path, content).
+fn signature_cache(env: &TestEnv, function: &str) -> (std::path::PathBuf, String) {
+    let mut found = Vec::new();
+    for file in std::fs::read_dir(env.cache_dir().join("signatures")).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entry: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if entry["functions"].get(function).is_some() {
+            found.push((path, text));
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+vistest!(
+    signatures_are_cached_per_version_of_the_extension_source,
+    |env| {
+        let ext = env.workspace().join(".vis/extensions/sigs.py");
+        let source = |default: u32| {
+            format!("from vis.extension import register\n\n@register\ndef area(w: int, h: int = {default}) -> int:\n    \"\"\"Area of a box.\"\"\"\n    return w * h\n")
+        };
+        write(&ext, &source(2));
+        let block = "print(apropos('area'))\nprint(sigs.area(5))";
+        let first = run(&env, &mut env.runtime(), block);
+        assert!(
+            first
+                .output
+                .starts_with("sigs.area(w: int, h: int = 2) -> int  — Area of a box.\n"),
+            "{}",
+            first.output
+        );
+        assert!(first.output.ends_with("\n10\n"), "{}", first.output);
+
+        // The next start takes the signature from the cache: an edit there is what it shows.
+        let (cache, text) = signature_cache(&env, "sigs.area");
+        std::fs::write(&cache, text.replace("Area of a box.", "Area (cached).")).unwrap();
+        let cached = run(&env, &mut env.runtime(), block);
+        assert!(
+            cached
+                .output
+                .starts_with("sigs.area(w: int, h: int = 2) -> int  — Area (cached).\n"),
+            "{}",
+            cached.output
+        );
+
+        // Editing the extension's file is a new version: computed again (and cached anew).
+        write(&ext, &source(3));
+        let edited = run(&env, &mut env.runtime(), block);
+        assert!(
+            edited
+                .output
+                .starts_with("sigs.area(w: int, h: int = 3) -> int  — Area of a box.\n"),
+            "{}",
+            edited.output
+        );
+        assert!(edited.output.ends_with("\n15\n"), "{}", edited.output);
+        let entries = std::fs::read_dir(env.cache_dir().join("signatures"))
+            .unwrap()
+            .count();
+        assert!(
+            entries >= 3,
+            "core, the bundled extensions' and each version of sigs.py: {entries}"
+        );
     }
 );
 
