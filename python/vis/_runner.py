@@ -17,7 +17,7 @@ import linecache
 import os
 # `_signal`, not `signal`: the same function without the enums `signal` builds on import
 # (milliseconds at every worker start).
-import _signal
+import _signal  # type: ignore[import-not-found]  # (no stubs; the same calls as `signal`)
 import sys
 import types
 from typing import TYPE_CHECKING, Any, cast

@@ -145,3 +145,74 @@ for name, kind in [("a.1b", "function"), ("git.", "namespace"), ("my-skill", "sk
         assert!(outside.contains("ok ok.name\n"), "{outside}");
     }
 );
+
+/// The names `python/vis/_native.pyi` declares: top-level items, and each class's public
+/// members, as `["name", "Class.member", ...]` (sorted).
+fn stub_names() -> Vec<String> {
+    let text = std::fs::read_to_string(package_root().join("vis/_native.pyi")).unwrap();
+    let mut names = Vec::new();
+    let mut class = None;
+    for line in text.lines() {
+        let ident = |rest: &str| -> String {
+            rest.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        };
+        if let Some(rest) = line.strip_prefix("class ") {
+            let name = ident(rest);
+            names.push(name.clone());
+            class = Some(name);
+        } else if let Some(rest) = line.strip_prefix("def ") {
+            names.push(ident(rest));
+            class = None;
+        } else if let Some(rest) = line.strip_prefix("    def ") {
+            let member = ident(rest);
+            if let (Some(class), false) = (&class, member.starts_with('_')) {
+                names.push(format!("{class}.{member}"));
+            }
+        } else if line.contains(':') && !line.starts_with([' ', '#', '"', ')']) {
+            let name = ident(line);
+            if !name.is_empty() && line[name.len()..].starts_with(':') {
+                names.push(name);
+                class = None;
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// Python that prints the public names of module `_native` the way `stub_names` lists them.
+const LIST_NATIVE: &str = r#"names = []
+for name in dir(_native):
+    if name.startswith("_"):
+        continue
+    names.append(name)
+    obj = getattr(_native, name)
+    if isinstance(obj, type) and not issubclass(obj, BaseException):
+        names += ["%s.%s" % (name, m) for m in vars(obj) if not m.startswith("_")]
+print("\n".join(sorted(names)))
+"#;
+
+vistest!(the_stubs_declare_every_native_item, |env| {
+    let stubs = stub_names();
+    assert!(stubs.contains(&"Manifest.apropos".to_string()), "{stubs:?}");
+    let mut rt = env.runtime();
+    let inside = run(
+        &env,
+        &mut rt,
+        &format!("from vis import _native\n{LIST_NATIVE}"),
+    );
+    assert_eq!(inside.output.lines().collect::<Vec<_>>(), stubs);
+    // The plain-Python stand-in answers to the same names (its classes are placeholders).
+    let dir = env.path().join("plain");
+    std::fs::create_dir_all(&dir).unwrap();
+    let top: Vec<&String> = stubs.iter().filter(|n| !n.contains('.')).collect();
+    let outside = plain_python(
+        &dir,
+        &format!(
+            "import vis\nfrom vis import _native\nprint([n for n in {top:?} if not hasattr(_native, n)])\n"
+        ),
+    );
+    assert_eq!(outside, "[]\n", "names vis._outside lacks");
+});
