@@ -75,6 +75,8 @@ fn main() {
             .filter(|(rel, _)| rel.ends_with(".py"))
             .map(|(rel, path)| (format!("_vis_bundled/{rel}"), path.clone())),
     );
+    // The worker's bootstrap too (not a module: the worker runs it, see `BOOTSTRAP_BYTECODE`).
+    units.push((BOOTSTRAP_UNIT.to_string(), python.join("_bootstrap.py")));
     src.push_str(&bytecode_table(&units, &out_dir));
     files.extend(bundled);
     let out = out_dir.join("prelude_sources.rs");
@@ -105,8 +107,12 @@ for i in range(0, len(pairs), 2):
 print(importlib.util.MAGIC_NUMBER.hex())
 "#;
 
-/// The Rust source of `PRELUDE_BYTECODE` (module path -> marshalled code) and
-/// `PRELUDE_MAGIC`; both empty when the build's Python cannot compile them.
+/// The unit name of `python/_bootstrap.py` among the compiled units.
+const BOOTSTRAP_UNIT: &str = "_bootstrap.py";
+
+/// The Rust source of `PRELUDE_BYTECODE` (module path -> marshalled code),
+/// `BOOTSTRAP_BYTECODE` and `PRELUDE_MAGIC`; all empty when the build's Python cannot compile
+/// them.
 fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
     let code_dir = out_dir.join("prelude_bytecode");
     let _ = std::fs::remove_dir_all(&code_dir);
@@ -137,21 +143,26 @@ fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
             }
         });
     let mut src = String::from("/// The prelude and bundled extensions compiled by the build's Python: (module path, marshalled code).\npub static PRELUDE_BYTECODE: &[(&str, &[u8])] = &[\n");
+    let mut bootstrap = String::from("&[]");
     let magic = match compiled {
         Some(magic) => {
             for (i, (rel, _)) in units.iter().enumerate() {
-                let path = code_dir.join(format!("{i}.marshal"));
-                let _ = writeln!(
-                    src,
-                    "    ({rel:?}, include_bytes!({:?})),",
-                    path.display().to_string()
-                );
+                let path = code_dir.join(format!("{i}.marshal")).display().to_string();
+                if rel == BOOTSTRAP_UNIT {
+                    bootstrap = format!("include_bytes!({path:?})");
+                } else {
+                    let _ = writeln!(src, "    ({rel:?}, include_bytes!({path:?})),");
+                }
             }
             magic
         }
         None => String::new(),
     };
     src.push_str("];\n");
+    let _ = writeln!(
+        src,
+        "/// `python/_bootstrap.py` compiled by the build's Python (marshalled; empty without one).\npub static BOOTSTRAP_BYTECODE: &[u8] = {bootstrap};"
+    );
     let _ = writeln!(
         src,
         "/// `importlib.util.MAGIC_NUMBER` (hex) of the Python that compiled `PRELUDE_BYTECODE`.\npub static PRELUDE_MAGIC: &str = {magic:?};"

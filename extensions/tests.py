@@ -2,7 +2,6 @@
 and return a compact pass/fail summary with the failing tests' output capped."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -49,6 +48,8 @@ def _has_python_tests(root: str) -> bool:
 
 
 def _npm_has_tests(root: str) -> bool:
+    import json  # here, not at the top: the extension loads at every worker start
+
     try:
         with open(os.path.join(root, "package.json"), encoding="utf-8") as f:
             script = json.load(f).get("scripts", {}).get("test", "")

@@ -2,7 +2,8 @@
 
 Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}), BUNDLED (bundled
 extensions, {"git.py": source, ...}), BYTECODE ({"vis/x.py": marshalled code, ...}, compiled
-by the build's Python), MAGIC (that Python's magic number, hex) and WORKSPACE.
+by the build's Python; empty when this Python reads another bytecode format) and WORKSPACE.
+The worker runs this file from the build's bytecode too, when it can.
 
 Only the standard modules the interpreter has already loaded are used here: start-up time is
 what this file is about.
@@ -131,15 +132,9 @@ def _embed_bundled(files, bundled):
     return files
 
 
-def _usable_bytecode(bytecode, magic):
-    """The build's bytecode when this interpreter reads the same format, else nothing."""
-    from importlib.util import MAGIC_NUMBER
-
-    return bytecode if magic and MAGIC_NUMBER.hex() == magic else {}
-
-
 _setup(
     _embed_bundled(SOURCES, globals().get("BUNDLED", {})),  # noqa: F821 (globals given by the worker)
-    _usable_bytecode(globals().get("BYTECODE", {}), globals().get("MAGIC", "")),
+    globals().get("BYTECODE", {}),
     WORKSPACE,  # noqa: F821
 )
+

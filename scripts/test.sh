@@ -30,6 +30,13 @@ if ! .test-venv/bin/python -c 'import mcp.server.mcpserver' >/dev/null 2>&1; the
   python3 -m venv .test-venv
   .test-venv/bin/pip install --quiet 'mcp==2.3.0'
 fi
+if ! .test-venv/bin/python -m mypy --version >/dev/null 2>&1; then
+  # The prelude package (python/vis, its `_native.pyi` stubs) and the bundled extensions are
+  # checked with mypy --strict.
+  .test-venv/bin/pip install --quiet 'mypy==2.4.1'
+fi
+(cd python && ../.test-venv/bin/python -m mypy --strict --cache-dir=/dev/null -p vis)
+MYPYPATH=python .test-venv/bin/python -m mypy --strict --cache-dir=/dev/null extensions/*.py
 # Lints first (Cargo.toml's [lints]: no unwrap/expect/print outside the CLI and tests).
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked "$@"

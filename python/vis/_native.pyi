@@ -26,6 +26,14 @@ def host_call(method: str, params: Any) -> Any:
     or ValueError for params JSON cannot hold, RuntimeError with the host's message, or
     KeyboardInterrupt when the running block is interrupted while the call waits."""
 
+def read_cache(path: str) -> Any:
+    """The JSON value of a file in Vis's cache directory (`entry-points/<8 hex>.json`,
+    `signatures/<16 hex>.json`) as Python values; None when there is no cache directory or the
+    file is unknown, missing, too large or not JSON."""
+
+def digest(data: bytes) -> str:
+    """A 128-bit digest (xxh3) of `data` as 32 hex digits, for cache keys."""
+
 # --- the catalog (src/catalog/python.rs) ---
 
 class Manifest:

@@ -101,8 +101,21 @@ def validate_name(name: str, kind: str = "function") -> None:
             extra = " (`-` is also allowed after the first character)" if dashes else ""
             raise ValueError(
                 "invalid name `%s`: segment `%s` %s; each segment must be a Python identifier that "
-                "is not a keyword%s" % (name, segment, problem, extra)
+                "is not a keyword%s; rename it (e.g. `%s`)" % (name, segment, problem, extra, _suggest(name, dashes))
             )
+
+
+def _suggest(name: str, dashes: bool) -> str:
+    """A valid spelling close to `name`, as the worker suggests it."""
+    fixed = []
+    for segment in filter(None, name.split(".")):
+        out = "".join(c if ("a" + c).isidentifier() or (dashes and c == "-") else "_" for c in segment)
+        if not (out[0] == "_" or out[0].isidentifier()):
+            out = "_" + out
+        if keyword.iskeyword(out):
+            out += "_"
+        fixed.append(out)
+    return ".".join(fixed) or "name"
 
 
 def _segment_problem(segment: str, dashes: bool) -> str | None:
@@ -110,7 +123,7 @@ def _segment_problem(segment: str, dashes: bool) -> str | None:
         return "is empty (a leading, trailing or doubled `.`)"
     first = segment[0]
     if not (first == "_" or first.isidentifier()):
-        return "starts with a digit" if first.isdigit() else "starts with `%s`" % first
+        return "starts with a digit" if "0" <= first <= "9" else "starts with `%s`" % first
     for c in segment[1:]:
         if not (("a" + c).isidentifier() or (dashes and c == "-")):
             return "contains whitespace" if c.isspace() else "contains `%s`" % c
@@ -122,6 +135,19 @@ def _segment_problem(segment: str, dashes: bool) -> str | None:
 def denied(name: str) -> bool:
     """No worker, so no config and no deny list: nothing is denied."""
     return False
+
+
+def read_cache(path: str) -> Any:
+    """No worker, so no cache directory: nothing is cached."""
+    return None
+
+
+def digest(data: bytes) -> str:
+    """A 128-bit digest of `data` as 32 hex digits (not the worker's xxh3: only cache keys use
+    it, and nothing is cached outside a worker)."""
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def interrupt_pending() -> bool:

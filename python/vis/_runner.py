@@ -15,16 +15,64 @@ import faulthandler
 import io
 import linecache
 import os
-import signal
+# `_signal`, not `signal`: the same function without the enums `signal` builds on import
+# (milliseconds at every worker start).
+import _signal  # type: ignore[import-not-found]  # (no stubs; the same calls as `signal`)
 import sys
 import types
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from vis import _native, _state
 from vis.defs import DefRegistry, describe
 
 if TYPE_CHECKING:
+    # Types for checkers only: building TypedDicts costs a worker start for nothing.
     import asyncio
+    from typing import TypedDict
+
+    class Block(TypedDict):
+        """One block, as the worker hands it over (`protocol::Block`)."""
+
+        code: str
+        filename: str
+        #: The `session` dict; this runner adds `workspace_roots` and `extensions`.
+        session: dict[str, Any]
+        workspace_roots: list[str]
+        output_limit: int
+        artifact_path: str
+        artifact_dir: str
+        artifact_quota: int
+        #: Seconds.
+        timeout: float
+
+
+    class Definition(TypedDict):
+        """A persisted top-level definition (`protocol::PersistedDef`)."""
+
+        name: str
+        kind: str
+        source: str
+        signature: str
+        doc: str
+
+
+    class Report(TypedDict):
+        """What the runner says about a block; the worker adds its output, the host decides the
+        final status (`protocol::BlockResult`)."""
+
+        #: "ok", "error" or "interrupted": what the interpreter saw.
+        status: str
+        defs_set: list[Definition]
+        defs_deleted: list[str]
+        #: The visible manifest (`vis._native.Manifest`) when the block changed it, else None.
+        manifest: Any
+
+
+    class RestoreReport(TypedDict):
+        ok: list[str]
+        failed: list[tuple[str, str]]
+        #: (definition, module-level names it reads that the new worker does not have)
+        unkept: list[tuple[str, list[str]]]
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"
@@ -37,51 +85,6 @@ for _feature in __future__.all_feature_names:
 _CO_COROUTINE = 0x0080
 #: How many library frames (not the model's code) a traceback keeps.
 _LIBRARY_FRAMES_KEPT = 2
-
-
-class Block(TypedDict):
-    """One block, as the worker hands it over (`protocol::Block`)."""
-
-    code: str
-    filename: str
-    #: The `session` dict; this runner adds `workspace_roots` and `extensions`.
-    session: dict[str, Any]
-    workspace_roots: list[str]
-    output_limit: int
-    artifact_path: str
-    artifact_dir: str
-    artifact_quota: int
-    #: Seconds.
-    timeout: float
-
-
-class Definition(TypedDict):
-    """A persisted top-level definition (`protocol::PersistedDef`)."""
-
-    name: str
-    kind: str
-    source: str
-    signature: str
-    doc: str
-
-
-class Report(TypedDict):
-    """What the runner says about a block; the worker adds its output, the host decides the
-    final status (`protocol::BlockResult`)."""
-
-    #: "ok", "error" or "interrupted": what the interpreter saw.
-    status: str
-    defs_set: list[Definition]
-    defs_deleted: list[str]
-    #: The visible manifest (`vis._native.Manifest`) when the block changed it, else None.
-    manifest: Any
-
-
-class RestoreReport(TypedDict):
-    ok: list[str]
-    failed: list[tuple[str, str]]
-    #: (definition, module-level names it reads that the new worker does not have)
-    unkept: list[tuple[str, list[str]]]
 
 
 class _Interrupts:
@@ -110,7 +113,7 @@ class Runner:
         sys.stdout = sys.stderr = stream
         self.stream = stream
         faulthandler.enable(file=stream, all_threads=True)
-        signal.signal(signal.SIGINT, _on_interrupt)
+        _signal.signal(_signal.SIGINT, _on_interrupt)
         # Created (and asyncio imported) by the first block that awaits at top level.
         self.loop: asyncio.AbstractEventLoop | None = None
         import vis
@@ -201,7 +204,7 @@ class Runner:
                 # `defs()` later in the same block lists them, and a failure keeps those before.
                 for node, statement in statements:
                     self._eval(statement)
-                    self.registry.record_statement(node, self.ns)
+                    self.registry.record_statement(node, self.ns, statement)
                 if tail is not None:
                     value = self._eval(tail)
                     if value is not None:
@@ -250,7 +253,9 @@ class Runner:
                 filename = "<def %s>" % d["name"]
                 linecache.cache[filename] = (len(d["source"]), None, d["source"].splitlines(True), filename)
                 try:
-                    exec(compile(d["source"], filename, "exec", dont_inherit=True), self.ns)
+                    code = compile(d["source"], filename, "exec", dont_inherit=True)
+                    self.registry.note_code(d["source"], code)
+                    exec(code, self.ns)
                 except BaseException as e:  # noqa: BLE001
                     errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
                     retry.append(d)
@@ -278,6 +283,9 @@ class Runner:
         for d in defs:
             if d["name"] not in restored or d["kind"] == "import":
                 continue
+            candidates = self.registry.names_of(d["source"])
+            if candidates is not None and all(n in self.ns or hasattr(builtins, n) for n in candidates):
+                continue  # everything its code could read is here: no symbol table needed
             missing = sorted(
                 n for n in _globals_read(d["source"]) if n not in self.ns and not hasattr(builtins, n)
             )

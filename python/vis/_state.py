@@ -28,6 +28,8 @@ def next_artifact(prefix: str) -> str:
 in_worker: bool = False
 #: Vis's cache directory (read-only for the worker: the host writes what it reports), if any.
 cache_dir: str | None = None
+#: Digest of the embedded prelude and bundled extensions (part of the signature cache's keys).
+prelude_digest: str | None = None
 #: The workspace the worker was started for (extensions and skills under `.vis/`), if any.
 workspace: str | None = None
 #: The user's config directory (`extensions/`, `skills/`), if any.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from types import CodeType
 from typing import Any, Iterator
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -108,6 +109,17 @@ def _globals_read(source: str) -> set[str]:
     return names
 
 
+def code_names(code: CodeType) -> frozenset[str]:
+    """Every name `code` and the code nested in it (bodies, lambdas, comprehensions, class
+    bodies) load by name or attribute: a superset of the globals its source reads, found
+    without parsing it again. Checking this first spares a symbol table for most definitions."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= code_names(const)
+    return frozenset(names)
+
+
 def _stored_names(node: ast.stmt) -> set[str]:
     """Every name a top-level statement that is not itself a definition may bind globally."""
     names: set[str] = set()
@@ -140,6 +152,21 @@ class DefRegistry:
         #: Names blocks of this worker bound by anything else (values a new worker lacks).
         self._unkept: set[str] = set()
         self._reads: dict[str, set[str]] = {}
+        #: Source -> `code_names` of its compiled code, for the definitions compiled here.
+        self._names: dict[str, frozenset[str]] = {}
+
+    def note_code(self, source: str, code: CodeType) -> None:
+        """Remembers what the compiled `code` of a definition's `source` may read."""
+        self._names[source] = code_names(code)
+
+    def names_of(self, source: str) -> frozenset[str] | None:
+        """`code_names` of the definition `source`, if it was compiled here."""
+        return self._names.get(source)
+
+    def may_read(self, source: str, names: set[str] | frozenset[str]) -> bool:
+        """False only when the definition `source` certainly reads none of `names`."""
+        candidates = self._names.get(source)
+        return candidates is None or not candidates.isdisjoint(names)
 
     def add(self, record: dict[str, Any], restored: bool = True) -> None:
         self.entries.pop(record["name"], None)
@@ -152,8 +179,9 @@ class DefRegistry:
         self._lines = code.splitlines(True)
         self._changed = {}
 
-    def record_statement(self, node: ast.stmt, ns: dict[str, Any]) -> None:
-        """Records what a top-level statement that just ran defined, imported or removed."""
+    def record_statement(self, node: ast.stmt, ns: dict[str, Any], code: CodeType | None = None) -> None:
+        """Records what a top-level statement that just ran (compiled as `code`) defined,
+        imported or removed."""
         if isinstance(node, _DEF_NODES):
             obj = ns.get(node.name)
             if obj is None:
@@ -161,11 +189,14 @@ class DefRegistry:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
             kind = "class" if isinstance(node, ast.ClassDef) else "function"
             sig, doc = describe(obj, node.name)
+            source = _segment(self._lines, node, start)
+            if code is not None:
+                self.note_code(source, code)
             self._set(
                 {
                     "name": node.name,
                     "kind": kind,
-                    "source": _segment(self._lines, node, start),
+                    "source": source,
                     "signature": sig,
                     "doc": doc,
                 }
@@ -236,11 +267,18 @@ class DefRegistry:
         # block dropped; without either, its reads are not computed (after a restore that
         # spares the first block a symbol table per restored definition).
         others_matter = bool(self._constants) or bool(dropped & self._unkept)
+        # Only these names can change the outcome (for a definition this block set, or for
+        # any other); a definition whose code names none of them needs no symbol table.
+        watched_by_changed = set(self._constants) | self._unkept
+        watched_by_others = set(self._constants) | (dropped & self._unkept)
         missing: dict[str, list[str]] = {}
         for record in list(self.entries.values()):
             if record["kind"] not in ("function", "class"):
                 continue
-            if not others_matter and record["name"] not in changed:
+            is_changed = record["name"] in changed
+            if not others_matter and not is_changed:
+                continue
+            if not self.may_read(record["source"], watched_by_changed if is_changed else watched_by_others):
                 continue
             for name in sorted(self._reads_of(record)):
                 if name in self.entries:

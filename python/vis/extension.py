@@ -112,19 +112,25 @@ def register(target: Any = None, name: str | None = None, *, pinned: bool = Fals
 
     def decorate(fn: F) -> F:
         from vis import _native
-        from vis._extensions.manifest import doc_text, signature_text
 
         ext = _registrations("register")
         if not callable(fn):
             raise TypeError("register() needs a function, got %r" % (fn,))
         full = name if name is not None else "%s.%s" % (ext.name, getattr(fn, "__name__", ""))
         _native.validate_name(full, "function")
+        signature = doc = None
+        if not _state.in_worker:
+            # In a worker the loader fills them in, from the cache when it can
+            # (`vis._extensions.signatures`).
+            from vis._extensions.manifest import doc_text, signature_text
+
+            signature, doc = signature_text(fn), doc_text(fn)
         ext.add(
             {
                 "name": full,
                 "kind": "function",
-                "signature": signature_text(fn),
-                "doc": doc_text(fn),
+                "signature": signature,
+                "doc": doc,
                 "pinned": bool(pinned),
                 "origin": _origin(ext.name),
             }

@@ -1,9 +1,17 @@
 //! Vis's cache directory, and the cache files the host writes on behalf of workers.
 //!
-//! What is cached: the index of installed extensions' entry points (see
-//! `python/vis/_extensions/entry_points.py`), so a worker does not open every `*.dist-info` of
-//! site-packages at each start. (The prelude's bytecode needs no cache: the build compiles it
-//! into the binary.)
+//! What is cached, so a worker does not redo it at every start:
+//! - `entry-points/<8 hex>.json`: the `vis.extensions` entry points of one sys.path directory
+//!   (`python/vis/_extensions/entry_points.py`), so site-packages' `*.dist-info` are not all
+//!   opened again;
+//! - `signatures/<16 hex>.json`: the signatures and docstrings of the functions the prelude or
+//!   one extension registers, per digest of their source files
+//!   (`python/vis/_extensions/signatures.py`), so a start does not import `inspect`.
+//!
+//! (The prelude's bytecode needs no cache: the build compiles it into the binary.)
+//!
+//! The worker reads a cache file with `vis._native.read_cache` (parsed here, in Rust, so the
+//! prelude does not import `json` at start) and hands new content over as Python values.
 //!
 //! Who writes: the host, never the worker. A worker may read the directory but the sandbox
 //! gives it no write access there, and that is on purpose: a cache a block could write would
@@ -26,13 +34,24 @@ use serde::{Deserialize, Serialize};
 /// The largest cache file the host writes for a worker.
 pub const MAX_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
-/// One cache file a worker computed: `path` relative to the cache directory, `content` text.
-/// The prelude hands it over as a dict with these keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, pyo3::FromPyObject)]
-#[pyo3(from_item_all)]
+/// One cache file a worker computed: `path` relative to the cache directory, `content` its
+/// JSON value. The prelude hands it over as a dict with these keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CacheWrite {
     pub path: String,
-    pub content: String,
+    pub content: serde_json::Value,
+}
+
+impl<'py> pyo3::FromPyObject<'_, 'py> for CacheWrite {
+    type Error = pyo3::PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'_, 'py, pyo3::PyAny>) -> pyo3::PyResult<Self> {
+        use pyo3::types::PyAnyMethods;
+        Ok(CacheWrite {
+            path: obj.get_item("path")?.extract()?,
+            content: crate::protocol::json_from_py(&obj.get_item("content")?)?,
+        })
+    }
 }
 
 /// Why a cache file was not written (the next start rebuilds it; nothing else is lost).
@@ -68,11 +87,47 @@ pub fn cache_dir() -> Option<PathBuf> {
     var("HOME").map(|home| PathBuf::from(home).join(".cache").join("vis"))
 }
 
-/// True for the cache files a worker may ask the host to write.
+/// The cache directory of this worker process (set once at start from `--cache-dir`).
+static WORKER_CACHE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets this worker's cache directory (read by `vis._native.read_cache`); a second call is
+/// ignored.
+pub fn set_worker_cache_dir(dir: PathBuf) {
+    let _ = WORKER_CACHE_DIR.set(dir);
+}
+
+/// This worker's cache directory, if it has one.
+pub fn worker_cache_dir() -> Option<&'static Path> {
+    WORKER_CACHE_DIR.get().map(PathBuf::as_path)
+}
+
+/// True for the cache files a worker may read and ask the host to write.
 fn known_path(path: &str) -> bool {
-    path.strip_prefix("entry-points/")
-        .and_then(|name| name.strip_suffix(".json"))
-        .is_some_and(|hex| hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    let hex_name = |prefix: &str, digits: usize| {
+        path.strip_prefix(prefix)
+            .and_then(|name| name.strip_suffix(".json"))
+            .is_some_and(|hex| hex.len() == digits && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    hex_name("entry-points/", 8) || hex_name("signatures/", 16)
+}
+
+/// The JSON value of cache file `path` under `dir`; `None` when the path is not a known cache
+/// file, or the file is missing, over the cap or not JSON (the caller rebuilds it).
+pub fn read(dir: &Path, path: &str) -> Option<serde_json::Value> {
+    if !known_path(path) {
+        return None;
+    }
+    let file = std::fs::File::open(dir.join(path)).ok()?;
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, MAX_CACHE_BYTES as u64 + 1),
+        &mut text,
+    )
+    .ok()?;
+    if text.len() > MAX_CACHE_BYTES {
+        return None;
+    }
+    serde_json::from_slice(&text).ok()
 }
 
 /// Checks one cache file a worker reported and writes it atomically under `dir`.
@@ -80,16 +135,11 @@ pub fn write(dir: &Path, cache: &CacheWrite) -> Result<(), CacheError> {
     if !known_path(&cache.path) {
         return Err(CacheError::UnknownPath(cache.path.clone()));
     }
-    if cache.content.len() > MAX_CACHE_BYTES {
+    let text = cache.content.to_string();
+    if text.len() > MAX_CACHE_BYTES {
         return Err(CacheError::TooLarge {
             path: cache.path.clone(),
-            size: cache.content.len(),
-        });
-    }
-    if let Err(e) = serde_json::from_str::<serde_json::Value>(&cache.content) {
-        return Err(CacheError::NotJson {
-            path: cache.path.clone(),
-            message: e.to_string(),
+            size: text.len(),
         });
     }
     let target = dir.join(&cache.path);
@@ -100,8 +150,7 @@ pub fn write(dir: &Path, cache: &CacheWrite) -> Result<(), CacheError> {
     let parent = target.parent().unwrap_or(dir);
     std::fs::create_dir_all(parent).map_err(io(parent))?;
     let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
-    tmp.write_all(cache.content.as_bytes())
-        .map_err(io(tmp.path()))?;
+    tmp.write_all(text.as_bytes()).map_err(io(tmp.path()))?;
     tmp.persist(&target).map_err(|e| CacheError::Io {
         path: target.clone(),
         source: e.error,
@@ -112,29 +161,43 @@ pub fn write(dir: &Path, cache: &CacheWrite) -> Result<(), CacheError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn entry(path: &str, content: &str) -> CacheWrite {
+    fn entry(path: &str, content: serde_json::Value) -> CacheWrite {
         CacheWrite {
             path: path.into(),
-            content: content.into(),
+            content,
         }
     }
 
     #[test]
-    fn writes_a_known_cache_file_and_replaces_it() {
+    fn writes_a_known_cache_file_replaces_it_and_reads_it_back() {
         let dir = tempfile::tempdir().unwrap();
         write(
             dir.path(),
-            &entry("entry-points/0123abcd.json", "{\"v\": 1}"),
+            &entry("entry-points/0123abcd.json", json!({"v": 1})),
         )
         .unwrap();
         write(
             dir.path(),
-            &entry("entry-points/0123abcd.json", "{\"v\": 2}"),
+            &entry("entry-points/0123abcd.json", json!({"v": 2})),
         )
         .unwrap();
         let text = std::fs::read_to_string(dir.path().join("entry-points/0123abcd.json")).unwrap();
-        assert_eq!(text, "{\"v\": 2}");
+        assert_eq!(text, "{\"v\":2}");
+        assert_eq!(
+            read(dir.path(), "entry-points/0123abcd.json"),
+            Some(json!({"v": 2}))
+        );
+        write(
+            dir.path(),
+            &entry("signatures/0123456789abcdef.json", json!(["x"])),
+        )
+        .unwrap();
+        assert_eq!(
+            read(dir.path(), "signatures/0123456789abcdef.json"),
+            Some(json!(["x"]))
+        );
         // No temp files are left beside it.
         let names: Vec<_> = std::fs::read_dir(dir.path().join("entry-points"))
             .unwrap()
@@ -144,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn refuses_unknown_paths_oversize_and_non_json() {
+    fn refuses_unknown_paths_and_oversize() {
         let dir = tempfile::tempdir().unwrap();
         for path in [
             "../escape.json",
@@ -152,22 +215,30 @@ mod tests {
             "entry-points/../../x.json",
             "entry-points/0123abcg.json",
             "entry-points/0123abc.json",
+            "signatures/0123abcd.json",
             "prelude/0123abcd.json",
             "entry-points/0123abcd.json.tmp",
         ] {
-            let err = write(dir.path(), &entry(path, "{}")).unwrap_err();
+            let err = write(dir.path(), &entry(path, json!({}))).unwrap_err();
             assert!(matches!(err, CacheError::UnknownPath(_)), "{path}: {err}");
+            assert_eq!(read(dir.path(), path), None, "{path}");
         }
-        let big = format!("\"{}\"", "x".repeat(MAX_CACHE_BYTES));
-        let err = write(dir.path(), &entry("entry-points/00000000.json", &big)).unwrap_err();
+        let big = json!("x".repeat(MAX_CACHE_BYTES));
+        let err = write(dir.path(), &entry("entry-points/00000000.json", big)).unwrap_err();
         assert!(err.to_string().contains("cap"), "{err}");
-        let err = write(
-            dir.path(),
-            &entry("entry-points/00000000.json", "{not json"),
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("not JSON"), "{err}");
         assert!(!dir.path().join("entry-points/00000000.json").exists());
+    }
+
+    #[test]
+    fn a_missing_oversize_or_corrupt_file_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read(dir.path(), "entry-points/00000000.json"), None);
+        std::fs::create_dir_all(dir.path().join("entry-points")).unwrap();
+        std::fs::write(dir.path().join("entry-points/00000000.json"), "{not json").unwrap();
+        assert_eq!(read(dir.path(), "entry-points/00000000.json"), None);
+        let big = format!("\"{}\"", "x".repeat(MAX_CACHE_BYTES));
+        std::fs::write(dir.path().join("entry-points/00000001.json"), big).unwrap();
+        assert_eq!(read(dir.path(), "entry-points/00000001.json"), None);
     }
 
     #[test]
@@ -175,7 +246,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("plain-file");
         std::fs::write(&file, "").unwrap();
-        let err = write(&file, &entry("entry-points/00000000.json", "{}")).unwrap_err();
+        let err = write(&file, &entry("entry-points/00000000.json", json!({}))).unwrap_err();
         assert!(err.to_string().contains("plain-file"), "{err}");
     }
 }

@@ -40,6 +40,26 @@ fn host_call<'py>(
     }
 }
 
+/// The JSON value of cache file `path` (relative to Vis's cache directory, e.g.
+/// `entry-points/0123abcd.json`) as Python values; `None` when there is no cache directory or
+/// the file is not a known cache file, missing, too large or not JSON (see `runtime::cache`).
+#[pyfunction]
+fn read_cache<'py>(py: Python<'py>, path: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Some(dir) = super::cache::worker_cache_dir() else {
+        return Ok(None);
+    };
+    match super::cache::read(dir, path) {
+        Some(value) => crate::protocol::json_into_py(std::borrow::Cow::Owned(value), py).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A 128-bit digest (xxh3, 32 hex digits) of `data`, for cache keys.
+#[pyfunction]
+fn digest(data: &[u8]) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(data))
+}
+
 /// True when the host asked to interrupt the block now running. The runner checks it right
 /// after arming its SIGINT handler, so an interrupt that came just before is not lost.
 #[pyfunction]
@@ -51,6 +71,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cap_text, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_pending, m)?)?;
     m.add_function(wrap_pyfunction!(host_call, m)?)?;
+    m.add_function(wrap_pyfunction!(read_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(digest, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     crate::text::register_native(m)?;
     crate::catalog::register_native(m)?;

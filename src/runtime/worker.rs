@@ -527,6 +527,23 @@ fn serve(
     Ok(())
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A digest of every embedded prelude and bundled-extension file: what the signatures of their
+/// functions are cached under (see `runtime::cache`).
+fn prelude_digest() -> String {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for (path, text) in PRELUDE_SOURCES.iter().chain(BUNDLED_EXTENSION_SOURCES) {
+        hasher.update(path.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(text.as_bytes());
+        hasher.update(&[0]);
+    }
+    format!("{:032x}", hasher.digest128())
+}
+
 fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, String)> {
     let native = pyo3::types::PyModule::new(py, "vis._native")?;
     super::native::register(&native)?;
@@ -548,15 +565,31 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
         bundled.set_item(*path, *text)?;
     }
     globals.set_item("BUNDLED", bundled)?;
+    // The build's bytecode is used only by a Python that reads the same format.
+    let magic: Vec<u8> = py
+        .import("_frozen_importlib_external")?
+        .getattr("MAGIC_NUMBER")?
+        .extract()?;
+    let same_magic = !PRELUDE_MAGIC.is_empty() && hex(&magic) == PRELUDE_MAGIC;
     let bytecode = PyDict::new(py);
-    for (path, code) in PRELUDE_BYTECODE {
-        bytecode.set_item(*path, pyo3::types::PyBytes::new(py, code))?;
+    if same_magic {
+        for (path, code) in PRELUDE_BYTECODE {
+            bytecode.set_item(*path, pyo3::types::PyBytes::new(py, code))?;
+        }
     }
     globals.set_item("BYTECODE", bytecode)?;
-    globals.set_item("MAGIC", PRELUDE_MAGIC)?;
-    let code = CString::new(BOOTSTRAP)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    py.run(&code, Some(&globals), None)?;
+    if same_magic && !BOOTSTRAP_BYTECODE.is_empty() {
+        let code = py.import("marshal")?.call_method1(
+            "loads",
+            (pyo3::types::PyBytes::new(py, BOOTSTRAP_BYTECODE),),
+        )?;
+        py.import("builtins")?
+            .call_method1("exec", (code, &globals))?;
+    } else {
+        let code = CString::new(BOOTSTRAP)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        py.run(&code, Some(&globals), None)?;
+    }
     // What the extension loader (run by the Runner) needs to know.
     let state = py.import("vis._state")?;
     state.setattr("workspace", &workspace)?;
@@ -573,6 +606,10 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     state.setattr("safe_mode", args.safe_mode)?;
     state.setattr("trusted", args.trusted)?;
     state.setattr("in_worker", true)?;
+    state.setattr("prelude_digest", prelude_digest())?;
+    if let Some(dir) = &args.cache_dir {
+        super::cache::set_worker_cache_dir(dir.clone());
+    }
     state.setattr(
         "cache_dir",
         args.cache_dir

@@ -173,7 +173,8 @@ vistest!(slash_commands_show_the_session, |env| {
         assert!(screen.contains(needle), "missing {needle:?} in\n{screen}");
     }
     tmux.send_line("/defs");
-    let screen = tmux.wait_text("Doubles x.");
+    // Not "Doubles x.": the block above already shows it, so the listing may not be there yet.
+    let screen = tmux.wait_text("(restored after restarts)");
     assert!(
         screen.contains("1 definition (restored after restarts):\n  def helper(x)  — Doubles x."),
         "{screen}"

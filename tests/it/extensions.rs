@@ -210,7 +210,7 @@ vistest!(
         let first = run(&env, &mut env.runtime(), "print(epdemo.ping())");
         assert_eq!(first.output, "pong\n");
         let (index, text) = entry_point_index(&env, &site);
-        assert!(text.contains("[\"epdemo\", \"visdemo_pkg\""), "{text}");
+        assert!(text.contains("[\"epdemo\",\"visdemo_pkg\""), "{text}");
 
         // The next start takes the entry points from the index, not from the distributions:
         // an entry renamed in the index is what loads.
@@ -245,6 +245,73 @@ vistest!(
         let out = run(&env, &mut env.runtime(), "print(epdemo.ping())");
         assert_eq!(out.output, "pong\n");
         assert!(entry_point_index(&env, &site).1.contains("\"epdemo\""));
+    }
+);
+
+/// The signature cache entry that lists `function`: (path, content).
+fn signature_cache(env: &TestEnv, function: &str) -> (std::path::PathBuf, String) {
+    let mut found = Vec::new();
+    for file in std::fs::read_dir(env.cache_dir().join("signatures")).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entry: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if entry["functions"].get(function).is_some() {
+            found.push((path, text));
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+vistest!(
+    signatures_are_cached_per_version_of_the_extension_source,
+    |env| {
+        let ext = env.workspace().join(".vis/extensions/sigs.py");
+        let source = |default: u32| {
+            format!("from vis.extension import register\n\n@register\ndef area(w: int, h: int = {default}) -> int:\n    \"\"\"Area of a box.\"\"\"\n    return w * h\n")
+        };
+        write(&ext, &source(2));
+        let block = "print(apropos('area'))\nprint(sigs.area(5))";
+        let first = run(&env, &mut env.runtime(), block);
+        assert!(
+            first
+                .output
+                .starts_with("sigs.area(w: int, h: int = 2) -> int  — Area of a box.\n"),
+            "{}",
+            first.output
+        );
+        assert!(first.output.ends_with("\n10\n"), "{}", first.output);
+
+        // The next start takes the signature from the cache: an edit there is what it shows.
+        let (cache, text) = signature_cache(&env, "sigs.area");
+        std::fs::write(&cache, text.replace("Area of a box.", "Area (cached).")).unwrap();
+        let cached = run(&env, &mut env.runtime(), block);
+        assert!(
+            cached
+                .output
+                .starts_with("sigs.area(w: int, h: int = 2) -> int  — Area (cached).\n"),
+            "{}",
+            cached.output
+        );
+
+        // Editing the extension's file is a new version: computed again (and cached anew).
+        write(&ext, &source(3));
+        let edited = run(&env, &mut env.runtime(), block);
+        assert!(
+            edited
+                .output
+                .starts_with("sigs.area(w: int, h: int = 3) -> int  — Area of a box.\n"),
+            "{}",
+            edited.output
+        );
+        assert!(edited.output.ends_with("\n15\n"), "{}", edited.output);
+        let entries = std::fs::read_dir(env.cache_dir().join("signatures"))
+            .unwrap()
+            .count();
+        assert!(
+            entries >= 3,
+            "core, the bundled extensions' and each version of sigs.py: {entries}"
+        );
     }
 );
 
@@ -702,45 +769,5 @@ vistest!(
                 r.stderr
             );
         }
-    }
-);
-
-vistest!(
-    an_extension_is_unit_tested_in_a_plain_python,
-    |env| {
-        // An extension author's test: `import vis` in a plain python3 (no worker), the
-        // extension's functions called directly, its registrations recorded, and a call that
-        // needs the worker refused with an error that says so.
-        std::fs::write(
-            env.path().join("myext.py"),
-            "from vis import extension\n\n@extension.register\ndef hello(name: str) -> str:\n    \"\"\"Say hello.\"\"\"\n    return 'hi ' + name\n\nextension.namespace('tools', 'my tools')\n",
-        )
-        .unwrap();
-        let script = "import myext\nfrom vis import extension\nimport vis\nprint(myext.hello('a'))\nprint(extension.registered('myext'))\ntry:\n    vis.cat('x.txt')\nexcept Exception as e:\n    print(type(e).__name__, '|', e)\n";
-        let python_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
-        let out = Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .current_dir(env.path())
-            .env(
-                "PYTHONPATH",
-                format!("{}:{}", python_dir.display(), env.path().display()),
-            )
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stdout}{stderr}");
-        let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines[0], "hi a", "{stdout}");
-        assert_eq!(
-            lines[1], "<registrations of myext: 2 entries, 1 functions>",
-            "{stdout}"
-        );
-        assert!(
-            lines[2].starts_with("WorkerRequiredError | cat() needs the vis worker"),
-            "{stdout}"
-        );
-        assert!(lines[2].contains("Run it in a block"), "{stdout}");
     }
 );

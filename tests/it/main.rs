@@ -24,6 +24,7 @@ mod folding;
 mod frames;
 mod gateway;
 mod mcp;
+mod outside;
 mod providers;
 mod sandbox;
 mod serve;

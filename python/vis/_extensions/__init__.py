@@ -89,7 +89,7 @@ def reload_extension(name: str) -> None:
     rebuild()
 
 
-def take_cache_writes() -> list[dict[str, str]]:
+def take_cache_writes() -> list[dict[str, Any]]:
     """The cache files this start computed (`{"path", "content"}` dicts, the worker reads them
     as `runtime::cache::CacheWrite`), for the host to write; empty afterwards."""
     writes, registry.cache_writes = registry.cache_writes, []

@@ -22,12 +22,11 @@ reinstall (`pip install -e .` again) does.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
-from vis import _state
+from vis import _native, _state
 from vis._extensions.registry import registry
 
 GROUP = "vis.extensions"
@@ -102,11 +101,7 @@ def _read_index(path: str, directory: str, mtime: int) -> list[list[str]] | None
     else None."""
     if not _state.cache_dir:
         return None
-    try:
-        with open(os.path.join(_state.cache_dir, path), encoding="utf-8") as f:
-            index = json.load(f)
-    except (OSError, ValueError):
-        return None
+    index = _native.read_cache(path)
     if (
         not isinstance(index, dict)
         or index.get("version") != INDEX_VERSION
@@ -143,7 +138,7 @@ def _entries_of(directory: str) -> list[list[str]]:
         return cached
     entries = scan(directory)
     if _state.cache_dir and _settled(mtime):
-        content = json.dumps({"version": INDEX_VERSION, "dir": directory, "mtime": mtime, "entries": entries})
+        content = {"version": INDEX_VERSION, "dir": directory, "mtime": mtime, "entries": entries}
         registry.cache_writes.append({"path": path, "content": content})
     return entries
 

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from vis._extensions import entry_points
+from vis._extensions import entry_points, signatures
 from vis._extensions.discovery import Candidate, discover
 from vis._extensions.registry import Registrations, registry, short_error
 
@@ -99,6 +99,7 @@ def load_one(c: Candidate) -> None:
                     "duplicate name `%s`: already registered by %s; rename it in extension `%s` "
                     "or deny one of them in the config" % (e["name"], who, c.name)
                 )
+        signatures.fill(current.entries, current.functions)
     except BaseException as error:  # noqa: BLE001 (a broken extension never breaks the runtime)
         status["error"] = short_error(error)
         registry.notices.append(broken_line(c.name, status))

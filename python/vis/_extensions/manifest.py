@@ -47,25 +47,27 @@ def collect_core() -> None:
     """The prelude's own entries: its functions (pinned) and documentation pages."""
     import vis
 
-    entries = []
-    names = []
+    from vis._extensions import signatures
+
+    functions = {}
     for name in vis.__all__:
         obj = getattr(vis, name, None)
         if obj is None or isinstance(obj, type) or not callable(obj):
             continue
-        names.append(name)
-        entries.append(
-            {
-                "name": name,
-                "kind": "function",
-                "signature": signature_text(obj),
-                "doc": doc_text(obj),
-                "pinned": True,
-                "origin": "core",
-            }
-        )
-    registry.core_entries = entries
-    registry.core_names = names
+        functions[name] = obj
+    described = signatures.describe(functions)
+    registry.core_entries = [
+        {
+            "name": name,
+            "kind": "function",
+            "signature": described[name][0],
+            "doc": described[name][1],
+            "pinned": True,
+            "origin": "core",
+        }
+        for name in functions
+    ]
+    registry.core_names = list(functions)
     embedded = sys.modules.get("_vis_embedded")
     files: dict[str, str] = getattr(embedded, "FILES", {}) if embedded else {}
     pages: list[dict[str, Any]] = []

@@ -62,8 +62,8 @@ class Registry:
         self.ns: dict[str, Any] | None = None
         #: Names this package put in the model's namespace (and the objects it put there).
         self.installed: dict[str, Any] = {}
-        #: Cache files to write, for the host: {"path": relative path, "content": text}.
-        self.cache_writes: list[dict[str, str]] = []
+        #: Cache files to write, for the host: {"path": relative path, "content": JSON-like value}.
+        self.cache_writes: list[dict[str, Any]] = []
 
 
 registry = Registry()
