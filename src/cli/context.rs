@@ -39,7 +39,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     let row = store.require_session(&args.id)?;
     let stored = store.session_model(&args.id)?;
     let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
-    let limits = limits(&LimitArgs::default(), &config)?;
+    let limits = limits(&LimitArgs::from_env()?, &config)?;
     let root = row.workspace_roots.first().map(std::path::PathBuf::from);
     let settings = chat_settings(provider, &config, limits, root.as_deref())?;
     // The current catalog includes the MCP servers' tools (their servers start to tell).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::settings::{
-    chat_settings, limits, load_config, provider_settings, LimitArgs, ProviderArgs,
+    chat_settings, limits, load_config, provider_settings, serve_token, LimitArgs, ProviderArgs,
 };
 use super::CliError;
 use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsFor};
@@ -38,10 +38,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             "--listen '{listen_text}' is not an address like 127.0.0.1:7878 or [::1]:7878"
         ))
     })?;
-    let token = std::env::var("VIS_SERVE_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty())
-        .or_else(|| config.serve.token.clone());
+    let token = serve_token(&config);
     let limits = limits(&args.limits, &config)?;
     // Fail early on bad defaults rather than on the first session.
     provider_settings(&args.provider, &config, None)?;
