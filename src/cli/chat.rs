@@ -58,7 +58,7 @@ pub fn open_session(
     };
     let root_string = root.to_string_lossy().into_owned();
     let store = Store::open(db)?;
-    let gateway = |e: GatewayError| CliError::usage(format!("vis chat: {e}"));
+    let gateway = |e: GatewayError| CliError::gateway("vis chat", e);
     match &args.resume {
         None => {
             let provider = provider_settings(&args.provider, config, None)?;

@@ -65,7 +65,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
         })?;
     events.block_on(async move {
         let (mut session, _) = ChatSession::open(store, db, &args.id, settings)
-            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+            .map_err(|e| CliError::gateway("vis context", e))?;
         if let Some(hub) = hub {
             session.set_mcp(hub);
         }
@@ -78,7 +78,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
         }
         let body = session
             .next_request_body()
-            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+            .map_err(|e| CliError::gateway("vis context", e))?;
         if args.json {
             println!("{}", String::from_utf8_lossy(&body));
             session.shutdown().await;
