@@ -389,7 +389,7 @@ impl Config {
         }
         config.mcp =
             crate::mcp::parse_mcp_table(&table, text, path, crate::mcp::ServerSource::Config)
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         for (key, value) in [

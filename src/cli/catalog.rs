@@ -47,8 +47,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         &workspace,
         crate::config::artifact_dir(db, "catalog"),
         &*store,
-    )
-    .map_err(CliError::usage)?;
+    )?;
     for note in hub.notices() {
         eprintln!("{}", super::term::escape_controls(&note));
     }

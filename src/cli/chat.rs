@@ -85,7 +85,7 @@ pub fn open_session(
                     ))
                 })?
             } else {
-                validate_session_id(id).map_err(CliError::usage)?;
+                validate_session_id(id)?;
                 id.clone()
             };
             let row = store.require_session(&id)?;
@@ -126,8 +126,7 @@ fn mcp_hub(
         workspace,
         crate::config::artifact_dir(db, id),
         store,
-    )
-    .map_err(CliError::usage)?;
+    )?;
     Ok((!hub.is_empty()).then_some(hub))
 }
 

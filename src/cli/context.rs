@@ -26,7 +26,7 @@ pub struct ContextArgs {
 }
 
 pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
-    validate_session_id(&args.id).map_err(CliError::usage)?;
+    validate_session_id(&args.id)?;
     if !db.exists() {
         return Err(CliError::usage(format!(
             "no session '{}': the database {} does not exist yet",
@@ -50,8 +50,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
                 ws,
                 crate::config::artifact_dir(db, &args.id),
                 &*store,
-            )
-            .map_err(CliError::usage)?;
+            )?;
             (!hub.is_empty()).then_some(hub)
         }
         None => None,

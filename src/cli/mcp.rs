@@ -127,7 +127,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
-            validate_session_id(id).map_err(CliError::usage)?;
+            validate_session_id(id)?;
             (id.clone(), false)
         }
         None => (new_session_id(), true),
@@ -162,8 +162,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
         .writable
         .extend(roots.iter().skip(1).map(PathBuf::from));
     let supervisor = Supervisor::new(opts, defs);
-    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)
-        .map_err(CliError::usage)?;
+    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
     let verb = if created { "new session" } else { "session" };
     eprintln!(
         "vis mcp: {verb} {session_id} (workspace {}; continue it with --session {session_id})",

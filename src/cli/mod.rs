@@ -142,6 +142,21 @@ impl From<crate::store::StoreError> for CliError {
     }
 }
 
+impl From<crate::session::InvalidSessionId> for CliError {
+    fn from(e: crate::session::InvalidSessionId) -> Self {
+        CliError::usage(e.to_string())
+    }
+}
+
+impl From<crate::mcp::HubError> for CliError {
+    fn from(e: crate::mcp::HubError) -> Self {
+        match e {
+            crate::mcp::HubError::Store(e) => e.into(),
+            e @ crate::mcp::HubError::Deny(_) => CliError::usage(e.to_string()),
+        }
+    }
+}
+
 impl CliError {
     /// A gateway error of `command` (`vis chat`, …): the database's own failures and a damaged
     /// stored conversation exit as store failures; the rest (a gone workspace, a bad

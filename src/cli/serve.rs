@@ -11,7 +11,7 @@ use super::settings::{
     chat_settings, limits, load_config, provider_settings, serve_token, LimitArgs, ProviderArgs,
 };
 use super::CliError;
-use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsFor};
+use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsError, SettingsFor};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -55,15 +55,15 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
         if choice.base_url.is_some() {
             flags.base_url = choice.base_url.clone();
         }
-        let provider =
-            provider_settings(&flags, &settings_config, stored).map_err(|e| e.message)?;
+        let provider = provider_settings(&flags, &settings_config, stored)
+            .map_err(|e| SettingsError(e.message))?;
         chat_settings(
             provider,
             &settings_config,
             limits.clone(),
             Some(Path::new(workspace)),
         )
-        .map_err(|e| e.message)
+        .map_err(|e| SettingsError(e.message))
     });
     // Ensure the database is usable before listening.
     crate::store::Store::open(db)?;
