@@ -704,3 +704,43 @@ vistest!(
         }
     }
 );
+
+vistest!(
+    an_extension_is_unit_tested_in_a_plain_python,
+    |env| {
+        // An extension author's test: `import vis` in a plain python3 (no worker), the
+        // extension's functions called directly, its registrations recorded, and a call that
+        // needs the worker refused with an error that says so.
+        std::fs::write(
+            env.path().join("myext.py"),
+            "from vis import extension\n\n@extension.register\ndef hello(name: str) -> str:\n    \"\"\"Say hello.\"\"\"\n    return 'hi ' + name\n\nextension.namespace('tools', 'my tools')\n",
+        )
+        .unwrap();
+        let script = "import myext\nfrom vis import extension\nimport vis\nprint(myext.hello('a'))\nprint(extension.registered('myext'))\ntry:\n    vis.cat('x.txt')\nexcept Exception as e:\n    print(type(e).__name__, '|', e)\n";
+        let python_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .current_dir(env.path())
+            .env(
+                "PYTHONPATH",
+                format!("{}:{}", python_dir.display(), env.path().display()),
+            )
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}{stderr}");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines[0], "hi a", "{stdout}");
+        assert_eq!(
+            lines[1], "<registrations of myext: 2 entries, 1 functions>",
+            "{stdout}"
+        );
+        assert!(
+            lines[2].starts_with("WorkerRequiredError | cat() needs the vis worker"),
+            "{stdout}"
+        );
+        assert!(lines[2].contains("Run it in a block"), "{stdout}");
+    }
+);
