@@ -117,8 +117,9 @@ pub enum ConfigError {
 /// args = ["-y", "@modelcontextprotocol/server-github"]
 /// ```
 ///
-/// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`) override
-/// the file, and command-line flags override both.
+/// Environment variables (`VIS_TIMEOUT`, `VIS_WORKER_MEMORY_MB`, `VIS_OUTPUT_LIMIT`,
+/// `VIS_SANDBOX`, `VIS_PROVIDER`, `VIS_MODEL`, …) override the file, and command-line flags
+/// override both; the command line layers them in one place (`cli::settings`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     /// The directory the config came from (extensions and skills live there too).
@@ -388,7 +389,7 @@ impl Config {
         }
         config.mcp =
             crate::mcp::parse_mcp_table(&table, text, path, crate::mcp::ServerSource::Config)
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         for (key, value) in [

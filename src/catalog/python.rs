@@ -95,8 +95,9 @@ impl<'py> FromPyObject<'_, 'py> for ManifestEntry {
         let origin = match dict.get_item("origin")? {
             None => Origin::Core,
             Some(v) if v.is_none() => Origin::Core,
-            Some(v) => extract_origin(&v)
-                .map_err(|e| PyValueError::new_err(format!("manifest entry `{name}`: {e}")))?,
+            Some(v) => extract_origin(&v).ok_or_else(|| {
+                PyValueError::new_err(format!("manifest entry `{name}`: {ORIGIN_FORMS}"))
+            })?,
         };
         let pinned = match dict.get_item("pinned")? {
             Some(v) if !v.is_none() => v.extract()?,
@@ -115,23 +116,23 @@ impl<'py> FromPyObject<'_, 'py> for ManifestEntry {
     }
 }
 
-fn extract_origin(v: &Bound<'_, PyAny>) -> Result<Origin, String> {
-    const HOW: &str = "origin is \"core\", {\"extension\": name} or {\"mcp\": server}";
+/// The forms an entry's origin takes (the error when it has none of them).
+const ORIGIN_FORMS: &str = "origin is \"core\", {\"extension\": name} or {\"mcp\": server}";
+
+/// An entry's origin, or `None` when it has none of the [`ORIGIN_FORMS`].
+fn extract_origin(v: &Bound<'_, PyAny>) -> Option<Origin> {
     if let Ok(s) = v.cast::<PyString>() {
-        return match s.to_str() {
-            Ok("core") => Ok(Origin::Core),
-            _ => Err(HOW.to_string()),
-        };
+        return matches!(s.to_str(), Ok("core")).then_some(Origin::Core);
     }
-    let dict = v.cast::<PyDict>().map_err(|_| HOW.to_string())?;
+    let dict = v.cast::<PyDict>().ok()?;
     if dict.len() != 1 {
-        return Err(HOW.to_string());
+        return None;
     }
     let name_of = |key: &str| -> Option<String> { dict.get_item(key).ok()??.extract().ok() };
     match (name_of("extension"), name_of("mcp")) {
-        (Some(n), None) => Ok(Origin::Extension(n)),
-        (None, Some(n)) => Ok(Origin::Mcp(n)),
-        _ => Err(HOW.to_string()),
+        (Some(n), None) => Some(Origin::Extension(n)),
+        (None, Some(n)) => Some(Origin::Mcp(n)),
+        _ => None,
     }
 }
 

@@ -23,6 +23,8 @@ use tiktoken_rs::CoreBPE;
 
 use super::error::{CatalogError, Result};
 
+/// The encoder, or the text of why it failed to load: the loader's error is not `Clone`, and
+/// every later call reports the same failure as a [`CatalogError::Tokenizer`].
 static ENCODER: OnceLock<std::result::Result<CoreBPE, String>> = OnceLock::new();
 
 /// The shared o200k_base encoder, loading it on first use.

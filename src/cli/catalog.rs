@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::settings::{load_config, worker_options};
+use super::settings::{load_config, worker_options, workspace_or_current};
 use super::CliError;
 use crate::catalog::{render_catalog, DEFAULT_BUDGET_TOKENS};
 use crate::runtime::Supervisor;
@@ -34,21 +34,7 @@ fn parse_budget(text: &str) -> Result<usize, String> {
 
 pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
     let config = load_config()?;
-    let workspace = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
-    };
-    let workspace = workspace
-        .canonicalize()
-        .ok()
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| {
-            CliError::usage(format!(
-                "workspace {} does not exist or is not a directory; pass an existing directory with --workspace",
-                workspace.display()
-            ))
-        })?;
+    let workspace = workspace_or_current(args.workspace.as_deref())?;
     let budget = args
         .budget
         .or(config.catalog_budget)
@@ -61,8 +47,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         &workspace,
         crate::config::artifact_dir(db, "catalog"),
         &*store,
-    )
-    .map_err(CliError::usage)?;
+    )?;
     for note in hub.notices() {
         eprintln!("{}", super::term::escape_controls(&note));
     }

@@ -16,6 +16,7 @@ use super::settings::{
 };
 use super::term::escape_controls;
 use super::CliError;
+use crate::config::Config;
 use crate::gateway::{ChatSession, GatewayError};
 use crate::protocol::{Event, TurnStatus};
 use crate::session::{new_session_id, validate_session_id};
@@ -44,9 +45,12 @@ pub struct ChatArgs {
 
 /// Opens the session the flags name (a new one unless `--resume`); returns it and what the
 /// person should be told first.
-pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<String>), CliError> {
-    let config = load_config()?;
-    let limits = limits(&args.limits, &config)?;
+pub fn open_session(
+    args: &ChatArgs,
+    config: &Config,
+    db: &Path,
+) -> Result<(ChatSession, Vec<String>), CliError> {
+    let limits = limits(&args.limits, config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let root = match &workspace {
         Some(w) => w.clone(),
@@ -54,14 +58,14 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
     };
     let root_string = root.to_string_lossy().into_owned();
     let store = Store::open(db)?;
-    let gateway = |e: GatewayError| CliError::usage(format!("vis chat: {e}"));
+    let gateway = |e: GatewayError| CliError::gateway("vis chat", e);
     match &args.resume {
         None => {
-            let provider = provider_settings(&args.provider, &config, None)?;
-            let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let provider = provider_settings(&args.provider, config, None)?;
+            let mut settings = chat_settings(provider, config, limits, Some(&root))?;
             settings.folding.introspection |= args.introspection;
             let id = new_session_id();
-            let hub = mcp_hub(&config, &root, db, &id, &*store)?;
+            let hub = mcp_hub(config, &root, db, &id, &*store)?;
             let mut session = ChatSession::create(store, db, &id, vec![root_string], settings)
                 .map_err(gateway)?;
             let mut notes = vec![format!(
@@ -81,7 +85,7 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
                     ))
                 })?
             } else {
-                validate_session_id(id).map_err(CliError::usage)?;
+                validate_session_id(id)?;
                 id.clone()
             };
             let row = store.require_session(&id)?;
@@ -89,14 +93,14 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
                 store.set_workspace_roots(&id, &[root_string])?;
             }
             let stored = store.session_model(&id)?;
-            let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
-            let mut settings = chat_settings(provider, &config, limits, Some(&root))?;
+            let provider = provider_settings(&args.provider, config, stored.as_ref())?;
+            let mut settings = chat_settings(provider, config, limits, Some(&root))?;
             settings.folding.introspection |= args.introspection;
             let ws = match (&workspace, row.workspace_roots.first()) {
                 (None, Some(stored)) => PathBuf::from(stored),
                 _ => root,
             };
-            let hub = mcp_hub(&config, &ws, db, &id, &*store)?;
+            let hub = mcp_hub(config, &ws, db, &id, &*store)?;
             let (mut session, mut notes) =
                 ChatSession::open(store, db, &id, settings).map_err(gateway)?;
             notes.insert(0, format!("vis: resuming session {id}"));
@@ -111,7 +115,7 @@ pub fn open_session(args: &ChatArgs, db: &Path) -> Result<(ChatSession, Vec<Stri
 
 /// The session's MCP servers as namespaces (`None` when none are declared).
 fn mcp_hub(
-    config: &crate::config::Config,
+    config: &Config,
     workspace: &Path,
     db: &Path,
     id: &str,
@@ -122,8 +126,7 @@ fn mcp_hub(
         workspace,
         crate::config::artifact_dir(db, id),
         store,
-    )
-    .map_err(CliError::usage)?;
+    )?;
     Ok((!hub.is_empty()).then_some(hub))
 }
 
@@ -144,7 +147,8 @@ pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
 
 /// `-m` mode: each message is a turn; the transcript goes to stdout.
 async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
-    let (mut session, notes) = open_session(&args, db)?;
+    let config = load_config()?;
+    let (mut session, notes) = open_session(&args, &config, db)?;
     for note in notes {
         eprintln!("{}", escape_controls(&note));
     }

@@ -26,7 +26,7 @@ pub struct ContextArgs {
 }
 
 pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
-    validate_session_id(&args.id).map_err(CliError::usage)?;
+    validate_session_id(&args.id)?;
     if !db.exists() {
         return Err(CliError::usage(format!(
             "no session '{}': the database {} does not exist yet",
@@ -39,7 +39,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     let row = store.require_session(&args.id)?;
     let stored = store.session_model(&args.id)?;
     let provider = provider_settings(&args.provider, &config, stored.as_ref())?;
-    let limits = limits(&LimitArgs::default(), &config)?;
+    let limits = limits(&LimitArgs::from_env()?, &config)?;
     let root = row.workspace_roots.first().map(std::path::PathBuf::from);
     let settings = chat_settings(provider, &config, limits, root.as_deref())?;
     // The current catalog includes the MCP servers' tools (their servers start to tell).
@@ -50,8 +50,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
                 ws,
                 crate::config::artifact_dir(db, &args.id),
                 &*store,
-            )
-            .map_err(CliError::usage)?;
+            )?;
             (!hub.is_empty()).then_some(hub)
         }
         None => None,
@@ -65,7 +64,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
         })?;
     events.block_on(async move {
         let (mut session, _) = ChatSession::open(store, db, &args.id, settings)
-            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+            .map_err(|e| CliError::gateway("vis context", e))?;
         if let Some(hub) = hub {
             session.set_mcp(hub);
         }
@@ -78,7 +77,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
         }
         let body = session
             .next_request_body()
-            .map_err(|e| CliError::usage(format!("vis context: {e}")))?;
+            .map_err(|e| CliError::gateway("vis context", e))?;
         if args.json {
             println!("{}", String::from_utf8_lossy(&body));
             session.shutdown().await;

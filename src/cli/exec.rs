@@ -59,7 +59,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
-            validate_session_id(id).map_err(CliError::usage)?;
+            validate_session_id(id)?;
             (id.clone(), false)
         }
         None => (new_session_id(), true),
@@ -109,8 +109,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     // MCP servers become namespaces; they start only when a block calls one (or, the first
     // time, to learn their tools), since `vis exec` is one short process.
-    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &*store)
-        .map_err(CliError::usage)?;
+    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &*store)?;
     for note in hub.notices() {
         eprintln!("{}", super::term::escape_controls(&note));
     }

@@ -12,7 +12,8 @@ use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
+    current_dir, limits, load_config, resolve_workspace, worker_options, workspace_or_current,
+    LimitArgs,
 };
 use super::term::escape_controls;
 use super::CliError;
@@ -59,17 +60,8 @@ pub fn run(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     }
 }
 
-fn workspace_dir(dir: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    match resolve_workspace(dir.as_deref())? {
-        Some(d) => Ok(d),
-        None => current_dir()?
-            .canonicalize()
-            .map_err(|e| CliError::usage(format!("cannot resolve the current directory: {e}"))),
-    }
-}
-
 fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
-    let ws = workspace_dir(dir)?;
+    let ws = workspace_or_current(dir.as_deref())?;
     let store = Store::open(db)?;
     let servers = crate::mcp::approve_workspace(&ws, &*store).map_err(|e| match e {
         crate::mcp::ApproveError::Invalid(m) => CliError::usage(format!("vis mcp approve: {m}")),
@@ -94,7 +86,7 @@ fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
 }
 
 fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
-    let ws = workspace_dir(dir)?;
+    let ws = workspace_or_current(dir.as_deref())?;
     let config = load_config()?;
     let store = Store::open(db)?;
     let deny = crate::catalog::DenyList::new(config.deny.iter().cloned())
@@ -135,7 +127,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = match &args.session {
         Some(id) => {
-            validate_session_id(id).map_err(CliError::usage)?;
+            validate_session_id(id)?;
             (id.clone(), false)
         }
         None => (new_session_id(), true),
@@ -170,8 +162,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
         .writable
         .extend(roots.iter().skip(1).map(PathBuf::from));
     let supervisor = Supervisor::new(opts, defs);
-    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)
-        .map_err(CliError::usage)?;
+    let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
     let verb = if created { "new session" } else { "session" };
     eprintln!(
         "vis mcp: {verb} {session_id} (workspace {}; continue it with --session {session_id})",

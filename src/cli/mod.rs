@@ -142,6 +142,39 @@ impl From<crate::store::StoreError> for CliError {
     }
 }
 
+impl From<crate::session::InvalidSessionId> for CliError {
+    fn from(e: crate::session::InvalidSessionId) -> Self {
+        CliError::usage(e.to_string())
+    }
+}
+
+impl From<crate::mcp::HubError> for CliError {
+    fn from(e: crate::mcp::HubError) -> Self {
+        match e {
+            crate::mcp::HubError::Store(e) => e.into(),
+            e @ crate::mcp::HubError::Deny(_) => CliError::usage(e.to_string()),
+        }
+    }
+}
+
+impl CliError {
+    /// A gateway error of `command` (`vis chat`, …): the database's own failures and a damaged
+    /// stored conversation exit as store failures; the rest (a gone workspace, a bad
+    /// setting) are the command line's to fix.
+    pub fn gateway(command: &str, e: crate::gateway::GatewayError) -> Self {
+        use crate::gateway::GatewayError;
+        let code = match &e {
+            GatewayError::Store(crate::store::StoreError::UnknownSession(_)) => 2,
+            GatewayError::Store(_) | GatewayError::CorruptHistory { .. } => STORE_FAILURE,
+            _ => 2,
+        };
+        CliError {
+            code,
+            message: format!("{command}: {e}"),
+        }
+    }
+}
+
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     if !matches!(cli.command, Command::Worker(_)) {

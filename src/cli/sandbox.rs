@@ -53,8 +53,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
         policy.mode.as_str(),
         if policy.network { "on" } else { "off" }
     );
-    // SAFETY: getuid cannot fail.
-    let root = unsafe { libc::getuid() } == 0;
+    let root = rustix::process::getuid().is_root();
     println!(
         "  user namespace    {}",
         if layers.user_namespace {

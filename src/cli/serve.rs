@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::settings::{
-    chat_settings, limits, load_config, provider_settings, LimitArgs, ProviderArgs,
+    chat_settings, limits, load_config, provider_settings, serve_token, LimitArgs, ProviderArgs,
 };
 use super::CliError;
-use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsFor};
+use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsError, SettingsFor};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -38,10 +38,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             "--listen '{listen_text}' is not an address like 127.0.0.1:7878 or [::1]:7878"
         ))
     })?;
-    let token = std::env::var("VIS_SERVE_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty())
-        .or_else(|| config.serve.token.clone());
+    let token = serve_token(&config);
     let limits = limits(&args.limits, &config)?;
     // Fail early on bad defaults rather than on the first session.
     provider_settings(&args.provider, &config, None)?;
@@ -58,15 +55,15 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
         if choice.base_url.is_some() {
             flags.base_url = choice.base_url.clone();
         }
-        let provider =
-            provider_settings(&flags, &settings_config, stored).map_err(|e| e.message)?;
+        let provider = provider_settings(&flags, &settings_config, stored)
+            .map_err(|e| SettingsError(e.message))?;
         chat_settings(
             provider,
             &settings_config,
             limits.clone(),
             Some(Path::new(workspace)),
         )
-        .map_err(|e| e.message)
+        .map_err(|e| SettingsError(e.message))
     });
     // Ensure the database is usable before listening.
     crate::store::Store::open(db)?;

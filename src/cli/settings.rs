@@ -1,5 +1,12 @@
 //! Settings from flags, the environment and `config.toml`, in that order of precedence
-//! (SPEC §1: later sources win, flags last), shared by every command.
+//! (SPEC §1: later sources win, flags last), shared by every command: the one place the
+//! command line loads the config and layers a setting.
+//!
+//! A flag and its environment variable are one clap argument (`env = "VIS_…"`), so clap does
+//! flag-over-environment; what is left here puts both over the config file and the default.
+//! Variables without a flag are read here too: the provider's base URL (its name depends on
+//! the provider), API keys and the serve token (secrets never go on a command line). An empty
+//! variable counts as not set.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,54 +22,88 @@ use crate::providers::{ProviderKind, ProviderSettings};
 use crate::runtime::{WorkerOptions, DEFAULT_OUTPUT_LIMIT};
 use crate::store::SessionModel;
 
-/// Loads the user's config; errors are usage errors (exit 2).
+/// Loads the user's config; errors are usage errors (exit 2). Every command loads it here,
+/// once.
 pub fn load_config() -> Result<Config, CliError> {
     Config::load_default().map_err(|e| CliError::usage(format!("vis: {e}")))
 }
 
-/// A setting from the flag, else the environment variable, else the config file, else the
-/// default.
-pub fn setting<T: std::str::FromStr>(
-    flag: Option<T>,
-    env: &str,
-    config: Option<T>,
-    default: T,
-    what: &str,
-) -> Result<T, CliError> {
-    if let Some(v) = flag {
-        return Ok(v);
-    }
-    match std::env::var(env) {
-        Ok(v) => v
-            .trim()
+/// A value parser for a setting that a flag or an environment variable gives (clap reads the
+/// variable when the flag is absent, and does not say which one the value came from, so the
+/// message names both).
+fn number<T: std::str::FromStr>(
+    flag: &'static str,
+    env: &'static str,
+    what: &'static str,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        text.trim()
             .parse()
-            .map_err(|_| CliError::usage(format!("{env} must be {what}, got '{v}'"))),
-        Err(_) => Ok(config.unwrap_or(default)),
+            .map_err(|_| format!("{flag} or {env} must be {what}, got '{text}'"))
     }
 }
 
-/// The runtime's limits: block timeout, output cap, worker memory.
+fn timeout_seconds(text: &str) -> Result<f64, String> {
+    number("--timeout", "VIS_TIMEOUT", "a number of seconds")(text)
+}
+
+fn memory_mib(text: &str) -> Result<u64, String> {
+    number(
+        "--memory-limit",
+        "VIS_WORKER_MEMORY_MB",
+        "a whole number of MiB",
+    )(text)
+}
+
+fn output_chars(text: &str) -> Result<usize, String> {
+    number(
+        "--output-limit",
+        "VIS_OUTPUT_LIMIT",
+        "a whole number of characters",
+    )(text)
+}
+
+/// An empty value (`VIS_MODEL=`) counts as not set, as for the other variables Vis reads.
+fn given(value: &Option<String>) -> Option<String> {
+    value.clone().filter(|v| !v.trim().is_empty())
+}
+
+/// The runtime's limits: block timeout, output cap, worker memory. Each comes from the flag,
+/// else its environment variable (clap reads both), else the config file, else the default.
 #[derive(Debug, Clone, Default, Args)]
 pub struct LimitArgs {
-    /// Block timeout in seconds (default 300; env VIS_TIMEOUT; config [runtime] timeout).
-    #[arg(long, value_name = "SECONDS")]
+    /// Block timeout in seconds (default 300; config [runtime] timeout).
+    #[arg(long, env = "VIS_TIMEOUT", value_name = "SECONDS", value_parser = timeout_seconds)]
     pub timeout: Option<f64>,
-    /// Cap on the worker's memory, in MiB (default 4096; env VIS_WORKER_MEMORY_MB; config
-    /// [runtime] memory_limit_mb).
-    #[arg(long, value_name = "MIB")]
+    /// Cap on the worker's memory, in MiB (default 4096; config [runtime] memory_limit_mb).
+    #[arg(long, env = "VIS_WORKER_MEMORY_MB", value_name = "MIB", value_parser = memory_mib)]
     pub memory_limit: Option<u64>,
-    /// Output cap in characters (default 20000; env VIS_OUTPUT_LIMIT; config [runtime]
-    /// output_limit).
-    #[arg(long, value_name = "CHARS")]
+    /// Output cap in characters (default 20000; config [runtime] output_limit).
+    #[arg(long, env = "VIS_OUTPUT_LIMIT", value_name = "CHARS", value_parser = output_chars)]
     pub output_limit: Option<usize>,
-    /// The sandbox: read-only, workspace-write (default), full-access or off (env
-    /// VIS_SANDBOX; config [sandbox] mode).
-    #[arg(long, value_name = "MODE")]
+    /// The sandbox: read-only, workspace-write (default), full-access or off (config [sandbox]
+    /// mode).
+    #[arg(long, env = "VIS_SANDBOX", value_name = "MODE")]
     pub sandbox: Option<String>,
     /// Let blocks reach the network (config [sandbox] network; on by default only in
     /// full-access).
     #[arg(long)]
     pub network: bool,
+}
+
+impl LimitArgs {
+    /// The limits the environment sets, for a command that has no limit flags of its own
+    /// (`vis context`): the same variables, read by the same parser.
+    pub fn from_env() -> Result<LimitArgs, CliError> {
+        #[derive(clap::Parser)]
+        struct EnvOnly {
+            #[command(flatten)]
+            limits: LimitArgs,
+        }
+        <EnvOnly as clap::Parser>::try_parse_from(["vis"])
+            .map(|parsed| parsed.limits)
+            .map_err(|e| CliError::usage(e.to_string().trim_end().to_string()))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -74,43 +115,30 @@ pub struct Limits {
 }
 
 pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
-    let timeout = setting(
-        args.timeout,
-        "VIS_TIMEOUT",
-        config.timeout,
-        crate::runtime::DEFAULT_TIMEOUT.as_secs_f64(),
-        "a number of seconds",
-    )?;
+    let timeout = args
+        .timeout
+        .or(config.timeout)
+        .unwrap_or(crate::runtime::DEFAULT_TIMEOUT.as_secs_f64());
     // Beyond a year a timeout means "never" and would overflow the clock.
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= 366.0 * 86_400.0) {
         return Err(CliError::usage(format!(
             "--timeout must be a positive number of seconds (at most a year), got {timeout}"
         )));
     }
-    let output_limit = setting(
-        args.output_limit,
-        "VIS_OUTPUT_LIMIT",
-        config.output_limit,
-        DEFAULT_OUTPUT_LIMIT,
-        "a whole number of characters",
-    )?;
+    let output_limit = args
+        .output_limit
+        .or(config.output_limit)
+        .unwrap_or(DEFAULT_OUTPUT_LIMIT);
     if output_limit < 100 {
         return Err(CliError::usage(format!(
             "--output-limit must be at least 100 characters, got {output_limit}"
         )));
     }
-    let memory_limit_mb = setting(
-        args.memory_limit,
-        "VIS_WORKER_MEMORY_MB",
-        config.memory_limit_mb,
-        crate::runtime::DEFAULT_MEMORY_LIMIT_MB,
-        "a whole number of MiB",
-    )?;
-    let mode_text = args
-        .sandbox
-        .clone()
-        .or_else(|| std::env::var("VIS_SANDBOX").ok().filter(|v| !v.is_empty()))
-        .or_else(|| config.sandbox.mode.clone());
+    let memory_limit_mb = args
+        .memory_limit
+        .or(config.memory_limit_mb)
+        .unwrap_or(crate::runtime::DEFAULT_MEMORY_LIMIT_MB);
+    let mode_text = given(&args.sandbox).or_else(|| config.sandbox.mode.clone());
     let mode = match mode_text {
         Some(m) => {
             crate::sandbox::Mode::parse(&m).map_err(|e| CliError::usage(format!("vis: {e}")))?
@@ -173,19 +201,27 @@ pub fn worker_options(
 /// An existing directory, made absolute (before anything changes directory).
 pub fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
     let Some(dir) = flag else { return Ok(None) };
-    let canonical = dir.canonicalize().map_err(|e| {
+    let unusable = |why: String| {
         CliError::usage(format!(
-            "workspace {} is not usable: {e}; pass an existing directory",
+            "workspace {} is not usable: it does not exist or is not a directory ({why}); pass an existing directory with --workspace DIR",
             dir.display()
         ))
-    })?;
+    };
+    let canonical = dir.canonicalize().map_err(|e| unusable(e.to_string()))?;
     if !canonical.is_dir() {
-        return Err(CliError::usage(format!(
-            "workspace {} is not a directory",
-            dir.display()
-        )));
+        return Err(unusable("a file".into()));
     }
     Ok(Some(canonical))
+}
+
+/// The workspace the flag names, else the current directory, made absolute.
+pub fn workspace_or_current(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    match resolve_workspace(flag)? {
+        Some(dir) => Ok(dir),
+        None => current_dir()?
+            .canonicalize()
+            .map_err(|e| CliError::usage(format!("cannot resolve the current directory: {e}"))),
+    }
 }
 
 /// The current directory, or a usage error.
@@ -197,12 +233,11 @@ pub fn current_dir() -> Result<PathBuf, CliError> {
 /// Which model to talk to.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ProviderArgs {
-    /// `openai` (any OpenAI-compatible server) or `anthropic` (env VIS_PROVIDER; config
-    /// [provider] name).
-    #[arg(long, value_name = "P")]
+    /// `openai` (any OpenAI-compatible server) or `anthropic` (config [provider] name).
+    #[arg(long, env = "VIS_PROVIDER", value_name = "P")]
     pub provider: Option<String>,
-    /// The model (env VIS_MODEL; config [provider] model).
-    #[arg(long, value_name = "M")]
+    /// The model (config [provider] model).
+    #[arg(long, env = "VIS_MODEL", value_name = "M")]
     pub model: Option<String>,
     /// The API's base URL, e.g. http://localhost:11434/v1 for Ollama (env OPENAI_BASE_URL or
     /// ANTHROPIC_BASE_URL; config [provider] base_url).
@@ -222,18 +257,23 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The provider, model, base URL and key: flags, then the environment, then what a resumed
-/// session used (`stored`), then the config file. When nothing names a provider, a set
+/// The bearer token `vis serve` requires beyond loopback: `VIS_SERVE_TOKEN`, else config
+/// `[serve] token`.
+pub fn serve_token(config: &Config) -> Option<String> {
+    env_nonempty("VIS_SERVE_TOKEN").or_else(|| config.serve.token.clone())
+}
+
+/// The provider, model, base URL and key: flags, then the environment (clap reads
+/// `VIS_PROVIDER` and `VIS_MODEL` into the flags; the base URL's variable depends on the
+/// provider, and keys have no flag), then what a resumed session used (`stored`), then the
+/// config file. When nothing names a provider, a set
 /// `ANTHROPIC_API_KEY` without `OPENAI_API_KEY` picks Anthropic.
 pub fn provider_settings(
     args: &ProviderArgs,
     config: &Config,
     stored: Option<&SessionModel>,
 ) -> Result<ProviderSettings, CliError> {
-    let name = args
-        .provider
-        .clone()
-        .or_else(|| env_nonempty("VIS_PROVIDER"))
+    let name = given(&args.provider)
         .or_else(|| stored.map(|s| s.provider.clone()))
         .or_else(|| config.provider.name.clone());
     let kind = match name {
@@ -249,25 +289,20 @@ pub fn provider_settings(
     };
     // What the session used applies only while it stays with the same provider.
     let stored = stored.filter(|s| s.provider == kind.as_str());
-    let model = args
-        .model
-        .clone()
-        .or_else(|| env_nonempty("VIS_MODEL"))
+    let model = given(&args.model)
         .or_else(|| stored.map(|s| s.model.clone()))
         .or_else(|| config.provider.model.clone())
         .unwrap_or_else(|| default_model(kind).to_string());
     if model.trim().is_empty() {
         return Err(CliError::usage(
-            "the model name is empty: pass --model NAME or set VIS_MODEL",
+            "the model name is empty (config.toml [provider] model): set a name there, or pass --model NAME",
         ));
     }
     let base_env = match kind {
         ProviderKind::OpenAi => "OPENAI_BASE_URL",
         ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
     };
-    let base_url = args
-        .base_url
-        .clone()
+    let base_url = given(&args.base_url)
         .or_else(|| env_nonempty(base_env))
         .or_else(|| stored.and_then(|s| s.base_url.clone()))
         .or_else(|| config.provider.base_url.clone())

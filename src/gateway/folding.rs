@@ -11,8 +11,51 @@ use super::folds::{self, Before, Fold, Span};
 use super::history::NoticeMeta;
 use super::{shown_state, ChatSession, ChatSettings, State};
 use crate::protocol::HistoryItem;
+use crate::runtime::CallError;
 use crate::session::{limits_for, thousands, Limits, Utilization};
-use crate::store::{FoldRow, Store};
+use crate::store::{FoldRow, Store, StoreError};
+
+/// Why a fold was refused; nothing was folded. The model (through `fold_session`) or the
+/// person (through `/fold`) reads it and acts: it never ends the turn.
+#[derive(Debug, thiserror::Error)]
+pub enum FoldError {
+    #[error("the gist is empty: write what later steps need (facts, paths, addresses, decisions); nothing was folded")]
+    EmptyGist,
+    #[error("the gist has {} tokens, over the cap of {} ([folding] gist_max_tokens); shorten it — nothing was folded", thousands(*tokens), thousands(*cap))]
+    GistTooLong { tokens: u64, cap: u64 },
+    #[error(transparent)]
+    Select(#[from] folds::SelectError),
+    #[error("{key} selects nothing that requests still carry")]
+    SelectsNothing { key: String },
+    #[error(transparent)]
+    Tokenizer(#[from] crate::catalog::CatalogError),
+    #[error("the fold could not be recorded ({0}); nothing was folded")]
+    NotRecorded(StoreError),
+    #[error("the fold's measurement could not be recorded ({0})")]
+    MeasurementNotRecorded(StoreError),
+}
+
+/// Why the next request cannot be kept under the model's input limit: the turn ends with it.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitError {
+    #[error("the next request needs about {} tokens, over the model's input limit of {}, even after folding all settled work; start a new session, or raise [folding] input_limit if the model takes more", thousands(*tokens), thousands(*limit))]
+    OverLimit { tokens: u64, limit: u64 },
+    /// The automatic fold was refused.
+    #[error(transparent)]
+    Fold(#[from] FoldError),
+}
+
+impl From<FoldError> for CallError {
+    fn from(e: FoldError) -> Self {
+        CallError(e.to_string())
+    }
+}
+
+impl From<folds::SelectError> for CallError {
+    fn from(e: folds::SelectError) -> Self {
+        CallError(e.to_string())
+    }
+}
 
 /// What folding needs: the conversation, the store, the session's id and settings.
 pub(super) struct FoldCtx<'a> {
@@ -100,20 +143,18 @@ pub(super) fn fold(
     key: &str,
     gist: &str,
     automatic: bool,
-) -> Result<Value, String> {
+) -> Result<Value, FoldError> {
     let gist = gist.trim();
     if gist.is_empty() {
-        return Err("the gist is empty: write what later steps need (facts, paths, addresses, decisions); nothing was folded".into());
+        return Err(FoldError::EmptyGist);
     }
-    let count = |s: &str| crate::catalog::count_tokens(s).map_err(|e| e.to_string());
-    let gist_tokens = count(gist)? as u64;
+    let gist_tokens = crate::catalog::count_tokens(gist)? as u64;
     let cap = ctx.settings.folding.gist_max_tokens;
     if gist_tokens > cap && !automatic {
-        return Err(format!(
-            "the gist has {} tokens, over the cap of {} ([folding] gist_max_tokens); shorten it — nothing was folded",
-            thousands(gist_tokens),
-            thousands(cap)
-        ));
+        return Err(FoldError::GistTooLong {
+            tokens: gist_tokens,
+            cap,
+        });
     }
     let selection = folds::select(key, &ctx.state.marks, &ctx.state.folds, ctx.state.now)?;
     let id = ctx.state.folds.iter().map(|f| f.id).max().unwrap_or(0) + 1;
@@ -134,7 +175,9 @@ pub(super) fn fold(
     let mut view = ctx.state.entries.clone();
     let before_tokens: u64 = view.iter().map(|e| e.tokens).sum();
     let Some(first_changed) = folds::apply(&mut view, id, &spans) else {
-        return Err(format!("{key} selects nothing that requests still carry"));
+        return Err(FoldError::SelectsNothing {
+            key: key.to_string(),
+        });
     };
     let after_tokens: u64 = view.iter().map(|e| e.tokens).sum();
     let fold_items: u64 = view
@@ -211,10 +254,10 @@ pub(super) fn fold(
             },
             &selection.absorbs,
         )
-        .map_err(|e| format!("the fold could not be recorded ({e}); nothing was folded"))?;
+        .map_err(FoldError::NotRecorded)?;
     ctx.store
         .set_fold_measurement(ctx.id, group_id, &measurement.to_string())
-        .map_err(|e| format!("the fold's measurement could not be recorded ({e})"))?;
+        .map_err(FoldError::MeasurementNotRecorded)?;
     // Now memory follows the store.
     for f in ctx.state.folds.iter_mut() {
         if selection.absorbs.contains(&f.id) {
@@ -266,7 +309,7 @@ pub(super) fn read(ctx: &mut FoldCtx<'_>, key: &str) -> crate::runtime::CallAnsw
     let rows = ctx
         .store
         .history(ctx.id)
-        .map_err(|e| format!("the conversation could not be read ({e})"))?;
+        .map_err(|e| CallError(format!("the conversation could not be read ({e})")))?;
     Ok(json!({"off": false, "text": folds::original_text(&rows, &selection.spans)}))
 }
 
@@ -295,7 +338,7 @@ pub(super) fn measured(
 /// Keeps the next request under the model's input limit: folds the oldest settled turns
 /// (else the finished part of the turn in progress) with a mechanical gist. Returns the
 /// receipt of the automatic fold, if one was needed; `Err` when even that is not enough.
-pub(super) fn enforce_limit(ctx: &mut FoldCtx<'_>) -> Result<Option<Value>, String> {
+pub(super) fn enforce_limit(ctx: &mut FoldCtx<'_>) -> Result<Option<Value>, LimitError> {
     let limits = limits(ctx.settings);
     // The provider's count of the last request plus what was added (or folded) since.
     let projected = |state: &State| -> u64 {
@@ -330,7 +373,10 @@ pub(super) fn enforce_limit(ctx: &mut FoldCtx<'_>) -> Result<Option<Value>, Stri
         freed += size;
     }
     if keys.is_empty() {
-        return Err(over_limit(start, limits.input_limit));
+        return Err(LimitError::OverLimit {
+            tokens: start,
+            limit: limits.input_limit,
+        });
     }
     turns.dedup();
     let gist = folds::mechanical_gist(&ctx.state.entries, &turns);
@@ -339,17 +385,12 @@ pub(super) fn enforce_limit(ctx: &mut FoldCtx<'_>) -> Result<Option<Value>, Stri
     let receipt = fold(ctx, &keys.join(","), &gist, true)?;
     let now = projected(ctx.state);
     if now > limits.input_limit {
-        return Err(over_limit(now, limits.input_limit));
+        return Err(LimitError::OverLimit {
+            tokens: now,
+            limit: limits.input_limit,
+        });
     }
     Ok(Some(receipt))
-}
-
-fn over_limit(tokens: u64, limit: u64) -> String {
-    format!(
-        "the next request needs about {} tokens, over the model's input limit of {}, even after folding all settled work; start a new session, or raise [folding] input_limit if the model takes more",
-        thousands(tokens),
-        thousands(limit)
-    )
 }
 
 /// A one-line summary of a receipt (for the person and `/fold`).
@@ -376,7 +417,7 @@ impl ChatSession {
     }
 
     /// Folds `key` with `gist` for the person (`/fold`), between turns.
-    pub fn fold(&mut self, key: &str, gist: &str) -> crate::runtime::CallAnswer {
+    pub fn fold(&mut self, key: &str, gist: &str) -> Result<Value, FoldError> {
         fold(
             &mut FoldCtx {
                 state: &mut self.state,
@@ -388,7 +429,6 @@ impl ChatSession {
             gist,
             false,
         )
-        .map_err(crate::runtime::CallError)
     }
 
     /// The folds of the session (absorbed ones included).

@@ -109,6 +109,49 @@ pub struct Now {
     pub running: Option<(i64, i64)>,
 }
 
+/// Why a fold key selects nothing foldable: one line for the model, the cause and what to do
+/// (a host call's refusal, never an error that ends the turn).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error(transparent)]
+    Parse(#[from] crate::session::KeyError),
+    #[error("unknown turn t{turn}: {}", match known {
+        Some((a, b)) => format!("the conversation has turns t{a} to t{b} (turns run by `vis exec` are not part of it)"),
+        None => "the conversation is empty".to_string(),
+    })]
+    UnknownTurn {
+        turn: i64,
+        /// The first and last turn of the conversation, if it has any.
+        known: Option<(i64, i64)>,
+    },
+    #[error("t{0} is the turn now running, so it cannot be folded whole; fold its finished iterations (t{0}/i1-…) or earlier turns")]
+    TurnRunning(i64),
+    #[error("-t{0} includes the turn now running; fold through an earlier turn, or through a finished iteration (-t{0}/iN)")]
+    ThroughRunningTurn(i64),
+    #[error("t{turn}/i{first}-i{last} is reversed: write the first iteration first (t{turn}/i{last}-i{first})")]
+    Reversed { turn: i64, first: i64, last: i64 },
+    #[error("t{turn}/i{iteration} is the iteration now running; fold only finished work (up to t{turn}/i{})", iteration - 1)]
+    IterationRunning { turn: i64, iteration: i64 },
+    #[error("unknown iteration t{turn}/i{iteration}: {}", match known {
+        Some((a, b)) => format!("turn {turn} has iterations i{a} to i{b}"),
+        None => format!("turn {turn} has no iterations"),
+    })]
+    UnknownIteration {
+        turn: i64,
+        iteration: i64,
+        /// The first and last iteration of the turn, if it has any.
+        known: Option<(i64, i64)>,
+    },
+    #[error("t{turn}/i{iteration} belongs to the response whose call t{turn}/i{running} is running; its iterations can be folded once the response is finished")]
+    ResponseRunning {
+        turn: i64,
+        iteration: i64,
+        running: i64,
+    },
+    #[error("t{turn}/i{iteration} belongs to a response that has not finished")]
+    ResponseUnfinished { turn: i64, iteration: i64 },
+}
+
 /// The ranges a key list selects, after widening and absorption.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
@@ -121,8 +164,13 @@ pub struct Selection {
 
 /// Resolves `key` against the conversation (`marks`, every stored item) and the active folds.
 /// Errors are one line for the model: the cause and what to do.
-pub fn select(key: &str, marks: &[Mark], folds: &[Fold], now: Now) -> Result<Selection, String> {
-    let keys = parse_keys(key).map_err(|e| e.to_string())?;
+pub fn select(
+    key: &str,
+    marks: &[Mark],
+    folds: &[Fold],
+    now: Now,
+) -> Result<Selection, SelectError> {
+    let keys = parse_keys(key)?;
     let mut spans: Vec<(i64, i64)> = Vec::new();
     let mut widened = false;
     for k in &keys {
@@ -175,13 +223,13 @@ pub fn select(key: &str, marks: &[Mark], folds: &[Fold], now: Now) -> Result<Sel
 }
 
 /// The seq range one key selects, and whether it was widened to whole responses.
-fn resolve(key: &FoldKey, marks: &[Mark], now: Now) -> Result<(i64, i64, bool), String> {
+fn resolve(key: &FoldKey, marks: &[Mark], now: Now) -> Result<(i64, i64, bool), SelectError> {
     let chat_turns: Vec<i64> = {
         let mut t: Vec<i64> = marks.iter().map(|m| m.turn).collect();
         t.dedup();
         t
     };
-    let turn_range = |t: i64| -> Result<(i64, i64), String> {
+    let turn_range = |t: i64| -> Result<(i64, i64), SelectError> {
         let seqs: Vec<i64> = marks
             .iter()
             .filter(|m| m.turn == t)
@@ -189,7 +237,13 @@ fn resolve(key: &FoldKey, marks: &[Mark], now: Now) -> Result<(i64, i64, bool), 
             .collect();
         match (seqs.first(), seqs.last()) {
             (Some(a), Some(b)) => Ok((*a, *b)),
-            _ => Err(unknown_turn(t, &chat_turns)),
+            _ => Err(SelectError::UnknownTurn {
+                turn: t,
+                known: chat_turns
+                    .first()
+                    .zip(chat_turns.last())
+                    .map(|(a, b)| (*a, *b)),
+            }),
         }
     };
     let running_turn = |t: i64| now.turn == Some(t);
@@ -197,26 +251,20 @@ fn resolve(key: &FoldKey, marks: &[Mark], now: Now) -> Result<(i64, i64, bool), 
         FoldKey::Turn(t) => {
             let (a, b) = turn_range(t)?;
             if running_turn(t) {
-                return Err(format!(
-                    "t{t} is the turn now running, so it cannot be folded whole; fold its finished iterations (t{t}/i1-…) or earlier turns"
-                ));
+                return Err(SelectError::TurnRunning(t));
             }
             Ok((a, b, false))
         }
         FoldKey::ThroughTurn(t) => {
             let (_, b) = turn_range(t)?;
             if running_turn(t) {
-                return Err(format!(
-                    "-t{t} includes the turn now running; fold through an earlier turn, or through a finished iteration (-t{t}/iN)"
-                ));
+                return Err(SelectError::ThroughRunningTurn(t));
             }
             Ok((marks.first().map_or(b, |m| m.seq), b, false))
         }
         FoldKey::Iterations { turn, first, last } => {
             if first > last {
-                return Err(format!(
-                    "t{turn}/i{first}-i{last} is reversed: write the first iteration first (t{turn}/i{last}-i{first})"
-                ));
+                return Err(SelectError::Reversed { turn, first, last });
             }
             turn_range(turn)?;
             let (a, _) = response_of(marks, turn, first, now)?;
@@ -232,15 +280,6 @@ fn resolve(key: &FoldKey, marks: &[Mark], now: Now) -> Result<(i64, i64, bool), 
             let (_, b) = response_of(marks, turn, iteration, now)?;
             Ok((marks.first().map_or(b, |m| m.seq), b, false))
         }
-    }
-}
-
-fn unknown_turn(t: i64, turns: &[i64]) -> String {
-    match (turns.first(), turns.last()) {
-        (Some(a), Some(b)) => format!(
-            "unknown turn t{t}: the conversation has turns t{a} to t{b} (turns run by `vis exec` are not part of it)"
-        ),
-        _ => format!("unknown turn t{t}: the conversation is empty"),
     }
 }
 
@@ -281,12 +320,9 @@ fn count_between(marks: &[Mark], a: i64, b: i64) -> usize {
 
 /// The seq range of the response that made iteration `i` of `turn`: its assistant message
 /// through the last result of its calls.
-fn response_of(marks: &[Mark], turn: i64, i: i64, now: Now) -> Result<(i64, i64), String> {
+fn response_of(marks: &[Mark], turn: i64, i: i64, now: Now) -> Result<(i64, i64), SelectError> {
     if now.running == Some((turn, i)) {
-        return Err(format!(
-            "t{turn}/i{i} is the iteration now running; fold only finished work (up to t{turn}/i{})",
-            i - 1
-        ));
+        return Err(SelectError::IterationRunning { turn, iteration: i });
     }
     let Some(start) = assistant_seq(marks, turn, i) else {
         let known: Vec<i64> = marks
@@ -296,11 +332,10 @@ fn response_of(marks: &[Mark], turn: i64, i: i64, now: Now) -> Result<(i64, i64)
                 _ => None,
             })
             .collect();
-        return Err(match (known.first(), known.last()) {
-            (Some(a), Some(b)) => {
-                format!("unknown iteration t{turn}/i{i}: turn {turn} has iterations i{a} to i{b}")
-            }
-            _ => format!("unknown iteration t{turn}/i{i}: turn {turn} has no iterations"),
+        return Err(SelectError::UnknownIteration {
+            turn,
+            iteration: i,
+            known: known.first().zip(known.last()).map(|(a, b)| (*a, *b)),
         });
     };
     let calls = match marks.iter().find(|m| m.seq == start).map(|m| &m.kind) {
@@ -320,10 +355,12 @@ fn response_of(marks: &[Mark], turn: i64, i: i64, now: Now) -> Result<(i64, i64)
         .collect();
     if results.len() < calls.len() {
         return Err(match now.running {
-            Some((t, r)) if t == turn => format!(
-                "t{turn}/i{i} belongs to the response whose call t{t}/i{r} is running; its iterations can be folded once the response is finished"
-            ),
-            _ => format!("t{turn}/i{i} belongs to a response that has not finished"),
+            Some((t, running)) if t == turn => SelectError::ResponseRunning {
+                turn,
+                iteration: i,
+                running,
+            },
+            _ => SelectError::ResponseUnfinished { turn, iteration: i },
         });
     }
     let end = results.iter().map(|(s, _)| *s).max().unwrap_or(start);
@@ -810,7 +847,7 @@ mod tests {
             ("t1,t2/x", IDLE, "bad fold key"),
         ];
         for (key, now, expected) in cases {
-            let e = select(key, &marks, &[], *now).unwrap_err();
+            let e = select(key, &marks, &[], *now).unwrap_err().to_string();
             assert!(e.contains(expected), "{key}: {e}");
         }
         // Finished work of the running turn can be folded.

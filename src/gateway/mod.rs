@@ -38,10 +38,10 @@ use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store, StoreError};
 use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
-pub use folding::receipt_line;
+pub use folding::{receipt_line, FoldError, LimitError};
 pub use folds::DEFAULT_GIST_MAX_TOKENS;
 pub use prompt::TOOL_NAME;
-pub use turn::{code_of, EventSink, ExecEnd, TurnEnd};
+pub use turn::{code_of, EventSink, ExecEnd, ToolCallError, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 100;

@@ -142,7 +142,8 @@ impl ChatSession {
                     });
                 }
                 Ok(None) => {}
-                Err(message) => {
+                Err(e) => {
+                    let message = e.to_string();
                     let _ = events.send(Event::Error {
                         kind: "context_limit".into(),
                         message: message.clone(),
@@ -243,7 +244,7 @@ impl ChatSession {
                     match code_of(&call) {
                         Err(correction) => CallResult::note(
                             call.arguments.clone(),
-                            correction,
+                            correction.to_string(),
                             IterationStatus::Rejected,
                         ),
                         Ok(code) => {
@@ -720,17 +721,15 @@ fn unreachable_turn(turn: i64) -> Result<TurnEnd, GatewayError> {
 
 /// Host calls a block makes while it runs (MCP calls, `mcp.*`, are answered by the hub).
 fn answer_host_call(ctx: &mut FoldCtx<'_>, method: &str, params: &Value) -> CallAnswer {
-    let text = |name: &str| -> Result<String, String> {
+    let text = |name: &str| -> Result<String, CallError> {
         match params.get(name) {
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(format!("{method}: `{name}` must be a string")),
-            None => Err(format!("{method}: `{name}` is missing")),
+            Some(_) => Err(CallError(format!("{method}: `{name}` must be a string"))),
+            None => Err(CallError(format!("{method}: `{name}` is missing"))),
         }
     };
     match method {
-        "fold_session" => {
-            folding::fold(ctx, &text("key")?, &text("gist")?, false).map_err(CallError)
-        }
+        "fold_session" => Ok(folding::fold(ctx, &text("key")?, &text("gist")?, false)?),
         "read_session" => folding::read(ctx, &text("key")?),
         _ => Err(CallError(format!(
             "the gateway has no '{method}' call; see doc('vis') for what blocks can call"
@@ -752,23 +751,30 @@ fn with_call_ids(mut message: AssistantMessage, turn: i64, n: u32) -> AssistantM
     message
 }
 
+/// How a tool call is wrong: the one-line correction the model gets instead of a result (the
+/// call is rejected, the turn goes on).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    #[error("[vis] there is no tool '{}': the only tool is python_execution; {CALL_FORM}.", crate::protocol::clip(.0, 60))]
+    UnknownTool(String),
+    #[error("[vis] the arguments are not valid JSON ({0}); {CALL_FORM}.")]
+    NotJson(String),
+    #[error("[vis] \"code\" must be a string of Python source, not {0}; {CALL_FORM}.")]
+    CodeNotString(&'static str),
+    /// `got` describes what came instead: "no arguments", the keys, or the JSON kind.
+    #[error("[vis] python_execution takes one argument, \"code\" (a string), but got {got}; {CALL_FORM}.")]
+    NoCode { got: String },
+}
+
+const CALL_FORM: &str = "call python_execution with {\"code\": \"<Python source>\"}";
+
 /// The code of a `python_execution` call, or the one-line correction the model gets instead.
-pub fn code_of(call: &ToolCall) -> Result<String, String> {
-    const FORM: &str = "call python_execution with {\"code\": \"<Python source>\"}";
+pub fn code_of(call: &ToolCall) -> Result<String, ToolCallError> {
     if call.name != TOOL_NAME {
-        return Err(format!(
-            "[vis] there is no tool '{}': the only tool is python_execution; {FORM}.",
-            crate::protocol::clip(&call.name, 60)
-        ));
+        return Err(ToolCallError::UnknownTool(call.name.clone()));
     }
-    let mut value: Value = match serde_json::from_str(&call.arguments) {
-        Ok(v) => v,
-        Err(e) => {
-            return Err(format!(
-                "[vis] the arguments are not valid JSON ({e}); {FORM}."
-            ))
-        }
-    };
+    let mut value: Value =
+        serde_json::from_str(&call.arguments).map_err(|e| ToolCallError::NotJson(e.to_string()))?;
     // Some models send the arguments object as a JSON string.
     if let Value::String(inner) = &value {
         if let Ok(parsed @ Value::Object(_)) = serde_json::from_str::<Value>(inner) {
@@ -777,13 +783,9 @@ pub fn code_of(call: &ToolCall) -> Result<String, String> {
     }
     match value.get("code") {
         Some(Value::String(code)) => Ok(code.clone()),
-        Some(other) => Err(format!(
-            "[vis] \"code\" must be a string of Python source, not {}; {FORM}.",
-            json_kind(other)
-        )),
-        None => Err(format!(
-            "[vis] python_execution takes one argument, \"code\" (a string), but got {}; {FORM}.",
-            match &value {
+        Some(other) => Err(ToolCallError::CodeNotString(json_kind(other))),
+        None => Err(ToolCallError::NoCode {
+            got: match &value {
                 Value::Object(map) if map.is_empty() => "no arguments".to_string(),
                 Value::Object(map) => map
                     .keys()
@@ -791,8 +793,8 @@ pub fn code_of(call: &ToolCall) -> Result<String, String> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 other => json_kind(other).to_string(),
-            }
-        )),
+            },
+        }),
     }
 }
 
@@ -920,18 +922,21 @@ mod tests {
             code_of(&call("python_execution", r#""{\"code\": \"1\"}""#)).unwrap(),
             "1"
         );
-        let e = code_of(&call("bash", "{}")).unwrap_err();
+        let wrong =
+            |name: &str, arguments: &str| code_of(&call(name, arguments)).unwrap_err().to_string();
+        let e = wrong("bash", "{}");
         assert!(e.contains("there is no tool 'bash'"), "{e}");
-        let e = code_of(&call("python_execution", "{\"code\": ")).unwrap_err();
+        let e = wrong("python_execution", "{\"code\": ");
         assert!(e.contains("not valid JSON"), "{e}");
-        let e = code_of(&call("python_execution", r#"{"cmd": "ls"}"#)).unwrap_err();
+        let e = wrong("python_execution", r#"{"cmd": "ls"}"#);
         assert!(e.contains("but got \"cmd\""), "{e}");
-        let e = code_of(&call("python_execution", r#"{"code": 5}"#)).unwrap_err();
+        let e = wrong("python_execution", r#"{"code": 5}"#);
         assert!(e.contains("not a number"), "{e}");
-        for e in [
-            code_of(&call("bash", "{}")).unwrap_err(),
-            code_of(&call("python_execution", "[]")).unwrap_err(),
-        ] {
+        assert_eq!(
+            wrong("python_execution", "[]"),
+            "[vis] python_execution takes one argument, \"code\" (a string), but got an array; call python_execution with {\"code\": \"<Python source>\"}."
+        );
+        for e in [wrong("bash", "{}"), wrong("python_execution", "[]")] {
             assert_eq!(e.lines().count(), 1, "{e}");
         }
     }

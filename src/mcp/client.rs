@@ -57,6 +57,61 @@ const STDERR_TAIL_CHARS: usize = 1500;
 /// Longest server instructions kept as the namespace's doc.
 const MAX_INSTRUCTIONS_CHARS: usize = 4000;
 
+/// Why a server could not be reached or listed. The text goes to `session["mcp"]` and, for a
+/// call, to the block as a server error it can act on; it never ends the block.
+#[derive(Debug, Clone, thiserror::Error)]
+enum ServerError {
+    #[error("MCP server `{name}` did not start within {}; check that `{launch}` runs and speaks MCP (a slow start needs a larger [mcp] startup_timeout)", seconds(*within))]
+    StartTimeout {
+        name: String,
+        launch: String,
+        within: Duration,
+    },
+    #[error(transparent)]
+    Expand(#[from] super::config::ExpandError),
+    #[error("MCP server `{name}` could not start `{command}` in {}: {reason}; check `command` in {} (a program on PATH or a path)", dir.display(), file.display())]
+    Spawn {
+        name: String,
+        command: String,
+        dir: PathBuf,
+        file: PathBuf,
+        reason: String,
+    },
+    #[error("MCP server `{0}`: its pipes are missing")]
+    PipesMissing(String),
+    #[error(
+        "MCP server `{name}` ({launch}) {how} before it finished the MCP handshake ({reason})"
+    )]
+    Handshake {
+        name: String,
+        launch: String,
+        how: String,
+        reason: String,
+    },
+    #[error("MCP server `{name}`: header `{header}` is not a valid HTTP header; fix it in {}", file.display())]
+    BadHeader {
+        name: String,
+        header: String,
+        file: PathBuf,
+    },
+    #[error("MCP server `{name}`: cannot build the HTTP client: {reason}")]
+    HttpClient { name: String, reason: String },
+    #[error("MCP server `{name}` at {url} did not answer the MCP handshake ({reason}); check that it runs and that `url` is its MCP endpoint")]
+    HttpHandshake {
+        name: String,
+        url: String,
+        reason: String,
+    },
+    #[error("MCP server `{name}` {how} while listing its tools ({reason})")]
+    ListFailed {
+        name: String,
+        how: String,
+        reason: String,
+    },
+    #[error("MCP server `{name}` did not list its tools within {}, so it was stopped", seconds(*within))]
+    ListTimeout { name: String, within: Duration },
+}
+
 /// Settings of a hub.
 #[derive(Debug, Clone)]
 pub struct HubSettings {
@@ -490,7 +545,7 @@ impl McpHub {
         };
         let (peer, generation) = match self.peer(&slot).await {
             Ok(p) => p,
-            Err(e) => return Ok(results::server_error(e)),
+            Err(e) => return Ok(results::server_error(e.to_string())),
         };
         let timeout = slot
             .spec
@@ -549,7 +604,7 @@ impl McpHub {
     }
 
     /// The connected peer of `slot`, starting the server if needed.
-    async fn peer(&self, slot: &Arc<Slot>) -> Result<(Peer<RoleClient>, u64), String> {
+    async fn peer(&self, slot: &Arc<Slot>) -> Result<(Peer<RoleClient>, u64), ServerError> {
         let mut guard = slot.conn.lock().await;
         if let Some(conn) = guard.as_ref() {
             if !conn.service.peer().is_transport_closed() {
@@ -578,19 +633,18 @@ impl McpHub {
             Ok(Err(e)) => {
                 let mut info = lock(&slot.info);
                 info.connected = false;
-                info.error = Some(e.clone());
+                info.error = Some(e.to_string());
                 return Err(e);
             }
             Err(_) => {
-                let e = format!(
-                    "MCP server `{}` did not start within {}; check that `{}` runs and speaks MCP (a slow start needs a larger [mcp] startup_timeout)",
-                    slot.spec.name,
-                    seconds(self.inner.settings.startup_timeout),
-                    slot.spec.launch_line()
-                );
+                let e = ServerError::StartTimeout {
+                    name: slot.spec.name.clone(),
+                    launch: slot.spec.launch_line(),
+                    within: self.inner.settings.startup_timeout,
+                };
                 let mut info = lock(&slot.info);
                 info.connected = false;
-                info.error = Some(e.clone());
+                info.error = Some(e.to_string());
                 return Err(e);
             }
         };
@@ -618,7 +672,7 @@ impl McpHub {
     }
 
     /// Fetches `slot`'s tool list from the live server.
-    async fn list_tools(&self, slot: &Arc<Slot>) -> Result<(), String> {
+    async fn list_tools(&self, slot: &Arc<Slot>) -> Result<(), ServerError> {
         let (peer, generation) = self.peer(slot).await?;
         let listed =
             tokio::time::timeout(self.inner.settings.startup_timeout, peer.list_all_tools()).await;
@@ -626,22 +680,22 @@ impl McpHub {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
                 let how = self.lost(slot, generation, None).await;
-                let message = format!(
-                    "MCP server `{}` {how} while listing its tools ({e})",
-                    slot.spec.name
-                );
-                self.record_error(slot, &message);
-                return Err(message);
+                let e = ServerError::ListFailed {
+                    name: slot.spec.name.clone(),
+                    how,
+                    reason: e.to_string(),
+                };
+                self.record_error(slot, &e.to_string());
+                return Err(e);
             }
             Err(_) => {
                 self.lost(slot, generation, Some("was stopped")).await;
-                let message = format!(
-                    "MCP server `{}` did not list its tools within {}, so it was stopped",
-                    slot.spec.name,
-                    seconds(self.inner.settings.startup_timeout)
-                );
-                self.record_error(slot, &message);
-                return Err(message);
+                let e = ServerError::ListTimeout {
+                    name: slot.spec.name.clone(),
+                    within: self.inner.settings.startup_timeout,
+                };
+                self.record_error(slot, &e.to_string());
+                return Err(e);
             }
         };
         let tools: Vec<Value> = tools
@@ -687,7 +741,7 @@ impl McpHub {
         }
     }
 
-    async fn start(&self, slot: &Slot, generation: u64) -> Result<Conn, String> {
+    async fn start(&self, slot: &Slot, generation: u64) -> Result<Conn, ServerError> {
         let name = &slot.spec.name;
         let events = Events {
             list_changed: slot.list_changed.clone(),
@@ -728,18 +782,18 @@ impl McpHub {
                     .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true);
-                let mut child = cmd.spawn().map_err(|e| {
-                    format!(
-                        "MCP server `{name}` could not start `{command}` in {}: {e}; check `command` in {} (a program on PATH or a path)",
-                        dir.display(),
-                        slot.spec.file.display()
-                    )
+                let mut child = cmd.spawn().map_err(|e| ServerError::Spawn {
+                    name: name.clone(),
+                    command: command.clone(),
+                    dir: dir.clone(),
+                    file: slot.spec.file.clone(),
+                    reason: e.to_string(),
                 })?;
                 let pid = child.id().map(|p| p as i32).unwrap_or(0);
                 let (Some(stdin), Some(stdout), Some(stderr)) =
                     (child.stdin.take(), child.stdout.take(), child.stderr.take())
                 else {
-                    return Err(format!("MCP server `{name}`: its pipes are missing"));
+                    return Err(ServerError::PipesMissing(name.clone()));
                 };
                 let tail = Arc::new(Mutex::new(String::new()));
                 spawn_stderr_reader(
@@ -763,10 +817,12 @@ impl McpHub {
                     }),
                     Err(e) => {
                         let how = stop_child(&mut proc, None).await;
-                        Err(format!(
-                            "MCP server `{name}` ({}) {how} before it finished the MCP handshake ({e})",
-                            slot.spec.launch_line()
-                        ))
+                        Err(ServerError::Handshake {
+                            name: name.clone(),
+                            launch: slot.spec.launch_line(),
+                            how,
+                            reason: e.to_string(),
+                        })
                     }
                 }
             }
@@ -783,16 +839,21 @@ impl McpHub {
                         reqwest::header::HeaderName::from_bytes(k.as_bytes()),
                         reqwest::header::HeaderValue::from_str(&value),
                     ) else {
-                        return Err(format!(
-                            "MCP server `{name}`: header `{k}` is not a valid HTTP header; fix it in {}",
-                            slot.spec.file.display()
-                        ));
+                        return Err(ServerError::BadHeader {
+                            name: name.clone(),
+                            header: k.clone(),
+                            file: slot.spec.file.clone(),
+                        });
                     };
                     map.insert(hn, hv);
                 }
-                let client = reqwest::Client::builder().build().map_err(|e| {
-                    format!("MCP server `{name}`: cannot build the HTTP client: {e}")
-                })?;
+                let client =
+                    reqwest::Client::builder()
+                        .build()
+                        .map_err(|e| ServerError::HttpClient {
+                            name: name.clone(),
+                            reason: e.to_string(),
+                        })?;
                 let config =
                     StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(map);
                 let transport = StreamableHttpClientTransport::with_client(client, config);
@@ -802,9 +863,11 @@ impl McpHub {
                         child: None,
                         generation,
                     }),
-                    Err(e) => Err(format!(
-                        "MCP server `{name}` at {url} did not answer the MCP handshake ({e}); check that it runs and that `url` is its MCP endpoint"
-                    )),
+                    Err(e) => Err(ServerError::HttpHandshake {
+                        name: name.clone(),
+                        url,
+                        reason: e.to_string(),
+                    }),
                 }
             }
         }

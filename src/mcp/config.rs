@@ -190,20 +190,130 @@ const RESERVED_HEADERS: [&str; 4] = [
 const SERVER_KEYS: &str =
     "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
 
+/// A declaration of MCP servers that cannot be used. `at` is where (`line 7: `, possibly
+/// empty); every message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum McpConfigError {
+    #[error("{at}`{what}` must be a positive number of seconds (at most a day), got {value}; e.g. {} = 60", what.rsplit('.').next().unwrap_or(what))]
+    NotSeconds {
+        at: String,
+        what: String,
+        value: String,
+    },
+    #[error("{at}`mcp` must be a table ([mcp])")]
+    McpNotTable { at: String },
+    #[error("{at}`mcp.servers` must hold one table per server, e.g. [mcp.servers.github]")]
+    ServersNotTable { at: String },
+    #[error("{at}{problem}")]
+    Name {
+        at: String,
+        problem: ServerNameError,
+    },
+    #[error("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")]
+    ServerNotTable { at: String, name: String },
+    #[error("{at}[mcp.servers.{name}]: {message}; the keys are {SERVER_KEYS}")]
+    UnknownKey {
+        at: String,
+        name: String,
+        message: String,
+    },
+    #[error("{at}[mcp.servers.{name}]: {message}; see the documented keys in docs/mcp.md")]
+    BadValue {
+        at: String,
+        name: String,
+        message: String,
+    },
+    /// What is wrong inside one server's table.
+    #[error("{at}[mcp.servers.{name}]{problem}")]
+    Server {
+        at: String,
+        name: String,
+        problem: ServerProblem,
+    },
+    #[error("cannot read {}: {source}; fix its permissions or remove it", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid {}: {place}{message}; fix the TOML syntax", path.display())]
+    Syntax {
+        path: PathBuf,
+        place: String,
+        message: String,
+    },
+    /// A problem in a workspace's `.vis/mcp.toml`, named with the file.
+    #[error("invalid {}: {inner}", path.display())]
+    InFile {
+        path: PathBuf,
+        inner: Box<McpConfigError>,
+    },
+}
+
+/// What is wrong with one server's declaration (shown after `[mcp.servers.NAME]`).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerProblem {
+    #[error(" has both `command` and `url`; keep `command` for a server vis starts, or `url` for a streamable HTTP server")]
+    CommandAndUrl,
+    #[error(" needs `command` (a server vis starts, e.g. command = \"npx\") or `url` (a streamable HTTP server, e.g. url = \"http://127.0.0.1:8000/mcp\")")]
+    NeitherCommandNorUrl,
+    #[error(": `command` is empty; name the program to run, e.g. command = \"npx\"")]
+    EmptyCommand,
+    #[error(": `headers` applies to HTTP servers (url = …) only; remove it or use `env` for the process")]
+    HeadersOnStdio,
+    #[error(
+        ": type = \"{0}\" does not fit `command`; a server with a command is type = \"stdio\""
+    )]
+    TypeNotStdio(String),
+    #[error(": url = \"{0}\" is not an http:// or https:// URL; write the server's full MCP endpoint, e.g. \"http://127.0.0.1:8000/mcp\"")]
+    NotHttpUrl(String),
+    #[error(": `{0}` applies to servers vis starts (command = …) only; remove it")]
+    StdioKeyOnHttp(&'static str),
+    #[error(": type = \"{0}\" does not fit `url`; vis speaks streamable HTTP (type = \"http\")")]
+    TypeNotHttp(String),
+    #[error(": header `{0}` is not a valid HTTP header (name or value); fix it in `headers`")]
+    BadHeader(String),
+    #[error(": header `{0}` is set by the MCP transport itself; remove it from `headers`")]
+    ReservedHeader(String),
+}
+
+/// A server name that cannot be a namespace.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerNameError {
+    #[error("MCP server name `{name}` must be one identifier (it becomes the namespace `{name}`), without `.`; rename it, e.g. [mcp.servers.{}]", name.replace('.', "_"))]
+    Dotted { name: String },
+    #[error("MCP server name `{name}` is not a valid namespace: {reason}; rename the table")]
+    NotIdentifier {
+        name: String,
+        reason: Box<crate::catalog::CatalogError>,
+    },
+}
+
+/// `${NAME}` in a server's declaration that cannot be expanded; `what` is the place.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error(
+        "{what}: `${{` without a closing `}}`; write ${{NAME}} to use an environment variable"
+    )]
+    Unclosed { what: String },
+    #[error("{what} uses ${{{name}}}, but the environment variable {name} is not set; set it or write the value")]
+    Unset { what: String, name: String },
+}
+
 fn line_of(text: &str, path: &[&str]) -> String {
     crate::config::line_of_key(text, path)
 }
 
-fn positive_seconds(value: &toml::Value, what: &str, at: &str) -> Result<Duration, String> {
+fn positive_seconds(value: &toml::Value, what: &str, at: &str) -> Result<Duration, McpConfigError> {
     let n = value
         .as_float()
         .or_else(|| value.as_integer().map(|i| i as f64));
     match n {
         Some(n) if n.is_finite() && n > 0.0 && n <= 86_400.0 => Ok(Duration::from_secs_f64(n)),
-        _ => Err(format!(
-            "{at}`{what}` must be a positive number of seconds (at most a day), got {value}; e.g. {} = 60",
-            what.rsplit('.').next().unwrap_or(what)
-        )),
+        _ => Err(McpConfigError::NotSeconds {
+            at: at.to_string(),
+            what: what.to_string(),
+            value: value.to_string(),
+        }),
     }
 }
 
@@ -214,14 +324,14 @@ pub fn parse_mcp_table(
     text: &str,
     file: &Path,
     source: ServerSource,
-) -> Result<McpConfig, String> {
+) -> Result<McpConfig, McpConfigError> {
     let mut out = McpConfig::default();
     let Some(mcp) = root.get("mcp") else {
         return Ok(out);
     };
-    let mcp = mcp
-        .as_table()
-        .ok_or_else(|| format!("{}`mcp` must be a table ([mcp])", line_of(text, &["mcp"])))?;
+    let mcp = mcp.as_table().ok_or_else(|| McpConfigError::McpNotTable {
+        at: line_of(text, &["mcp"]),
+    })?;
     for (key, value) in mcp {
         match key.as_str() {
             "servers" => {}
@@ -242,29 +352,33 @@ pub fn parse_mcp_table(
     let Some(servers) = mcp.get("servers") else {
         return Ok(out);
     };
-    let servers = servers.as_table().ok_or_else(|| {
-        format!(
-            "{}`mcp.servers` must hold one table per server, e.g. [mcp.servers.github]",
-            line_of(text, &["mcp", "servers"])
-        )
-    })?;
+    let servers = servers
+        .as_table()
+        .ok_or_else(|| McpConfigError::ServersNotTable {
+            at: line_of(text, &["mcp", "servers"]),
+        })?;
     for (name, value) in servers {
         let at = line_of(text, &["mcp", "servers", name]);
-        validate_server_name(name).map_err(|e| format!("{at}{e}"))?;
-        let table = value.as_table().ok_or_else(|| {
-            format!("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")
+        validate_server_name(name).map_err(|problem| McpConfigError::Name {
+            at: at.clone(),
+            problem,
         })?;
+        let table = value
+            .as_table()
+            .ok_or_else(|| McpConfigError::ServerNotTable {
+                at: at.clone(),
+                name: name.clone(),
+            })?;
         let parsed: ServerTable =
             toml::Value::Table(table.clone())
                 .try_into()
                 .map_err(|e: toml::de::Error| {
-                    let msg = e.message().trim_end().to_string();
-                    if msg.starts_with("unknown field") {
-                        format!("{at}[mcp.servers.{name}]: {msg}; the keys are {SERVER_KEYS}")
+                    let message = e.message().trim_end().to_string();
+                    let (at, name) = (at.clone(), name.clone());
+                    if message.starts_with("unknown field") {
+                        McpConfigError::UnknownKey { at, name, message }
                     } else {
-                        format!(
-                        "{at}[mcp.servers.{name}]: {msg}; see the documented keys in docs/mcp.md"
-                    )
+                        McpConfigError::BadValue { at, name, message }
                     }
                 })?;
         out.servers
@@ -274,15 +388,15 @@ pub fn parse_mcp_table(
 }
 
 /// A server name is one namespace segment: a Python identifier, not a keyword.
-pub fn validate_server_name(name: &str) -> Result<(), String> {
+pub fn validate_server_name(name: &str) -> Result<(), ServerNameError> {
     if name.contains('.') {
-        return Err(format!(
-            "MCP server name `{name}` must be one identifier (it becomes the namespace `{name}`), without `.`; rename it, e.g. [mcp.servers.{}]",
-            name.replace('.', "_")
-        ));
+        return Err(ServerNameError::Dotted {
+            name: name.to_string(),
+        });
     }
-    validate_name(name, NameRule::Identifier).map_err(|e| {
-        format!("MCP server name `{name}` is not a valid namespace: {e}; rename the table")
+    validate_name(name, NameRule::Identifier).map_err(|reason| ServerNameError::NotIdentifier {
+        name: name.to_string(),
+        reason: Box::new(reason),
     })
 }
 
@@ -293,8 +407,12 @@ fn build_server(
     file: &Path,
     source: ServerSource,
     raw: &toml::Table,
-) -> Result<ServerSpec, String> {
-    let here = format!("{at}[mcp.servers.{name}]");
+) -> Result<ServerSpec, McpConfigError> {
+    let here = |problem: ServerProblem| McpConfigError::Server {
+        at: at.to_string(),
+        name: name.to_string(),
+        problem,
+    };
     let timeout = match raw.get("timeout") {
         Some(v) => Some(positive_seconds(
             v,
@@ -304,32 +422,18 @@ fn build_server(
         None => None,
     };
     let transport = match (&t.command, &t.url) {
-        (Some(_), Some(_)) => {
-            return Err(format!(
-                "{here} has both `command` and `url`; keep `command` for a server vis starts, or `url` for a streamable HTTP server"
-            ))
-        }
-        (None, None) => {
-            return Err(format!(
-                "{here} needs `command` (a server vis starts, e.g. command = \"npx\") or `url` (a streamable HTTP server, e.g. url = \"http://127.0.0.1:8000/mcp\")"
-            ))
-        }
+        (Some(_), Some(_)) => return Err(here(ServerProblem::CommandAndUrl)),
+        (None, None) => return Err(here(ServerProblem::NeitherCommandNorUrl)),
         (Some(command), None) => {
             if command.trim().is_empty() {
-                return Err(format!(
-                    "{here}: `command` is empty; name the program to run, e.g. command = \"npx\""
-                ));
+                return Err(here(ServerProblem::EmptyCommand));
             }
             if t.headers.is_some() {
-                return Err(format!(
-                    "{here}: `headers` applies to HTTP servers (url = …) only; remove it or use `env` for the process"
-                ));
+                return Err(here(ServerProblem::HeadersOnStdio));
             }
             if let Some(kind) = &t.kind {
                 if kind != "stdio" {
-                    return Err(format!(
-                        "{here}: type = \"{kind}\" does not fit `command`; a server with a command is type = \"stdio\""
-                    ));
+                    return Err(here(ServerProblem::TypeNotStdio(kind.clone())));
                 }
             }
             Transport::Stdio {
@@ -342,9 +446,7 @@ fn build_server(
         (None, Some(url)) => {
             let lower = url.to_ascii_lowercase();
             if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-                return Err(format!(
-                    "{here}: url = \"{url}\" is not an http:// or https:// URL; write the server's full MCP endpoint, e.g. \"http://127.0.0.1:8000/mcp\""
-                ));
+                return Err(here(ServerProblem::NotHttpUrl(url.clone())));
             }
             for (key, what) in [
                 ("args", t.args.is_some()),
@@ -352,16 +454,15 @@ fn build_server(
                 ("cwd", t.cwd.is_some()),
             ] {
                 if what {
-                    return Err(format!(
-                        "{here}: `{key}` applies to servers vis starts (command = …) only; remove it"
-                    ));
+                    return Err(here(ServerProblem::StdioKeyOnHttp(key)));
                 }
             }
             if let Some(kind) = &t.kind {
-                if !matches!(kind.as_str(), "http" | "streamable-http" | "streamable_http") {
-                    return Err(format!(
-                        "{here}: type = \"{kind}\" does not fit `url`; vis speaks streamable HTTP (type = \"http\")"
-                    ));
+                if !matches!(
+                    kind.as_str(),
+                    "http" | "streamable-http" | "streamable_http"
+                ) {
+                    return Err(here(ServerProblem::TypeNotHttp(kind.clone())));
                 }
             }
             let headers = t.headers.unwrap_or_default();
@@ -370,14 +471,10 @@ fn build_server(
                     && k.bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                 if !ok_name || v.contains(['\r', '\n']) {
-                    return Err(format!(
-                        "{here}: header `{k}` is not a valid HTTP header (name or value); fix it in `headers`"
-                    ));
+                    return Err(here(ServerProblem::BadHeader(k.clone())));
                 }
                 if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(k)) {
-                    return Err(format!(
-                        "{here}: header `{k}` is set by the MCP transport itself; remove it from `headers`"
-                    ));
+                    return Err(here(ServerProblem::ReservedHeader(k.clone())));
                 }
             }
             Transport::Http {
@@ -396,17 +493,12 @@ fn build_server(
 }
 
 /// Reads a workspace's `.vis/mcp.toml` (no file: no servers).
-pub fn load_workspace_servers(workspace: &Path) -> Result<Vec<ServerSpec>, String> {
+pub fn load_workspace_servers(workspace: &Path) -> Result<Vec<ServerSpec>, McpConfigError> {
     let path = workspace.join(".vis").join("mcp.toml");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(format!(
-                "cannot read {}: {e}; fix its permissions or remove it",
-                path.display()
-            ))
-        }
+        Err(source) => return Err(McpConfigError::Read { path, source }),
     };
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let place = e
@@ -416,37 +508,41 @@ pub fn load_workspace_servers(workspace: &Path) -> Result<Vec<ServerSpec>, Strin
                 format!("line {line}: ")
             })
             .unwrap_or_default();
-        format!(
-            "invalid {}: {place}{}; fix the TOML syntax",
-            path.display(),
-            e.message().trim_end()
-        )
+        McpConfigError::Syntax {
+            path: path.clone(),
+            place,
+            message: e.message().trim_end().to_string(),
+        }
     })?;
     parse_mcp_table(&table, &text, &path, ServerSource::Workspace)
         .map(|c| c.servers)
-        .map_err(|e| format!("invalid {}: {e}", path.display()))
+        .map_err(|e| McpConfigError::InFile {
+            path: path.clone(),
+            inner: Box::new(e),
+        })
 }
 
 /// Replaces `${NAME}` with the host's environment variable `NAME`; `what` names the place
 /// for the error (an unset variable is an error, not an empty string).
-pub fn expand_env(value: &str, what: &str) -> Result<String, String> {
+pub fn expand_env(value: &str, what: &str) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!(
-                "{what}: `${{` without a closing `}}`; write ${{NAME}} to use an environment variable"
-            ));
+            return Err(ExpandError::Unclosed {
+                what: what.to_string(),
+            });
         };
         let name = &after[..end];
         match std::env::var(name) {
             Ok(v) => out.push_str(&v),
             Err(_) => {
-                return Err(format!(
-                    "{what} uses ${{{name}}}, but the environment variable {name} is not set; set it or write the value"
-                ))
+                return Err(ExpandError::Unset {
+                    what: what.to_string(),
+                    name: name.to_string(),
+                })
             }
         }
         rest = &after[end + 1..];
@@ -467,6 +563,7 @@ mod tests {
             Path::new("/c/config.toml"),
             ServerSource::Config,
         )
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -555,9 +652,20 @@ mod tests {
             expand_env("Bearer ${VIS_MCP_TEST_X}!", "h").unwrap(),
             "Bearer secret!"
         );
+        assert_eq!(
+            expand_env("${VIS_MCP_TEST_UNSET_Y}", "env of x").unwrap_err(),
+            ExpandError::Unset {
+                what: "env of x".into(),
+                name: "VIS_MCP_TEST_UNSET_Y".into()
+            }
+        );
         assert!(expand_env("${VIS_MCP_TEST_UNSET_Y}", "env of x")
             .unwrap_err()
+            .to_string()
             .contains("VIS_MCP_TEST_UNSET_Y is not set"));
-        assert!(expand_env("${oops", "h").unwrap_err().contains("closing"));
+        assert!(expand_env("${oops", "h")
+            .unwrap_err()
+            .to_string()
+            .contains("closing"));
     }
 }

@@ -36,7 +36,10 @@ mod stdio;
 use std::path::{Path, PathBuf};
 
 pub use client::{HubSettings, McpHub};
-pub use config::{parse_mcp_table, McpConfig, ServerSource, ServerSpec, Transport};
+pub use config::{
+    parse_mcp_table, ExpandError, McpConfig, McpConfigError, ServerNameError, ServerProblem,
+    ServerSource, ServerSpec, Transport,
+};
 pub use server::{serve, ServeOptions};
 pub use stdio::take_protocol_streams;
 
@@ -100,7 +103,7 @@ pub fn plan(
                 name: "*".into(),
                 file: ws.join(".vis").join("mcp.toml"),
                 launch: None,
-                reason: e,
+                reason: e.to_string(),
                 fix: "fix the file; its servers are skipped until then".into(),
             });
             return Ok(out);
@@ -138,7 +141,7 @@ pub fn plan(
 
 /// The workspace's declared servers, approved as they are now; returns them for listing.
 pub fn approve_workspace(workspace: &Path, store: &Store) -> Result<Vec<ServerSpec>, ApproveError> {
-    let servers = config::load_workspace_servers(workspace).map_err(ApproveError::Invalid)?;
+    let servers = config::load_workspace_servers(workspace)?;
     let key = workspace.to_string_lossy().into_owned();
     for spec in &servers {
         store.approve_mcp_server(&key, &spec.name, &spec.fingerprint(), &spec.launch_line())?;
@@ -149,8 +152,19 @@ pub fn approve_workspace(workspace: &Path, store: &Store) -> Result<Vec<ServerSp
 /// Why approving failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApproveError {
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] McpConfigError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Why a session's MCP hub could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The config's deny list is invalid (a usage error: the user fixes config.toml).
+    #[error("vis: [permissions] deny: {0}")]
+    Deny(crate::catalog::CatalogError),
+    /// The approvals could not be read from the database.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
@@ -162,10 +176,10 @@ pub fn hub_for(
     workspace: &Path,
     artifact_dir: PathBuf,
     store: &Store,
-) -> Result<McpHub, String> {
-    let deny = crate::catalog::DenyList::new(config.deny.iter().cloned())
-        .map_err(|e| format!("vis: [permissions] deny: {e}"))?;
-    let plan = plan(&config.mcp, &deny, Some(workspace), store).map_err(|e| e.to_string())?;
+) -> Result<McpHub, HubError> {
+    let deny =
+        crate::catalog::DenyList::new(config.deny.iter().cloned()).map_err(HubError::Deny)?;
+    let plan = plan(&config.mcp, &deny, Some(workspace), store)?;
     Ok(McpHub::new(
         plan,
         HubSettings {

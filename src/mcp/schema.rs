@@ -127,17 +127,31 @@ pub fn server_functions(server: &str, tools: &[Value]) -> (Vec<McpFunction>, Vec
         }
         match function(server, name, &py, tool) {
             Ok(f) => functions.push(f),
-            Err(reason) => left_out.push(LeftOut {
+            Err(collision) => left_out.push(LeftOut {
                 tool: name.to_string(),
-                reason,
+                reason: collision.to_string(),
             }),
         }
     }
     (functions, left_out)
 }
 
+/// Two of a tool's arguments that would be one Python parameter (the tool is left out).
+#[derive(Debug, thiserror::Error)]
+#[error("its arguments `{first}` and `{second}` both map to the Python name `{python}`")]
+struct ArgumentCollision {
+    first: String,
+    second: String,
+    python: String,
+}
+
 /// One tool as a function.
-fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunction, String> {
+fn function(
+    server: &str,
+    tool: &str,
+    py: &str,
+    spec: &Value,
+) -> Result<McpFunction, ArgumentCollision> {
     let empty = Map::new();
     let schema = spec
         .get("inputSchema")
@@ -190,10 +204,11 @@ fn function(server: &str, tool: &str, py: &str, spec: &Value) -> Result<McpFunct
     let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
     for a in &args {
         if let Some(other) = seen.insert(a.param.name.as_str(), a.param.key.as_str()) {
-            return Err(format!(
-                "its arguments `{other}` and `{}` both map to the Python name `{}`",
-                a.param.key, a.param.name
-            ));
+            return Err(ArgumentCollision {
+                first: other.to_string(),
+                second: a.param.key.clone(),
+                python: a.param.name.clone(),
+            });
         }
     }
     for a in &mut args {

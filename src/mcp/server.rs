@@ -561,7 +561,7 @@ impl ServerHandler for VisServer {
         }
         let code = match code_of(&call) {
             Ok(code) => code,
-            Err(correction) => return Ok(text_result(correction, true).into()),
+            Err(correction) => return Ok(text_result(correction.to_string(), true).into()),
         };
         let started = Instant::now();
         let progress = context.meta.get_progress_token().map(|token| {

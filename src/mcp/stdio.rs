@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -27,33 +27,27 @@ pub struct ProtocolStreams {
     output: OwnedFd,
 }
 
-fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor returns a new descriptor we own, or -1.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `new` was just created and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+fn dup_cloexec(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // At 3 or above: never one of the standard descriptors about to be repointed.
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 3)?)
 }
 
 /// Moves the real stdin/stdout to private descriptors; fd 1 becomes stderr, fd 0 `/dev/null`.
 /// Call it first thing, before any thread or child process exists.
 pub fn take_protocol_streams() -> io::Result<ProtocolStreams> {
-    let input = dup_cloexec(0)?;
-    let output = dup_cloexec(1)?;
+    use rustix::stdio;
+    let input = dup_cloexec(stdio::stdin())?;
+    let output = dup_cloexec(stdio::stdout())?;
     // Rust's own stdout buffer must not hold bytes meant for the old fd 1.
     let _ = io::Write::flush(&mut io::stdout());
-    // SAFETY: plain descriptor juggling on the process's standard descriptors.
-    unsafe {
-        if libc::dup2(2, 1) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if devnull >= 0 {
-            libc::dup2(devnull, 0);
-            libc::close(devnull);
-        }
+    stdio::dup2_stdout(stdio::stderr())?;
+    // Without /dev/null fd 0 stays the client's stdin; the transport reads its own copy.
+    if let Ok(devnull) = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        let _ = stdio::dup2_stdin(&devnull);
     }
     Ok(ProtocolStreams { input, output })
 }
@@ -83,7 +77,7 @@ fn reopen_fifo(fd: &OwnedFd, write: bool) -> Option<OwnedFd> {
     let reopened = std::fs::OpenOptions::new()
         .read(!write)
         .write(write)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(format!("/proc/self/fd/{raw}"))
         .ok()?;
     Some(reopened.into())
@@ -183,10 +177,8 @@ mod tests {
         use tokio::io::AsyncWriteExt;
         let streams = take_protocol_streams().unwrap();
         println!("stray println");
-        // SAFETY: writing a valid buffer to fd 1.
-        unsafe {
-            libc::write(1, b"raw fd 1\n".as_ptr().cast(), 9);
-        }
+        // Straight to fd 1, past Rust's stdout.
+        rustix::io::write(rustix::stdio::stdout(), b"raw fd 1\n").unwrap();
         std::process::Command::new("sh")
             .args(["-c", "echo from a child process"])
             .status()

@@ -130,17 +130,20 @@ impl std::fmt::Display for ExitInfo {
 }
 
 fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        _ => "signal",
-    }
+    use rustix::process::Signal;
+    [
+        (Signal::SEGV, "SIGSEGV"),
+        (Signal::KILL, "SIGKILL"),
+        (Signal::ABORT, "SIGABRT"),
+        (Signal::BUS, "SIGBUS"),
+        (Signal::FPE, "SIGFPE"),
+        (Signal::ILL, "SIGILL"),
+        (Signal::TERM, "SIGTERM"),
+        (Signal::INT, "SIGINT"),
+    ]
+    .into_iter()
+    .find(|(known, _)| known.as_raw() == sig)
+    .map_or("signal", |(_, name)| name)
 }
 
 /// What the first block after a (re)start is told about the new worker.
@@ -637,7 +640,7 @@ mod tests {
     #[test]
     fn exit_info_names_the_signal() {
         assert_eq!(
-            ExitInfo::Signal(libc::SIGSEGV).to_string(),
+            ExitInfo::Signal(rustix::process::Signal::SEGV.as_raw()).to_string(),
             "was killed by signal 11 (SIGSEGV)"
         );
         assert_eq!(ExitInfo::Code(3).to_string(), "exited with code 3");

@@ -189,8 +189,8 @@ async fn read_loop(
         };
         let msg = match decode_message(&bytes) {
             Ok(msg) => msg,
-            Err(detail) => {
-                let _ = incoming.send(Incoming::Invalid(detail));
+            Err(bad) => {
+                let _ = incoming.send(Incoming::Invalid(bad.to_string()));
                 continue;
             }
         };
@@ -208,19 +208,27 @@ async fn read_loop(
     let _ = incoming.send(Incoming::Closed);
 }
 
+/// A frame from the worker that is not a message: the worker broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a frame of {len} bytes is not a worker message: {detail}")]
+pub struct BadFrame {
+    pub len: usize,
+    /// The parser's complaint, clipped, control characters blanked.
+    pub detail: String,
+}
+
 /// One frame from the worker as a message. The frame is untrusted input: the error names what
 /// is wrong without quoting it (its bytes would reach the user's terminal).
-pub fn decode_message(frame: &[u8]) -> Result<WorkerMessage, String> {
+pub fn decode_message(frame: &[u8]) -> Result<WorkerMessage, BadFrame> {
     serde_json::from_slice::<WorkerMessage>(frame).map_err(|e| {
         let detail = crate::protocol::clip(&e.to_string(), 120);
-        let detail: String = detail
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        format!(
-            "a frame of {} bytes is not a worker message: {detail}",
-            frame.len()
-        )
+        BadFrame {
+            len: frame.len(),
+            detail: detail
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        }
     })
 }
 

@@ -6,7 +6,7 @@
 //! for a result with a deadline without a helper thread.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// Frames larger than this are a protocol violation, not data (block output is capped long
@@ -89,12 +89,12 @@ impl FrameDecoder {
 }
 
 /// Reads frames from a file descriptor, optionally with a deadline.
-pub struct FrameReader<R: Read + AsRawFd> {
+pub struct FrameReader<R: Read + AsFd> {
     inner: R,
     decoder: FrameDecoder,
 }
 
-impl<R: Read + AsRawFd> FrameReader<R> {
+impl<R: Read + AsFd> FrameReader<R> {
     pub fn new(inner: R) -> Self {
         FrameReader {
             inner,
@@ -102,10 +102,6 @@ impl<R: Read + AsRawFd> FrameReader<R> {
                 buf: Vec::with_capacity(64 * 1024),
             },
         }
-    }
-
-    pub fn raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
     }
 
     /// Blocks until a frame arrives or the pipe closes.
@@ -127,7 +123,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
             if let Some(deadline) = deadline {
                 // A passed deadline still gets a zero-wait look: data may be waiting.
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                if !wait_readable(self.inner.as_raw_fd(), remaining)? {
+                if !wait_readable(self.inner.as_fd(), remaining)? {
                     return Ok(ReadOutcome::TimedOut);
                 }
             }
@@ -142,25 +138,17 @@ impl<R: Read + AsRawFd> FrameReader<R> {
 }
 
 /// Waits until `fd` is readable (or hung up). Returns false on timeout.
-fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // Round up so a sub-millisecond wait does not become a busy loop.
-    let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    // Beyond what a timespec holds the wait is as good as forever.
+    let timeout = Timespec::try_from(timeout).ok();
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     loop {
-        // SAFETY: `pfd` is a valid, initialized pollfd and we pass a count of exactly one.
-        let rc = unsafe { libc::poll(&mut pfd, 1, millis) };
-        if rc < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
+        match poll(&mut fds, timeout.as_ref()) {
+            Ok(ready) => return Ok(ready > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
         }
-        return Ok(rc > 0);
     }
 }
 

@@ -605,7 +605,7 @@ fn settle(ending: Ending, cause: Option<Cause>, block: &Block, opts: &WorkerOpti
             let mut trailer = format!(
                 "[vis] crashed: the worker {exit} while running this block; variables are lost and definitions are restored before the next block."
             );
-            if exit == ExitInfo::Signal(libc::SIGKILL) {
+            if exit == ExitInfo::Signal(rustix::process::Signal::KILL.as_raw()) {
                 trailer.push_str(&format!(
                     " (SIGKILL often means memory ran out; the worker's limit is {} MiB.)",
                     opts.memory_limit_mb
@@ -927,13 +927,16 @@ mod tests {
         let captured = || BlockResult::new(Status::Ok);
         let s = status(
             Ending::Died {
-                exit: ExitInfo::Signal(libc::SIGKILL),
+                exit: ExitInfo::Signal(rustix::process::Signal::KILL.as_raw()),
                 captured: captured(),
             },
             None,
         );
         assert_eq!(s.result.status, Status::Crashed);
-        assert_eq!(s.result.worker_lost, Some(ExitInfo::Signal(libc::SIGKILL)));
+        assert_eq!(
+            s.result.worker_lost,
+            Some(ExitInfo::Signal(rustix::process::Signal::KILL.as_raw()))
+        );
         assert!(s.trailer.unwrap().contains("limit is 64 MiB"));
         assert!(s.lost_because.unwrap().starts_with("after a crash"));
         let s = status(
@@ -955,7 +958,7 @@ mod tests {
         ] {
             let s = status(
                 Ending::Killed {
-                    exit: ExitInfo::Signal(libc::SIGKILL),
+                    exit: ExitInfo::Signal(rustix::process::Signal::KILL.as_raw()),
                     captured: captured(),
                 },
                 cause,

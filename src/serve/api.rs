@@ -84,6 +84,23 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
+impl From<crate::serve::RegistryError> for ApiError {
+    fn from(e: crate::serve::RegistryError) -> Self {
+        use crate::gateway::GatewayError;
+        use crate::serve::RegistryError;
+        use crate::store::StoreError;
+        match e {
+            RegistryError::Settings(e) => ApiError::bad(e.to_string()),
+            RegistryError::Store(StoreError::UnknownSession(id))
+            | RegistryError::Gateway(GatewayError::Store(StoreError::UnknownSession(id))) => {
+                ApiError::not_found(&id)
+            }
+            // The server's database, config or a damaged session: not the client's to fix.
+            e => ApiError::internal(e),
+        }
+    }
+}
+
 /// A JSON body that failed to parse becomes a `bad_request` with serde's message.
 pub struct Body<T>(pub T);
 
@@ -110,7 +127,7 @@ fn reader(app: &App) -> ApiResult<Box<Store>> {
 }
 
 fn require(store: &Store, id: &str) -> ApiResult<crate::store::SessionRow> {
-    crate::session::validate_session_id(id).map_err(ApiError::bad)?;
+    crate::session::validate_session_id(id).map_err(|e| ApiError::bad(e.to_string()))?;
     store
         .session(id)
         .map_err(ApiError::internal)?
@@ -205,8 +222,7 @@ pub async fn create_session(
     let workspace = canonical.to_string_lossy().into_owned();
     let id = tokio::task::spawn_blocking(move || registry.create(&workspace, &body.model))
         .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::bad)?;
+        .map_err(ApiError::internal)??;
     Ok((StatusCode::CREATED, Json(json!({"id": id}))))
 }
 
@@ -411,6 +427,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
         slot.end(false);
         let message = notes
             .err()
+            .map(|e| e.to_string())
             .unwrap_or_else(|| "the session could not be opened".into());
         push(
             Event::Error {
@@ -606,7 +623,7 @@ pub async fn get_context(State(app): State<App>, Path(id): Path<String>) -> ApiR
         return Err(ApiError::busy(&id));
     };
     let registry = app.registry.clone();
-    registry.load(&id, &mut guard).map_err(ApiError::internal)?;
+    registry.load(&id, &mut guard)?;
     let Some(session) = guard.as_mut() else {
         return Err(ApiError::internal("the session could not be opened"));
     };

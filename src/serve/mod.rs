@@ -31,7 +31,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use registry::{HubFor, ModelChoice, Registry, SettingsFor};
+pub use registry::{HubFor, ModelChoice, Registry, RegistryError, SettingsError, SettingsFor};
 
 /// What the server needs to start.
 pub struct ServeOptions {

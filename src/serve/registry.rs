@@ -34,13 +34,38 @@ pub struct ModelChoice {
 
 /// Builds a session's settings from what it used before and what the client asked for.
 pub type SettingsFor = Arc<
-    dyn Fn(Option<&SessionModel>, &ModelChoice, &str) -> Result<ChatSettings, String> + Send + Sync,
+    dyn Fn(Option<&SessionModel>, &ModelChoice, &str) -> Result<ChatSettings, SettingsError>
+        + Send
+        + Sync,
 >;
+
+/// The provider settings a client asked for (or the server's defaults) are not usable; the
+/// message names the setting and the fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(pub String);
 
 /// The MCP servers of a session as namespaces (`None` when it declares none): workspace,
 /// session id, a store to read approvals from.
-pub type HubFor =
-    Arc<dyn Fn(&str, &str, &Store) -> Result<Option<crate::mcp::McpHub>, String> + Send + Sync>;
+pub type HubFor = Arc<
+    dyn Fn(&str, &str, &Store) -> Result<Option<crate::mcp::McpHub>, crate::mcp::HubError>
+        + Send
+        + Sync,
+>;
+
+/// Why a session could not be created or opened.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The client's choice of provider or model (a bad request).
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Gateway(#[from] crate::gateway::GatewayError),
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::HubError),
+}
 
 pub struct Slot {
     pub id: String,
@@ -161,7 +186,7 @@ impl Registry {
         session: &mut ChatSession,
         workspace: &str,
         store: &Store,
-    ) -> Result<(), String> {
+    ) -> Result<(), RegistryError> {
         if let Some(hub_for) = &self.hub_for {
             if let Some(hub) = hub_for(workspace, session.id(), store)? {
                 session.set_mcp(hub);
@@ -208,13 +233,12 @@ impl Registry {
     }
 
     /// Creates a session (its worker starts with the first turn or block).
-    pub fn create(&self, workspace: &str, choice: &ModelChoice) -> Result<String, String> {
+    pub fn create(&self, workspace: &str, choice: &ModelChoice) -> Result<String, RegistryError> {
         let id = crate::session::new_session_id();
         let settings = (self.settings_for)(None, choice, workspace)?;
-        let store = Store::open(&self.db).map_err(|e| e.to_string())?;
+        let store = Store::open(&self.db)?;
         let session =
-            ChatSession::create(store, &self.db, &id, vec![workspace.to_string()], settings)
-                .map_err(|e| e.to_string())?;
+            ChatSession::create(store, &self.db, &id, vec![workspace.to_string()], settings)?;
         let slot = self.slot(&id);
         if let Ok(mut guard) = slot.session.try_lock() {
             *guard = Some(self.with_drain(session));
@@ -229,18 +253,21 @@ impl Registry {
     }
 
     /// Loads the stored session into `guard` if it is not loaded yet.
-    pub fn load(&self, id: &str, guard: &mut Option<ChatSession>) -> Result<Vec<String>, String> {
+    pub fn load(
+        &self,
+        id: &str,
+        guard: &mut Option<ChatSession>,
+    ) -> Result<Vec<String>, RegistryError> {
         if guard.is_some() {
             return Ok(Vec::new());
         }
-        let store = Store::open(&self.db).map_err(|e| e.to_string())?;
-        let row = store.require_session(id).map_err(|e| e.to_string())?;
-        let stored = store.session_model(id).map_err(|e| e.to_string())?;
+        let store = Store::open(&self.db)?;
+        let row = store.require_session(id)?;
+        let stored = store.session_model(id)?;
         let workspace = row.workspace_roots.first().cloned().unwrap_or_default();
         let settings = (self.settings_for)(stored.as_ref(), &ModelChoice::default(), &workspace)?;
-        let approvals = Store::open(&self.db).map_err(|e| e.to_string())?;
-        let (mut session, notes) =
-            ChatSession::open(store, &self.db, id, settings).map_err(|e| e.to_string())?;
+        let approvals = Store::open(&self.db)?;
+        let (mut session, notes) = ChatSession::open(store, &self.db, id, settings)?;
         self.attach_mcp(&mut session, &workspace, &*approvals)?;
         *guard = Some(self.with_drain(session));
         self.metrics.sessions_open.inc();

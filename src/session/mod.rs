@@ -8,22 +8,25 @@ use serde_json::{json, Value};
 
 use crate::store::Counts;
 
-pub use keys::{parse_keys, FoldKey};
+pub use keys::{parse_keys, FoldKey, KeyError};
 pub use utilization::{
     level, limits_for, thousands, Level, Limits, Utilization, AUTO_COMPRESS_ABOVE,
 };
 
+/// A session id that is not allowed (it would appear in paths and commands).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid session id '{0}': use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")]
+pub struct InvalidSessionId(pub String);
+
 /// Checks a user-chosen session id: 1–64 characters of `[A-Za-z0-9_.-]`, starting with a
 /// letter or digit (ids appear in paths and commands, so nothing else is allowed).
-pub fn validate_session_id(id: &str) -> Result<(), String> {
+pub fn validate_session_id(id: &str) -> Result<(), InvalidSessionId> {
     let ok_start = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
     let ok_chars = id
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if id.is_empty() || id.len() > 64 || !ok_start || !ok_chars {
-        return Err(format!(
-            "invalid session id '{id}': use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
-        ));
+        return Err(InvalidSessionId(id.to_string()));
     }
     Ok(())
 }
@@ -98,7 +101,7 @@ mod tests {
             assert!(validate_session_id(ok).is_ok(), "{ok}");
         }
         for bad in ["", "-x", "a/b", "a b", &"x".repeat(65), "é"] {
-            let e = validate_session_id(bad).unwrap_err();
+            let e = validate_session_id(bad).unwrap_err().to_string();
             assert!(e.contains("invalid session id"), "{e}");
         }
         let id = new_session_id();

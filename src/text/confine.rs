@@ -398,10 +398,16 @@ mod tests {
             assert_eq!(walked.real, canon, "{p}");
         }
         let err = walk(&ws.path().join("a/b/f/x")).err().expect("ENOTDIR");
-        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR));
+        assert_eq!(
+            err.raw_os_error(),
+            Some(rustix::io::Errno::NOTDIR.raw_os_error())
+        );
         std::os::unix::fs::symlink("loop", ws.path().join("loop")).expect("symlink");
         let err = walk(&ws.path().join("loop")).err().expect("ELOOP");
-        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(
+            err.raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error())
+        );
     }
 
     /// A workspace root and a directory outside it, both real paths.

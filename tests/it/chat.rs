@@ -287,3 +287,56 @@ vistest!(resume_after_kill_9_mid_block_for_each_provider, |env| {
         }
     }
 });
+
+vistest!(
+    a_damaged_conversation_is_a_store_failure_not_a_usage_error,
+    |env| {
+        let fake = FakeProvider::start();
+        let kind = ProviderKind::OpenAi;
+        fake.push(answer(kind, "Hello."));
+        let run = chat(&env, &fake, kind, &["-m", "hi"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let id = run
+            .stderr
+            .split("new session ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap()
+            .to_string();
+        {
+            let conn = rusqlite::Connection::open(env.db()).unwrap();
+            let changed = conn
+            .execute(
+                "UPDATE history SET body = '{not json' WHERE session_id = ?1 AND kind = 'assistant'",
+                [&id],
+            )
+            .unwrap();
+            assert_eq!(changed, 1);
+        }
+        let before = std::fs::read(env.db()).unwrap();
+        let ctx = env.vis(&["context", &id]);
+        assert_eq!(ctx.code, 3, "{}", ctx.stderr);
+        assert!(
+            ctx.stderr
+                .contains("the stored conversation is damaged at item"),
+            "{}",
+            ctx.stderr
+        );
+        assert_eq!(ctx.stderr.lines().count(), 1, "{}", ctx.stderr);
+        assert_eq!(std::fs::read(env.db()).unwrap(), before);
+        let resumed = chat(&env, &fake, kind, &["--resume", &id, "-m", "again"]);
+        assert_eq!(resumed.code, 3, "{}", resumed.stderr);
+        assert!(resumed.stderr.contains("damaged"), "{}", resumed.stderr);
+        // Nothing was asked of the model, and the damaged row is left for the person to export.
+        assert_eq!(fake.request_count(), 1);
+        let conn = rusqlite::Connection::open(env.db()).unwrap();
+        let body: String = conn
+            .query_row(
+                "SELECT body FROM history WHERE session_id = ?1 AND kind = 'assistant'",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(body, "{not json");
+    }
+);

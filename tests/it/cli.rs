@@ -226,6 +226,29 @@ vistest!(
         assert_eq!(bad_env.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&bad_env.stderr)
             .contains("VIS_TIMEOUT must be a number of seconds, got 'soon'"));
+        // Each limit's variable is named when its value is wrong; an empty one counts as
+        // not set (the config's output limit of 200 still holds).
+        let bad_output = env
+            .command(&["exec", "--session", "s", "1"])
+            .env("VIS_OUTPUT_LIMIT", "lots")
+            .output()
+            .unwrap();
+        assert_eq!(bad_output.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&bad_output.stderr).contains(
+            "--output-limit or VIS_OUTPUT_LIMIT must be a whole number of characters, got 'lots'"
+        ));
+        let empty_sandbox = env
+            .command(&["exec", "--session", "s", "print('y' * 1000)"])
+            .env("VIS_SANDBOX", "")
+            .output()
+            .unwrap();
+        assert_eq!(
+            empty_sandbox.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&empty_sandbox.stderr)
+        );
+        assert!(String::from_utf8_lossy(&empty_sandbox.stdout).contains("characters cut"));
         std::fs::write(
             env.config_dir().join("config.toml"),
             "[runtime]\nmemory_limit_mb = 1\n",

@@ -151,7 +151,8 @@ fn fuzz_frame_decoding_on_both_sides() {
             prop_assert_eq!(worker_err, host_err);
             for frame in &host_frames {
                 FRAMES.fetch_add(1, Ordering::Relaxed);
-                if let Err(detail) = decode_message(frame) {
+                if let Err(bad) = decode_message(frame) {
+                    let detail = bad.to_string();
                     prop_assert!(detail.starts_with("a frame of "), "{}", detail);
                     prop_assert!(detail.chars().count() < 200, "{}", detail);
                     prop_assert!(!detail.chars().any(char::is_control), "{:?}", detail);

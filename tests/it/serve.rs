@@ -374,7 +374,7 @@ vistest!(beyond_loopback_a_token_is_required_and_checked, |env| {
     rt.block_on(async {
         let registry = std::sync::Arc::new(vis::serve::Registry::new(
             env.db(),
-            std::sync::Arc::new(|_, _, _| Err("unused".to_string())),
+            std::sync::Arc::new(|_, _, _| Err(vis::serve::SettingsError("unused".to_string()))),
             1,
             Duration::from_secs(60),
         ));

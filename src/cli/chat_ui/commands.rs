@@ -164,7 +164,7 @@ fn fold(session: &mut ChatSession, args: &str) {
         ),
         Err(e) => println!(
             "{}",
-            WARN.paint(&format!("not folded: {}", escape_controls(&e.0)))
+            WARN.paint(&format!("not folded: {}", escape_controls(&e.to_string())))
         ),
     }
 }

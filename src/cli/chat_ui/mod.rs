@@ -47,10 +47,11 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
         code: 1,
         message: format!("vis chat: cannot catch Ctrl-C: {e}"),
     })?;
+    let config = crate::cli::settings::load_config()?;
     if fancy {
-        ask_trust(&args)?;
+        ask_trust(&args, &config)?;
     }
-    let (mut session, notes) = open_session(&args, &db)?;
+    let (mut session, notes) = open_session(&args, &config, &db)?;
     let code = if fancy {
         for note in notes {
             println!("{}", DIM.paint(&escape_controls(&note)));
@@ -68,9 +69,8 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
 
 /// Asks once whether to trust a workspace that carries its own code, before any of it could
 /// load (as Codex and Claude Code ask).
-fn ask_trust(args: &ChatArgs) -> Result<(), CliError> {
+fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliError> {
     use std::io::Write;
-    let config = crate::cli::settings::load_config()?;
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => crate::cli::settings::current_dir()?,
@@ -78,7 +78,7 @@ fn ask_trust(args: &ChatArgs) -> Result<(), CliError> {
     let Ok(workspace) = workspace.canonicalize() else {
         return Ok(());
     };
-    if crate::trust::is_trusted(&config, &workspace) {
+    if crate::trust::is_trusted(config, &workspace) {
         return Ok(());
     }
     let code = crate::trust::workspace_code(&workspace);
