@@ -74,7 +74,7 @@ class AddressError(PatchError):
     """An address (a patch edit's, or cat's start/end) is malformed, past the end, or stale."""
 
 class FileChangedError(PatchError):
-    """The file changed while patch worked on it; nothing was written."""
+    """The file changed while patch worked on it, or is open for writing; nothing was written."""
 
 class CatResult:
     @property

@@ -233,8 +233,9 @@ class _Patch:
     broken (or that the checker half-understands, such as Flow) can still be edited.
 
     Read-only files (no write permission in their mode, even for root) raise PermissionError
-    unless force=True. If another process changes the file while patch works on it, the batch
-    raises FileChangedError and nothing is written: re-read the file and try again.
+    unless force=True. If another process changes the file while patch works on it, or has it
+    open for writing (an unclosed file object of your own counts), the batch raises
+    FileChangedError and nothing is written: re-read the file (close the writer) and try again.
 
     Returns a PatchResult that prints a summary (lines removed/added, syntax check) and the
     changed region with fresh addresses; use those for the next patch.

@@ -18,17 +18,29 @@
 //! process that each open the directory exclude each other just like two processes do. The
 //! lock is advisory: it orders Vis's own writers, not arbitrary editors.
 //!
-//! **Concurrent writers.** Other programs do not take the lock, so the file's identity (device,
-//! inode, size, mtime, ctime, mode, owner) is recorded when it is opened and compared again
-//! just before the commit, together with what its name points to and its content. The commit
-//! is a `renameat2(RENAME_EXCHANGE)`, which keeps the old file linked under the temp name; the
-//! old file is checked once more a moment (200 µs) later, so a write that slipped in between
-//! the last check and the exchange — typically an appender that opened the file just before
-//! it — is still caught: the exchange is undone (lines appended meanwhile to the new version
-//! are carried over to the restored file) and the batch rejected. Where the filesystem cannot
-//! exchange, a plain rename is used after the same checks. A process that keeps writing
-//! through a descriptor it opened long before writes into the replaced file, as with any
-//! editor that saves by rename.
+//! **Concurrent writers.** Other programs do not take the lock. Timing cannot catch them all:
+//! a writer may open the file before the patch starts and write after the commit, or its
+//! `open` may resolve the name just before the commit and reach the old version after it
+//! (under load, milliseconds later); either way its lines would go into the replaced file.
+//! So the file is opened with a read *lease* (`F_SETLEASE`): it can only be taken while nobody
+//! has the file open for writing (patch waits up to [`WRITER_WAIT`] for such a writer to
+//! close, then refuses), and while it is held the kernel makes every `open` for writing wait
+//! and shows it as a pending break. Before the commit a pending break rejects the batch. The
+//! commit is a `renameat2(RENAME_EXCHANGE)`, which keeps the old version linked under the temp
+//! name, and the new version is leased too: if a writer is then waiting for the old version,
+//! the exchange is undone and the writer goes on into the restored file (lines held back at
+//! the new version are carried over to it); otherwise the old version is removed *before*
+//! the lease is released, and writers that were still on their way to it are waited for and
+//! what they appended is carried over to the new version. What no save by rename can see is
+//! an `open` that resolved the name before the exchange and reaches the file only after the
+//! carry-over: it gets a deleted file (`st_nlink == 0`, which such a writer can check).
+//!
+//! Without a lease (not our file and no `CAP_LEASE`, or a filesystem without leases) the
+//! file's identity (device, inode, size, mtime, ctime, mode, owner), its name and its content
+//! are compared just before the commit, an inotify watch reports opens and writes, and the
+//! old version is checked once more a moment ([`SETTLE`]) after the exchange, undoing it if a
+//! write slipped in. Where the filesystem cannot exchange, a plain rename is used after the
+//! same checks.
 //!
 //! **Write.** Data written to the temp file, then owner copied (when permitted), then mode —
 //! in that order because `chown` and unprivileged writes clear the setuid/setgid bits — then
@@ -38,7 +50,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -113,6 +125,9 @@ pub enum OpenError {
     NotAFile(Kind),
     /// A symlink appeared at the name after it was resolved.
     Swapped,
+    /// Another process (or this one) kept the file open for writing for longer than
+    /// [`WRITER_WAIT`]; it would go on writing into the replaced version.
+    OpenForWriting,
 }
 
 /// Why a write failed.
@@ -170,6 +185,8 @@ pub struct Faults {
     pub fail_before_rename: bool,
     /// Run after the temp file is synced, before the checks that precede the commit.
     pub before_commit: Option<Hook>,
+    /// Run right after the exchange put the new version at the name.
+    pub after_exchange: Option<Hook>,
 }
 
 /// A regular file opened for patching, its directory locked.
@@ -180,8 +197,13 @@ pub struct LockedFile {
     file: File,
     identity: Identity,
     root: (u64, u64),
-    /// Who opens, writes and closes the file while we work (None without inotify or /proc).
+    /// Whether `file` holds a read lease (see [`take_lease`]); cleared when it is released.
+    leased: std::cell::Cell<bool>,
+    /// Without a lease: who opens, writes and closes the file while we work (None without
+    /// inotify or /proc).
     watch: std::cell::RefCell<Option<OpenWatch>>,
+    /// Test hooks still running (see [`LockedFile::run_hook`]).
+    hooks: std::cell::RefCell<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl LockedFile {
@@ -218,14 +240,21 @@ impl LockedFile {
         if kind != Kind::File {
             return Err(OpenError::NotAFile(kind));
         }
-        let watch = OpenWatch::new(&fd);
+        let (stat, leased, watch) = match acquire_lease(fd.as_fd(), Instant::now() + WRITER_WAIT) {
+            // Identity taken again: a writer waited for may have just written.
+            LeaseTake::Held => (fstat(&fd).map_err(io)?, true, None),
+            LeaseTake::Writers => return Err(OpenError::OpenForWriting),
+            LeaseTake::Unsupported => (stat, false, OpenWatch::new(&fd)),
+        };
         Ok(LockedFile {
             dir,
             name: located.name.clone(),
             file: File::from(fd),
             identity: Identity::of(&stat),
             root: located.root,
+            leased: std::cell::Cell::new(leased),
             watch: std::cell::RefCell::new(watch),
+            hooks: std::cell::RefCell::new(Vec::new()),
         })
     }
 
@@ -242,32 +271,82 @@ impl LockedFile {
     }
 
     /// Replace the file with `bytes`, atomically, unless it changed since it was opened and
-    /// read as `original`.
+    /// read as `original`. Writers held back by the lease go on once this returns.
     pub fn replace(
         &self,
         original: &[u8],
         bytes: &[u8],
         faults: &Faults,
     ) -> Result<(), WriteError> {
-        let temp = TempFile::create(&self.dir, &self.name)?;
-        let mut out = File::from(temp.fd.try_clone()?);
-        out.write_all(bytes)?;
-        self.copy_owner_and_mode(&out)?;
-        out.sync_all()?;
+        let mut temp = TempFile::create(&self.dir, &self.name)?;
+        {
+            let mut out = File::from(temp.fd.try_clone()?);
+            out.write_all(bytes)?;
+            self.copy_owner_and_mode(&out)?;
+            out.sync_all()?;
+        }
         if faults.fail_before_rename {
             return Err(WriteError::Injected);
         }
-        if let Some(hook) = &faults.before_commit {
-            (hook.0)();
+        let new_leased = self.leased.get() && temp.lease_read_only()?;
+        if !new_leased {
+            *temp.watch.borrow_mut() = OpenWatch::new(&temp.fd);
         }
-        *temp.watch.borrow_mut() = OpenWatch::new(&temp.fd);
+        if let Some(hook) = &faults.before_commit {
+            self.run_hook(hook, None);
+        }
+        let result = self.check_and_commit(temp, original, bytes, new_leased, faults);
+        self.release_lease();
+        for hook in self.hooks.take() {
+            if let Err(panic) = hook.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        result
+    }
+
+    fn check_and_commit(
+        &self,
+        temp: TempFile<'_>,
+        original: &[u8],
+        bytes: &[u8],
+        new_leased: bool,
+        faults: &Faults,
+    ) -> Result<(), WriteError> {
         self.check_unchanged(original)?;
         if !still_beneath(&self.dir, self.root)? {
             return Err(WriteError::Escaped);
         }
-        self.commit(temp, bytes)?;
+        if self.leased.get() {
+            self.commit_leased(temp, original, bytes, new_leased, faults)?;
+        } else {
+            self.commit(temp, bytes, faults)?;
+        }
         fsync(&self.dir)?;
         Ok(())
+    }
+
+    /// Run a test hook the way the concurrent writer it plays would run: on its own thread,
+    /// so that an `open` for writing waits for a lease (the old version's, or the new one's
+    /// given as `new_version`) as another process's would. Returns once the hook finished or
+    /// is waiting for a lease; [`LockedFile::replace`] joins it after releasing the leases.
+    fn run_hook(&self, hook: &Hook, new_version: Option<BorrowedFd<'_>>) {
+        let run = Arc::clone(&hook.0);
+        let thread = std::thread::spawn(move || run());
+        let waiting = || {
+            self.leased.get() && lease_broken(self.file.as_fd())
+                || new_version.is_some_and(lease_broken)
+        };
+        while !(thread.is_finished() || waiting()) {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.hooks.borrow_mut().push(thread);
+    }
+
+    fn release_lease(&self) {
+        if self.leased.replace(false) {
+            release_lease(self.file.as_fd());
+        }
     }
 
     /// Owner first (when permitted), then mode: `chown` clears setuid/setgid.
@@ -293,6 +372,9 @@ impl LockedFile {
 
     /// The file must be what was read: same identity, still at its name, same bytes.
     fn check_unchanged(&self, original: &[u8]) -> Result<(), WriteError> {
+        if self.leased.get() && lease_broken(self.file.as_fd()) {
+            return Err(WriteError::Changed("another process opened it for writing"));
+        }
         // The name first: a file replaced by rename also shows a changed status below.
         match statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(at_name) if self.identity.same_object(&at_name) => {}
@@ -322,7 +404,7 @@ impl LockedFile {
     /// Put the temp file (holding `bytes`) in place. With `RENAME_EXCHANGE` the old file stays
     /// linked under the temp name until it is checked once more after [`SETTLE`], so a write
     /// that raced the exchange is undone rather than lost.
-    fn commit(&self, temp: TempFile<'_>, bytes: &[u8]) -> Result<(), WriteError> {
+    fn commit(&self, temp: TempFile<'_>, bytes: &[u8], faults: &Faults) -> Result<(), WriteError> {
         match renameat_with(
             &self.dir,
             &temp.name,
@@ -338,6 +420,9 @@ impl LockedFile {
                 return Ok(());
             }
             Err(e) => return Err(e.into()),
+        }
+        if let Some(hook) = &faults.after_exchange {
+            self.run_hook(hook, None);
         }
         // A writer that opened the old version just before the exchange writes a moment later;
         // wait for it (and for anyone who opened the file meanwhile to close it) so its write
@@ -380,6 +465,133 @@ impl LockedFile {
         ))
     }
 
+    /// Put the temp file (holding `bytes`) in place while the lease holds back every writer
+    /// that reaches the old version — including one whose `open` resolved the name just before
+    /// the exchange. If one is waiting, the exchange is undone and it writes to the restored
+    /// file; otherwise the old version is removed before anyone may write to it, so a writer
+    /// that still gets to it gets a deleted file, and what it appends is carried over.
+    fn commit_leased(
+        &self,
+        temp: TempFile<'_>,
+        original: &[u8],
+        bytes: &[u8],
+        new_leased: bool,
+        faults: &Faults,
+    ) -> Result<(), WriteError> {
+        match renameat_with(
+            &self.dir,
+            &temp.name,
+            &self.dir,
+            &self.name,
+            RenameFlags::EXCHANGE,
+        ) {
+            Ok(()) => {}
+            Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::PERM) => {
+                // No exchange here (filesystem or seccomp): the rename removes the old version
+                // while it is still leased, as the unlink below does.
+                renameat(&self.dir, &temp.name, &self.dir, &self.name)?;
+                temp.disarm();
+                return self.carry_late_appends(&temp, original, new_leased);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(hook) = &faults.after_exchange {
+            self.run_hook(hook, new_leased.then(|| temp.fd.as_fd()));
+        }
+        // The rename itself updates the old file's ctime; anything else must be as it was.
+        let old_now = Identity::of(&fstat(&self.file)?);
+        let old_unchanged = Identity {
+            ctime: self.identity.ctime,
+            ..old_now
+        } == self.identity;
+        let swapped_out_ours = statat(&self.dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW)
+            .map(|st| self.identity.same_object(&st))
+            .unwrap_or(false);
+        let writer_waiting = lease_broken(self.file.as_fd());
+        if old_unchanged && swapped_out_ours && !writer_waiting {
+            unlinkat(&self.dir, &temp.name, AtFlags::empty())?;
+            temp.disarm();
+            return self.carry_late_appends(&temp, original, new_leased);
+        }
+        // Undo: what was at the name goes back, the new version returns to the temp name and
+        // is removed. If the undo itself fails, both versions are kept.
+        temp.disarm();
+        renameat_with(
+            &self.dir,
+            &temp.name,
+            &self.dir,
+            &self.name,
+            RenameFlags::EXCHANGE,
+        )?;
+        temp.armed.set(true);
+        // The original is at its name again: a writer waiting for it may go on.
+        self.release_lease();
+        if !swapped_out_ours {
+            return Err(WriteError::Changed(
+                "its name was pointed at another file during the write",
+            ));
+        }
+        if new_leased {
+            // Writers of the new version (held back by its lease while it was at the name)
+            // get a removed file; what they append is carried to the restored original.
+            unlinkat(&self.dir, &temp.name, AtFlags::empty())?;
+            temp.disarm();
+            release_lease(temp.fd.as_fd());
+            wait_for_writers(temp.fd.as_fd(), Instant::now() + CARRY_WAIT);
+        } else {
+            settle(&temp.watch.borrow());
+        }
+        self.keep_appends(&temp, bytes)?;
+        Err(WriteError::Changed(if old_unchanged {
+            "another process opened it for writing during the write"
+        } else {
+            "another process wrote to it during the write"
+        }))
+    }
+
+    /// After a leased commit removed the old version: writers the lease held back (their
+    /// `open` had resolved the name before the exchange) now write into the removed file.
+    /// Wait until they are done and append what they added to the new version.
+    fn carry_late_appends(
+        &self,
+        temp: &TempFile<'_>,
+        original: &[u8],
+        new_leased: bool,
+    ) -> Result<(), WriteError> {
+        if new_leased {
+            // The new version is final: its writers (and the carry-over below) may write.
+            release_lease(temp.fd.as_fd());
+        }
+        self.release_lease();
+        wait_for_writers(self.file.as_fd(), Instant::now() + CARRY_WAIT);
+        let size = fstat(&self.file)?.st_size as u64;
+        let kept = original.len() as u64;
+        if size <= kept {
+            return Ok(());
+        }
+        let mut head = vec![0u8; original.len()];
+        self.file.read_exact_at(&mut head, 0)?;
+        if head != original {
+            // Not an append: nothing to carry over safely.
+            return Ok(());
+        }
+        let mut tail = vec![0u8; (size - kept) as usize];
+        self.file.read_exact_at(&mut tail, kept)?;
+        let new = fstat(&temp.fd)?;
+        let fd = openat(
+            &self.dir,
+            &self.name,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let at_name = fstat(&fd)?;
+        if (at_name.st_dev, at_name.st_ino) != (new.st_dev, new.st_ino) {
+            return Ok(());
+        }
+        File::from(fd).write_all(&tail)?;
+        Ok(())
+    }
+
     /// After an undone commit: lines a writer appended to the new version while it was in
     /// place belong to the file too, so they are appended to the restored original.
     fn keep_appends(&self, temp: &TempFile<'_>, bytes: &[u8]) -> Result<(), WriteError> {
@@ -407,6 +619,105 @@ impl LockedFile {
         }
         File::from(fd).write_all(&tail)?;
         Ok(())
+    }
+}
+
+/// How long opening a file for a patch waits for other writers to close it before refusing
+/// ([`OpenError::OpenForWriting`]).
+const WRITER_WAIT: Duration = Duration::from_millis(500);
+
+/// How long a commit waits at most for writers it held back to finish, so that what they
+/// append is carried over (a writer that keeps the file open longer loses what it writes
+/// after that, as with any save by rename).
+const CARRY_WAIT: Duration = Duration::from_secs(1);
+
+/// `F_SETSIG`: the asm-generic value, used by every Linux architecture Rust targets (the libc
+/// crate defines it for musl only).
+const F_SETSIG: libc::c_int = 10;
+
+/// What trying to take a read lease found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaseTake {
+    Held,
+    /// Someone has the file open for writing.
+    Writers,
+    /// Not our file and no `CAP_LEASE`, a filesystem without leases, or leases disabled.
+    Unsupported,
+}
+
+/// `fcntl` with an integer argument.
+fn fcntl_int(fd: BorrowedFd<'_>, cmd: libc::c_int, arg: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: `fd` is a live descriptor and the commands used here take an integer argument
+    // and touch no memory of ours.
+    let result = unsafe { libc::fcntl(fd.as_raw_fd(), cmd, arg) };
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(result)
+    }
+}
+
+/// Take a read lease on `fd` (opened read-only). While it is held, the kernel makes every
+/// `open` of the file for writing (and every truncate) wait until it is released, and the
+/// waiting writer shows as a pending break ([`lease_broken`]); it can only be taken while
+/// nobody has the file open for writing. This is what lets a patch see the writers that
+/// inotify and `stat` cannot: one that opened the file before the patch began and writes
+/// later, or one whose `open` resolved the name just before the commit.
+fn take_lease(fd: BorrowedFd<'_>) -> LeaseTake {
+    // The kernel announces a break with a signal, SIGIO unless F_SETSIG says otherwise, and
+    // SIGIO's default action ends the process. SIGURG is ignored by default, and clearing the
+    // owner afterwards stops the signal altogether; breaks are polled instead.
+    if fcntl_int(fd, F_SETSIG, libc::SIGURG).is_err() {
+        return LeaseTake::Unsupported;
+    }
+    match fcntl_int(fd, libc::F_SETLEASE, libc::F_RDLCK) {
+        Ok(_) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return LeaseTake::Writers,
+        Err(_) => return LeaseTake::Unsupported,
+    }
+    let _ = fcntl_int(fd, libc::F_SETOWN, 0);
+    LeaseTake::Held
+}
+
+/// Whether a writer is waiting for the lease on `fd` (or the lease is gone).
+fn lease_broken(fd: BorrowedFd<'_>) -> bool {
+    !matches!(fcntl_int(fd, libc::F_GETLEASE, 0), Ok(kind) if kind == libc::F_RDLCK)
+}
+
+fn release_lease(fd: BorrowedFd<'_>) {
+    let _ = fcntl_int(fd, libc::F_SETLEASE, libc::F_UNLCK);
+}
+
+/// Take a read lease on `fd`, waiting until `deadline` for writers to close the file.
+fn acquire_lease(fd: BorrowedFd<'_>, deadline: Instant) -> LeaseTake {
+    loop {
+        let taken = take_lease(fd);
+        if taken != LeaseTake::Writers || Instant::now() >= deadline {
+            return taken;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Wait (until `deadline`) until nobody has the file open for writing or is about to: a
+/// writer counts from the moment its `open` reaches the file.
+fn wait_for_writers(fd: BorrowedFd<'_>, deadline: Instant) {
+    loop {
+        match take_lease(fd) {
+            LeaseTake::Held => {
+                let writer_arrived = lease_broken(fd);
+                release_lease(fd);
+                if !writer_arrived {
+                    return;
+                }
+            }
+            LeaseTake::Writers => {}
+            LeaseTake::Unsupported => return,
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -505,7 +816,6 @@ impl OpenWatch {
     /// which case commits rely on the status checks and [`SETTLE`] alone.
     fn new(file: &OwnedFd) -> Option<OpenWatch> {
         use rustix::fs::inotify;
-        use std::os::fd::AsRawFd;
         // The descriptor's /proc link names exactly the open file, even if renamed since.
         let path = format!("/proc/self/fd/{}", file.as_raw_fd());
         let flags = inotify::WatchFlags::OPEN
@@ -620,6 +930,28 @@ impl<'a> TempFile<'a> {
             io::ErrorKind::AlreadyExists,
             "could not find a free temp file name",
         )))
+    }
+
+    /// Swap the descriptor for a read-only one (a read lease needs one, and no writer) and
+    /// take a read lease on the new version; false if the lease could not be taken.
+    fn lease_read_only(&mut self) -> Result<bool, WriteError> {
+        let Ok(read_only) = openat(
+            self.dir,
+            &self.name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            // Its mode (the original's) may deny us reading: then it goes without a lease.
+            return Ok(false);
+        };
+        let (reopened, written) = (fstat(&read_only)?, fstat(&self.fd)?);
+        if (reopened.st_dev, reopened.st_ino) != (written.st_dev, written.st_ino) {
+            return Err(WriteError::Changed(
+                "another file appeared at its temp file's name",
+            ));
+        }
+        self.fd = read_only;
+        Ok(take_lease(self.fd.as_fd()) == LeaseTake::Held)
     }
 
     fn disarm(&self) {

@@ -103,6 +103,15 @@ pub enum TextError {
     )]
     Changed { path: String, reason: &'static str },
 
+    /// Another process kept the file open for writing; nothing was written.
+    #[error(
+        "{path} is open for writing in another process (or in this one: a file object not yet \
+         closed), which would go on writing into the old version once patch replaced it, and \
+         those writes would be lost; nothing was changed. Close it or wait for that writer to \
+         finish, then patch again"
+    )]
+    OpenForWriting { path: String },
+
     /// A setuid/setgid file whose owner could not be kept.
     #[error(
         "{path} has mode {mode:04o} and is owned by uid {uid}, gid {gid}; patch runs as uid \

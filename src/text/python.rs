@@ -44,7 +44,8 @@ pyo3::create_exception!(
     FileChangedError,
     PatchError,
     "The file changed (another process wrote, replaced or swapped it) while patch was working on \
-     it; nothing was written. Re-read it with cat and send the batch again."
+     it, or another process has it open for writing; nothing was written. Re-read it with cat \
+     and send the batch again (once that writer is done)."
 );
 
 static WORKSPACE: RwLock<Workspace> = RwLock::new(Workspace {
@@ -77,7 +78,9 @@ pub fn to_pyerr(err: TextError) -> PyErr {
         TextError::Io { .. } => PyOSError::new_err(message),
         TextError::NoWorkspace => PyRuntimeError::new_err(message),
         TextError::Address { .. } => AddressError::new_err(message),
-        TextError::Changed { .. } => FileChangedError::new_err(message),
+        TextError::Changed { .. } | TextError::OpenForWriting { .. } => {
+            FileChangedError::new_err(message)
+        }
         TextError::ModeNotKept { .. } => PyPermissionError::new_err(message),
         TextError::Syntax { .. } | TextError::Injected { .. } => PatchError::new_err(message),
         TextError::NotAFile { .. }

@@ -93,6 +93,7 @@ pub fn patch(
         let faults = Faults {
             fail_before_rename: options.fail_before_rename,
             before_commit: options.before_commit.clone(),
+            after_exchange: options.after_exchange.clone(),
         };
         file.replace(document.bytes(), &new_bytes, &faults)
             .map_err(|err| write_error(err, &display))?;
@@ -135,6 +136,7 @@ fn open_error(err: OpenError, display: &str) -> TextError {
             path,
             reason: "a symlink replaced it after its path was checked",
         },
+        OpenError::OpenForWriting => TextError::OpenForWriting { path },
     }
 }
 

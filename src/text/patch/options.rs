@@ -121,6 +121,10 @@ pub struct PatchOptions {
     /// checks that precede the commit — where a concurrent writer or a symlink swap would
     /// strike.
     pub before_commit: Option<Hook>,
+    /// Testing hook: runs right after the new version took the file's name, while the old
+    /// one is under the temp name — what a writer whose `open` resolved the name just before
+    /// the swap reaches.
+    pub after_exchange: Option<Hook>,
     pub max_line_chars: usize,
 }
 
@@ -131,6 +135,7 @@ impl Default for PatchOptions {
             force: false,
             fail_before_rename: false,
             before_commit: None,
+            after_exchange: None,
             max_line_chars: DEFAULT_MAX_LINE_CHARS,
         }
     }
@@ -191,6 +196,7 @@ mod tests {
         assert!(!options.force);
         assert!(!options.fail_before_rename);
         assert!(options.before_commit.is_none());
+        assert!(options.after_exchange.is_none());
         assert_eq!(options.max_line_chars, DEFAULT_MAX_LINE_CHARS);
     }
 

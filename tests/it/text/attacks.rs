@@ -298,6 +298,94 @@ fn append_during_patch_is_detected_and_nothing_is_written() {
     assert_eq!(dir_entries(w.dir.path()), vec!["log.txt".to_string()]);
 }
 
+/// A writer that opened the file before the patch and writes after it would write into the
+/// replaced version, its line lost: patch waits for it to close, then refuses, and the file is
+/// untouched.
+#[test]
+fn file_held_open_for_writing_is_refused() {
+    let w = Ws::new();
+    let path = w.write("log.txt", "one\n");
+    let mut writer = OpenOptions::new().append(true).open(&path).expect("open");
+    let err = patch(
+        &w.ws,
+        Path::new("log.txt"),
+        &[Edit::insert_at_start("patched")],
+        &PatchOptions::default(),
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, TextError::OpenForWriting { .. }), "{msg}");
+    assert!(
+        msg.contains("log.txt is open for writing") && msg.contains("nothing was changed"),
+        "{msg}"
+    );
+    writer.write_all(b"late\n").expect("append");
+    drop(writer);
+    assert_eq!(w.read("log.txt"), b"one\nlate\n");
+    assert_eq!(dir_entries(w.dir.path()), vec!["log.txt".to_string()]);
+
+    // Closed: the patch goes through.
+    patch(
+        &w.ws,
+        Path::new("log.txt"),
+        &[Edit::insert_at_start("patched")],
+        &PatchOptions::default(),
+    )
+    .expect("patch");
+    assert_eq!(w.read("log.txt"), b"patched\none\nlate\n");
+}
+
+/// A writer whose `open` resolved the name just before the commit's swap reaches the old
+/// version (then under the temp name): the swap is undone and its line lands in the restored
+/// file.
+#[test]
+fn writer_reaching_the_old_version_after_the_swap_keeps_its_line() {
+    let w = Ws::new();
+    w.write("log.txt", "one\n");
+    let dir = w.dir.path().to_path_buf();
+    let options = PatchOptions {
+        after_exchange: Some(Hook::new(move || {
+            let old = temp_files_under(&dir);
+            assert_eq!(old.len(), 1, "{old:?}");
+            append(&old[0], "late\n");
+        })),
+        ..PatchOptions::default()
+    };
+    let err = patch(
+        &w.ws,
+        Path::new("log.txt"),
+        &[Edit::insert_at_start("patched")],
+        &options,
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, TextError::Changed { .. }), "{msg}");
+    assert!(msg.contains("during the write"), "{msg}");
+    assert_eq!(w.read("log.txt"), b"one\nlate\n");
+    assert_eq!(dir_entries(w.dir.path()), vec!["log.txt".to_string()]);
+}
+
+/// A writer that opens the name right after the swap reaches the new version: the patch
+/// stands and the line follows it.
+#[test]
+fn writer_reaching_the_new_version_after_the_swap_appends_to_it() {
+    let w = Ws::new();
+    let path = w.write("log.txt", "one\n");
+    let options = PatchOptions {
+        after_exchange: Some(Hook::new(move || append(&path, "late\n"))),
+        ..PatchOptions::default()
+    };
+    patch(
+        &w.ws,
+        Path::new("log.txt"),
+        &[Edit::insert_at_start("patched")],
+        &options,
+    )
+    .expect("patch");
+    assert_eq!(w.read("log.txt"), b"patched\none\nlate\n");
+    assert_eq!(dir_entries(w.dir.path()), vec!["log.txt".to_string()]);
+}
+
 #[test]
 fn rewrite_or_replacement_during_patch_is_detected() {
     // Same size, in place (timestamps may not move within one clock tick; content does).
@@ -343,8 +431,15 @@ fn rewrite_or_replacement_during_patch_is_detected() {
     assert_eq!(dir_entries(w.dir.path()), vec!["f.txt".to_string()]);
 }
 
-/// A writer appending line after line while patches run: every appended line survives; the
-/// patches that raced it are rejected (and say so), the others land.
+/// A writer appending line after line (open, write, close, like `echo >> log.txt`) while patches
+/// run: every appended line survives exactly once; the patches that raced it are rejected (and
+/// say so), the others land.
+///
+/// One case is outside any save-by-rename's reach: an `open` that resolved the name before a
+/// commit's rename and returned only after the commit removed the old version gets a
+/// descriptor to a deleted file (`st_nlink == 0`), and nothing the patch can observe
+/// distinguishes it beforehand. Such a line may be missing (never doubled); the writer itself
+/// can tell from `fstat` and reopen. Every other line must be there.
 #[test]
 fn concurrent_appender_never_loses_lines() {
     let w = Ws::new();
@@ -353,19 +448,29 @@ fn concurrent_appender_never_loses_lines() {
     let appender = {
         let (stop, path) = (Arc::clone(&stop), path.clone());
         std::thread::spawn(move || {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) && n < 2000 {
-                let line = format!("appended {n}\n");
-                append(&path, &line);
+            let (mut n, mut into_deleted) = (0, Vec::new());
+            while !stop.load(Ordering::Relaxed) && n < 100_000 {
+                let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+                if file.metadata().expect("fstat").nlink() == 0 {
+                    into_deleted.push(n);
+                }
+                file.write_all(format!("appended {n}\n").as_bytes())
+                    .expect("append");
+                drop(file);
                 n += 1;
+                // Pacing only (so that some patches fit between two appends), not
+                // synchronization.
                 std::thread::sleep(Duration::from_millis(1));
             }
-            n
+            (n, into_deleted)
         })
     };
     let (mut applied, mut rejected) = (0, 0);
+    // At least 1.5 s of racing, and on until both outcomes were seen (a loaded machine can
+    // make every patch in a short window overlap an append); the cap bounds the file.
     let deadline = Instant::now() + Duration::from_millis(1500);
-    while Instant::now() < deadline && applied + rejected < 400 {
+    while applied + rejected < 4000 && (Instant::now() < deadline || applied == 0 || rejected == 0)
+    {
         let k = applied + rejected;
         match patch(
             &w.ws,
@@ -374,31 +479,38 @@ fn concurrent_appender_never_loses_lines() {
             &PatchOptions::default(),
         ) {
             Ok(_) => applied += 1,
-            Err(TextError::Changed { .. }) => rejected += 1,
+            Err(TextError::Changed { .. } | TextError::OpenForWriting { .. }) => rejected += 1,
             Err(other) => panic!("unexpected error: {other}"),
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let appended = appender.join().expect("appender");
+    let (appended, into_deleted) = appender.join().expect("appender");
     let text = String::from_utf8(w.read("log.txt")).expect("utf8");
     let lines: Vec<&str> = text.lines().collect();
-    let mine: Vec<String> = lines
-        .iter()
-        .filter(|l| l.starts_with("appended "))
-        .map(|l| l.to_string())
+    // How often each appended line is in the file. (A line appended to the new version while
+    // a commit was being undone is carried over to the restored file, possibly after a later
+    // one, so order is not checked.)
+    let mut count = vec![0usize; appended];
+    for line in &lines {
+        if let Some(n) = line.strip_prefix("appended ") {
+            let n: usize = n.parse().expect("line number");
+            count[n] += 1;
+        }
+    }
+    let doubled: Vec<usize> = (0..appended).filter(|&n| count[n] > 1).collect();
+    let lost: Vec<usize> = (0..appended)
+        .filter(|&n| count[n] == 0 && !into_deleted.contains(&n))
         .collect();
-    let expected: Vec<String> = (0..appended).map(|n| format!("appended {n}")).collect();
-    // Every line exactly once. (A line appended to the new version while a commit was being
-    // undone is carried over to the restored file, possibly after a later one.)
-    let mut sorted = mine.clone();
-    sorted.sort_by_key(|l| {
-        l["appended ".len()..]
-            .parse::<usize>()
-            .unwrap_or(usize::MAX)
-    });
-    assert_eq!(
-        sorted, expected,
-        "appended lines lost or doubled ({rejected} patches rejected): {mine:?}"
+    let missing_from_deleted = into_deleted.iter().filter(|&&n| count[n] == 0).count();
+    eprintln!(
+        "{appended} appended, {applied} patches applied, {rejected} rejected; {} appends opened \
+         a deleted file, {missing_from_deleted} of them missing",
+        into_deleted.len()
+    );
+    assert!(
+        doubled.is_empty() && lost.is_empty(),
+        "appended lines lost {lost:?} or doubled {doubled:?} ({appended} appended, {applied} \
+         patches applied, {rejected} rejected; opened a deleted file: {into_deleted:?})"
     );
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("patched ")).count(),
@@ -675,6 +787,10 @@ fn unprivileged_user_is_refused_by_mode_bits_and_setuid_is_never_dropped() {
     // nobody's own writable file works.
     let fine = w.write("fine.txt", "ok\n");
     std::os::unix::fs::chown(&fine, Some(65534), Some(65534)).expect("chown");
+    // Root's file writable by all works too; nobody cannot take a lease on it (not the owner),
+    // so this is the commit without one.
+    let shared = w.write("shared.txt", "shared\n");
+    chmod(&shared, 0o666);
 
     let report = run_as_nobody(w.dir.path(), "roots.txt");
     assert!(
@@ -691,6 +807,8 @@ fn unprivileged_user_is_refused_by_mode_bits_and_setuid_is_never_dropped() {
     );
     let report = run_as_nobody(w.dir.path(), "fine.txt");
     assert_eq!(report, "ok");
+    let report = run_as_nobody(w.dir.path(), "shared.txt");
+    assert_eq!(report, "ok");
 
     assert_eq!(w.read("roots.txt"), b"root's\n");
     assert_eq!(w.read("own.txt"), b"mine\n");
@@ -698,6 +816,8 @@ fn unprivileged_user_is_refused_by_mode_bits_and_setuid_is_never_dropped() {
     assert_eq!(mode_of(&suid), 0o4757);
     assert_eq!(fs::metadata(&suid).expect("meta").uid(), 0);
     assert_eq!(w.read("fine.txt"), b"changed\n");
+    assert_eq!(w.read("shared.txt"), b"changed\n");
+    assert_eq!(mode_of(&shared), 0o666);
     assert!(temp_files_under(w.dir.path()).is_empty());
 }
 

@@ -152,6 +152,9 @@ m = raises(TypeError, patch, "m.py", ["1:kodu"])
 assert "each edit must be" in m, m
 m = raises(AddressError, patch, "m.py", [(1, "x")])
 assert "malformed address" in m, m
+with open("m.py", "a") as unclosed:
+    m = raises(FileChangedError, patch, "m.py", [(a, "x = 2")])
+assert "m.py is open for writing" in m and "a file object not yet closed" in m, m
 out = open("m.py").read()
 "#,
     );
