@@ -87,6 +87,10 @@ pub enum CatalogError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// The process's deny list was set a second time (it is set once, when the worker starts).
+    #[error("the deny list is set once, when the worker starts")]
+    DenyListAlreadySet,
+
     /// The o200k tokenizer could not be loaded.
     #[error("the o200k_base tokenizer failed to load: {0}")]
     Tokenizer(String),

@@ -34,9 +34,8 @@ static DENY: OnceLock<DenyList> = OnceLock::new();
 
 /// Sets the deny list every manifest of this process applies. Only the first call counts:
 /// a second one is an error naming the cause.
-pub fn set_deny_list(deny: DenyList) -> Result<(), String> {
-    DENY.set(deny)
-        .map_err(|_| "the deny list is set once, when the worker starts".to_string())
+pub fn set_deny_list(deny: DenyList) -> Result<(), CatalogError> {
+    DENY.set(deny).map_err(|_| CatalogError::DenyListAlreadySet)
 }
 
 fn deny_list() -> &'static DenyList {
@@ -298,7 +297,7 @@ mod tests {
         let deny = DenyList::new(["git.blame", "secret"]).unwrap();
         set_deny_list(deny).unwrap();
         let again = set_deny_list(DenyList::default()).unwrap_err();
-        assert!(again.contains("set once"), "{again}");
+        assert!(again.to_string().contains("set once"), "{again}");
         Python::initialize();
         Python::attach(|py| {
             let entries = py

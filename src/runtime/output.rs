@@ -46,8 +46,28 @@ const IN_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 /// Default cap on the artifacts one session keeps (full outputs); the sandbox policy owns it.
 pub use crate::sandbox::DEFAULT_ARTIFACT_QUOTA;
 
-/// Why a full output was not kept (`None` when it was, or nothing was cut).
-pub type Saved = Result<bool, String>;
+/// Whether a full output was kept (`Ok(true)`), nothing needed keeping (`Ok(false)`), or why
+/// it could not be kept.
+pub type Saved = Result<bool, NotSaved>;
+
+/// Why the full output of a block was not kept as an artifact; the text is shown to the model
+/// under the capped output.
+#[derive(Debug, thiserror::Error)]
+pub enum NotSaved {
+    /// Keeping it would take the session's artifacts over their quota.
+    #[error(
+        "the session's artifacts would exceed their quota ({used_mib} MiB used, this output \
+         {size_mib} MiB, quota {quota_mib} MiB; [sandbox] artifact_quota_mb)"
+    )]
+    OverQuota {
+        used_mib: u64,
+        size_mib: u64,
+        quota_mib: u64,
+    },
+    /// The copy failed (disk full, the directory not writable...).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// Caps the output held in the file at `path`; when something is cut, the whole file is copied
 /// to `artifact`, unless that would take the artifact directory over `quota` bytes. Returns the
@@ -114,17 +134,16 @@ pub fn dir_bytes(dir: &Path) -> u64 {
 
 /// Copies `from` to `to` through a temp file, so an artifact is never half written; refuses
 /// when the directory would hold more than `quota` bytes.
-fn save_copy(from: &Path, to: &Path, quota: u64) -> Result<(), String> {
+fn save_copy(from: &Path, to: &Path, quota: u64) -> Result<(), NotSaved> {
     let dir = to.parent().unwrap_or(Path::new("."));
     let size = std::fs::metadata(from).map(|m| m.len()).unwrap_or(0);
     let used = dir_bytes(dir);
     if used + size > quota {
-        return Err(format!(
-            "the session's artifacts would exceed their quota ({} MiB used, this output {} MiB, quota {} MiB; [sandbox] artifact_quota_mb)",
-            used / (1024 * 1024),
-            size.div_ceil(1024 * 1024),
-            quota / (1024 * 1024)
-        ));
+        return Err(NotSaved::OverQuota {
+            used_mib: used / (1024 * 1024),
+            size_mib: size.div_ceil(1024 * 1024),
+            quota_mib: quota / (1024 * 1024),
+        });
     }
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
@@ -133,7 +152,7 @@ fn save_copy(from: &Path, to: &Path, quota: u64) -> Result<(), String> {
         tmp.persist(to).map_err(|e| e.error)?;
         Ok(())
     };
-    write().map_err(|e| e.to_string())
+    Ok(write()?)
 }
 
 /// Keeps the first half of the limit from `head_src` and the second half from the end of
@@ -287,7 +306,7 @@ mod tests {
         std::fs::write(&src, &text).unwrap();
         let art = dir.path().join("art/full.txt");
         let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
-        assert_eq!(saved, Ok(true));
+        assert!(matches!(saved, Ok(true)), "{saved:?}");
         assert_eq!(std::fs::read(&art).unwrap(), text.as_bytes());
         assert_eq!(c.total_chars, text.chars().count());
         assert!(c.text.starts_with("line 0 é\n"), "{}", &c.text[..50]);
@@ -299,7 +318,8 @@ mod tests {
         // Small files take the in-memory path with the same result shape.
         std::fs::write(&src, "short\n").unwrap();
         let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
-        assert_eq!((c.text.as_str(), saved), ("short\n", Ok(false)));
+        assert_eq!(c.text, "short\n");
+        assert!(matches!(saved, Ok(false)), "{saved:?}");
     }
 
     fn marker_len(text: &str) -> usize {

@@ -600,7 +600,6 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
             .map(|p| p.to_string_lossy().into_owned()),
     )?;
     crate::catalog::DenyList::new(args.deny.iter().cloned())
-        .map_err(|e| e.to_string())
         .and_then(crate::catalog::set_deny_list)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("[permissions] deny: {e}")))?;
     state.setattr("safe_mode", args.safe_mode)?;
@@ -680,7 +679,9 @@ fn run_block(runner: &Py<PyAny>, block: &Block, capture: &Path) -> BlockResult {
         } else if capped.cut_chars > 0 {
             result.output.push_str(&format!(
                 "[vis] the full output was not saved (the file named above does not exist): {}\n",
-                saved.err().unwrap_or_else(|| "unknown reason".into())
+                saved
+                    .err()
+                    .map_or_else(|| "unknown reason".to_string(), |e| e.to_string())
             ));
         }
     }
