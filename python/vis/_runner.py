@@ -13,7 +13,6 @@ import ast
 import builtins
 import faulthandler
 import io
-import linecache
 import os
 # `_signal`, not `signal`: the same function without the enums `signal` builds on import
 # (milliseconds at every worker start).
@@ -22,7 +21,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, cast
 
-from vis import _native, _state
+from vis import _codecache, _native, _state
 from vis.defs import DefRegistry, describe
 
 if TYPE_CHECKING:
@@ -173,7 +172,7 @@ class Runner:
         except SyntaxError as e:
             print(_format_syntax_error(e), end="")
             return "error", self.registry.take_changes()
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        remember_source(filename, code)
         last = cast(ast.Expr, tree.body.pop()) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
@@ -243,25 +242,37 @@ class Runner:
     def restore(self, defs: list[Definition]) -> RestoreReport:
         """Re-creates persisted definitions, in order; says which came back and why others
         did not."""
-        pending = list(defs)
         errors: dict[str, str] = {}
         ok: list[str] = []
-        # Two passes: a definition may need one defined after it (a decorator, a base class).
-        for _ in range(2):
-            retry = []
-            for d in pending:
-                filename = "<def %s>" % d["name"]
-                linecache.cache[filename] = (len(d["source"]), None, d["source"].splitlines(True), filename)
+        # Everything is compiled (or loaded compiled) before anything runs; see `_codecache`.
+        path = _codecache.cache_path(defs)
+        codes: list[types.CodeType | None] = list(_codecache.load(path, defs) or [])
+        if not codes:
+            for d in defs:
                 try:
-                    code = compile(d["source"], filename, "exec", dont_inherit=True)
-                    self.registry.note_code(d["source"], code)
-                    exec(code, self.ns)
+                    codes.append(compile(d["source"], "<def %s>" % d["name"], "exec", dont_inherit=True))
                 except BaseException as e:  # noqa: BLE001
                     errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
-                    retry.append(d)
-                else:
-                    errors.pop(d["name"], None)
-                    ok.append(d["name"])
+                    codes.append(None)
+            compiled = [c for c in codes if c is not None]
+            if defs and len(compiled) == len(defs):
+                _codecache.keep(path, defs, compiled)
+        pending = list(zip(defs, codes))
+        # Two passes: a definition may need one defined after it (a decorator, a base class).
+        for _ in range(2):
+            retry: list[tuple[Definition, types.CodeType | None]] = []
+            for d, code in pending:
+                remember_source("<def %s>" % d["name"], d["source"])
+                if code is not None:
+                    try:
+                        self.registry.note_code(d["source"], code)
+                        exec(code, self.ns)
+                    except BaseException as e:  # noqa: BLE001
+                        errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
+                        retry.append((d, code))
+                    else:
+                        errors.pop(d["name"], None)
+                        ok.append(d["name"])
                 self.registry.add(dict(d), restored=d["name"] not in errors)
             pending = retry
             if not pending:
@@ -292,6 +303,53 @@ class Runner:
             if missing:
                 out.append((d["name"], missing))
         return out
+
+
+# Sources of blocks and restored definitions, for tracebacks and `inspect.getsource`. They
+# wait here until something imports `linecache` (which imports `tokenize`: a millisecond or
+# more of every worker start otherwise); `_LinecacheFiller` hands them over at that import.
+_pending_sources: dict[str, tuple[int, None, list[str], str]] = {}
+
+
+def remember_source(filename: str, text: str) -> None:
+    """Makes `text` the source `linecache` shows for `filename`."""
+    entry = (len(text), None, text.splitlines(True), filename)
+    loaded = sys.modules.get("linecache")
+    if loaded is not None:
+        loaded.cache[filename] = entry
+    else:
+        _pending_sources[filename] = entry
+
+
+class _LinecacheFiller:
+    """A meta path finder that, when `linecache` is first imported, fills its cache with the
+    remembered sources right after the module runs, then steps aside."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "linecache":
+            return None
+        if _LinecacheFiller in sys.meta_path:
+            sys.meta_path.remove(_LinecacheFiller)
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            run_module(module)
+            module.cache.update(_pending_sources)
+            _pending_sources.clear()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+if "linecache" not in sys.modules:
+    sys.meta_path.insert(0, _LinecacheFiller)
 
 
 def _format_syntax_error(e: SyntaxError) -> str:

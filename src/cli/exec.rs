@@ -87,59 +87,77 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         eprintln!("vis: new session {session_id} (continue it with --session {session_id})");
     }
 
-    let closed = store.close_dangling_turns(&session_id)?;
-    if closed > 0 {
-        eprintln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
-    }
-    let turn = store.begin_turn(&session_id, TurnKind::Exec, None)?;
-    let iteration = store.next_iteration(&session_id, turn)?;
-    let counts = store.counts(&session_id)?;
     let defs = store.load_defs(&session_id)?;
     let mut opts = worker_options(&config, roots.first().map(Path::new))?;
     opts.memory_limit_mb = limits.memory_limit_mb;
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     let _ = std::fs::create_dir_all(&artifact_dir);
-    opts.sandbox.writable.push(artifact_dir);
+    opts.sandbox.writable.push(artifact_dir.clone());
     opts.sandbox
         .writable
         .extend(roots.iter().skip(1).map(PathBuf::from));
     let mut supervisor = Supervisor::new(opts, defs);
-
-    let artifact_dir = crate::config::artifact_dir(db, &session_id);
-    // MCP servers become namespaces; they start only when a block calls one (or, the first
-    // time, to learn their tools), since `vis exec` is one short process.
-    let hub = crate::mcp::hub_for(&config, Path::new(&roots[0]), artifact_dir.clone(), &*store)?;
-    for note in hub.notices() {
-        eprintln!("{}", super::term::escape_controls(&note));
-    }
-    for (name, fingerprint) in hub.fingerprints() {
-        if let Some(tools) = store.cached_mcp_tools(&name, &fingerprint)? {
-            hub.use_cached_tools(&name, &tools);
-        }
-    }
-    let hub = (!hub.is_empty()).then_some(hub);
-    let request = Block {
-        code: code.clone(),
-        filename: format!("<t{turn}/i{iteration}>"),
-        session: session_dict(
-            &session_id,
-            turn,
-            iteration,
-            counts,
-            crate::session::utilization_without_requests(),
-        ),
-        output_limit: limits.output_limit,
-        artifact_path: artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
+    let turn_plan = TurnPlan {
+        session_id: &session_id,
+        code: &code,
+        roots: &roots,
         artifact_dir,
-        workspace_roots: roots.iter().map(PathBuf::from).collect(),
-        timeout: limits.timeout,
-        artifact_quota: limits.sandbox.artifact_quota,
+        limits: &limits,
+        config: &config,
     };
-    let started_at = now_millis();
-    // The code is stored before the worker sees it.
-    store.begin_iteration(&session_id, turn, iteration, &code, started_at)?;
-    let outcome = match run_block(&mut supervisor, request, hub.as_ref(), &*store)? {
+
+    let events = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("vis exec: cannot start the event loop: {e}"),
+        })?;
+    let (turn, iteration, started_at, outcome) = events.block_on(async {
+        // Ctrl-C interrupts the block (also while the worker is still starting: then the
+        // block does not run), not the program.
+        let stop = CancellationToken::new();
+        let on_ctrl_c = stop.clone();
+        let listener = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+            }
+        });
+        // The worker's start (an interpreter, the prelude, the restored definitions) is most
+        // of a cold start and needs nothing from the turn's records: it runs while they are
+        // written (the database work runs whenever the start waits on the worker).
+        let (started, prepared) =
+            tokio::join!(supervisor.start(), async { turn_plan.record(&mut store) });
+        let outcome = match prepared {
+            Err(e) => Err(e),
+            Ok(prepared) => {
+                let outcome = match started {
+                    Ok(()) => {
+                        run_block(
+                            &mut supervisor,
+                            prepared.request,
+                            prepared.hub.as_ref(),
+                            &*store,
+                            stop,
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
+                Ok((
+                    prepared.turn,
+                    prepared.iteration,
+                    prepared.started_at,
+                    outcome,
+                ))
+            }
+        };
+        supervisor.shutdown().await;
+        listener.abort();
+        outcome
+    })?;
+    let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {
             let _ = store.finish_iteration(&IterationRecord {
@@ -221,70 +239,133 @@ fn print_output(out: &str) {
     }
 }
 
-/// Runs the block on an event loop of its own; Ctrl-C interrupts the block (also while the
-/// worker is still starting: then the block does not run), not the program.
-fn run_block(
+/// What `vis exec` records before its block runs.
+struct TurnPlan<'a> {
+    session_id: &'a str,
+    code: &'a str,
+    roots: &'a [String],
+    artifact_dir: PathBuf,
+    limits: &'a super::settings::Limits,
+    config: &'a crate::config::Config,
+}
+
+/// The turn recorded for the block, and the block ready to send.
+struct PreparedTurn {
+    turn: i64,
+    iteration: i64,
+    started_at: i64,
+    request: Block,
+    hub: Option<crate::mcp::McpHub>,
+}
+
+impl TurnPlan<'_> {
+    /// Closes turns a stopped process left running, begins the turn and its iteration (the
+    /// code is stored before the worker sees it), learns the MCP servers, and settles the
+    /// store's log while the worker is still starting.
+    fn record(&self, store: &mut Box<Store>) -> Result<PreparedTurn, CliError> {
+        let session_id = self.session_id;
+        let closed = store.close_dangling_turns(session_id)?;
+        if closed > 0 {
+            eprintln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
+        }
+        let turn = store.begin_turn(session_id, TurnKind::Exec, None)?;
+        let iteration = store.next_iteration(session_id, turn)?;
+        let counts = store.counts(session_id)?;
+        // MCP servers become namespaces; they start only when a block calls one (or, the
+        // first time, to learn their tools), since `vis exec` is one short process.
+        let hub = crate::mcp::hub_for(
+            self.config,
+            Path::new(&self.roots[0]),
+            self.artifact_dir.clone(),
+            &**store,
+        )?;
+        for note in hub.notices() {
+            eprintln!("{}", super::term::escape_controls(&note));
+        }
+        for (name, fingerprint) in hub.fingerprints() {
+            if let Some(tools) = store.cached_mcp_tools(&name, &fingerprint)? {
+                hub.use_cached_tools(&name, &tools);
+            }
+        }
+        let hub = (!hub.is_empty()).then_some(hub);
+        let request = Block {
+            code: self.code.to_string(),
+            filename: format!("<t{turn}/i{iteration}>"),
+            session: session_dict(
+                session_id,
+                turn,
+                iteration,
+                counts,
+                crate::session::utilization_without_requests(),
+            ),
+            output_limit: self.limits.output_limit,
+            artifact_path: self.artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
+            artifact_dir: self.artifact_dir.clone(),
+            workspace_roots: self.roots.iter().map(PathBuf::from).collect(),
+            timeout: self.limits.timeout,
+            artifact_quota: self.limits.sandbox.artifact_quota,
+        };
+        let started_at = now_millis();
+        store.begin_iteration(session_id, turn, iteration, self.code, started_at)?;
+        // A log that cannot be settled now is settled by a later run or SQLite itself.
+        let _ = store.settle_log();
+        Ok(PreparedTurn {
+            turn,
+            iteration,
+            started_at,
+            request,
+            hub,
+        })
+    }
+}
+
+/// Runs the block on the started worker, answering its host calls (MCP tools); Ctrl-C
+/// (`stop`) interrupts it.
+async fn run_block(
     supervisor: &mut Supervisor,
     mut request: Block,
     hub: Option<&crate::mcp::McpHub>,
     store: &Store,
-) -> Result<Result<BlockResult, RuntimeError>, CliError> {
-    let events = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis exec: cannot start the event loop: {e}"),
-        })?;
-    Ok(events.block_on(async {
-        let stop = CancellationToken::new();
-        let on_ctrl_c = stop.clone();
-        let listener = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_ctrl_c.cancel();
+    stop: CancellationToken,
+) -> Result<BlockResult, RuntimeError> {
+    if let Some(hub) = hub {
+        // Servers never seen before start now, once, so their tools are known.
+        hub.connect(&hub.unlisted()).await;
+        let (namespaces, functions) = hub.functions();
+        supervisor.set_mcp_tools(namespaces, functions).await?;
+        request.session["mcp"] = hub.status_json();
+    }
+    let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();
+    let mut tasks = Vec::new();
+    let outcome = {
+        let run = supervisor.exec(request, calls, stop);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                outcome = &mut run => break outcome,
+                Some(call) = incoming.recv() => match crate::mcp::spawn_host_call(hub, call) {
+                    Ok(task) => tasks.push(task),
+                    Err(call) => {
+                        // Folding needs the gateway (`vis chat`, `vis serve`).
+                        let answer = Err(crate::runtime::CallError(format!(
+                            "'{}' is not available in `vis exec`, which runs blocks without a model",
+                            call.method
+                        )));
+                        call.reply(answer);
+                    }
+                },
             }
-        });
-        if let Some(hub) = hub {
-            // Servers never seen before start now, once, so their tools are known.
-            hub.connect(&hub.unlisted()).await;
-            let (namespaces, functions) = hub.functions();
-            supervisor.set_mcp_tools(namespaces, functions).await?;
-            request.session["mcp"] = hub.status_json();
         }
-        let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();
-        let mut tasks = Vec::new();
-        let outcome = {
-            let run = supervisor.exec(request, calls, stop);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    outcome = &mut run => break outcome,
-                    Some(call) = incoming.recv() => match crate::mcp::spawn_host_call(hub, call) {
-                        Ok(task) => tasks.push(task),
-                        Err(call) => {
-                            // Folding needs the gateway (`vis chat`, `vis serve`).
-                            let answer = Err(crate::runtime::CallError(format!(
-                                "'{}' is not available in `vis exec`, which runs blocks without a model",
-                                call.method
-                            )));
-                            call.reply(answer);
-                        }
-                    },
-                }
-            }
-        };
-        for task in tasks {
-            task.abort();
+    };
+    for task in tasks {
+        task.abort();
+    }
+    if let Some(hub) = hub {
+        hub.list_started().await;
+        for (server, fingerprint, tools) in hub.take_unsaved_tool_lists() {
+            let _ = store.cache_mcp_tools(&server, &fingerprint, &tools);
         }
-        supervisor.shutdown().await;
-        if let Some(hub) = hub {
-            hub.list_started().await;
-            for (server, fingerprint, tools) in hub.take_unsaved_tool_lists() {
-                let _ = store.cache_mcp_tools(&server, &fingerprint, &tools);
-            }
-            hub.shutdown().await;
-        }
-        listener.abort();
-        outcome
-    }))
+        hub.shutdown().await;
+    }
+    outcome
 }

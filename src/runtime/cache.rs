@@ -6,7 +6,11 @@
 //!   opened again;
 //! - `signatures/<16 hex>.json`: the signatures and docstrings of the functions the prelude or
 //!   one extension registers, per digest of their source files
-//!   (`python/vis/_extensions/signatures.py`), so a start does not import `inspect`.
+//!   (`python/vis/_extensions/signatures.py`), so a start does not import `inspect`;
+//! - `restore/<32 hex>.json`: the compiled code of one session's persisted definitions, per
+//!   digest of the bytecode magic number, the workspace and the definitions
+//!   (`python/vis/_codecache.py`), so a restart does not compile them again. The worker hands
+//!   it over with its `restored` message; it marshals the code before any definition runs.
 //!
 //! (The prelude's bytecode needs no cache: the build compiles it into the binary.)
 //!
@@ -58,7 +62,8 @@ impl<'py> pyo3::FromPyObject<'_, 'py> for CacheWrite {
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error(
-        "cache path `{0}` is not a known cache file (expected entry-points/<8 hex digits>.json)"
+        "cache path `{0}` is not a known cache file (expected entry-points/<8 hex digits>.json, \
+         signatures/<16 hex digits>.json or restore/<32 hex digits>.json)"
     )]
     UnknownPath(String),
     #[error("cache file `{path}` would be {size} bytes, over the {MAX_CACHE_BYTES}-byte cap")]
@@ -108,7 +113,7 @@ fn known_path(path: &str) -> bool {
             .and_then(|name| name.strip_suffix(".json"))
             .is_some_and(|hex| hex.len() == digits && hex.bytes().all(|b| b.is_ascii_hexdigit()))
     };
-    hex_name("entry-points/", 8) || hex_name("signatures/", 16)
+    hex_name("entry-points/", 8) || hex_name("signatures/", 16) || hex_name("restore/", 32)
 }
 
 /// The JSON value of cache file `path` under `dir`; `None` when the path is not a known cache
@@ -128,6 +133,43 @@ pub fn read(dir: &Path, path: &str) -> Option<serde_json::Value> {
         return None;
     }
     serde_json::from_slice(&text).ok()
+}
+
+/// Writes the cache files a worker reported; one that cannot be written is skipped (the next
+/// start computes it again; nothing else depends on it).
+pub fn write_all(dir: &Path, caches: &[CacheWrite]) {
+    for cache in caches {
+        let _ = write(dir, cache);
+    }
+    if caches.iter().any(|c| c.path.starts_with("restore/")) {
+        prune(&dir.join("restore"), MAX_RESTORE_FILES);
+    }
+}
+
+/// How many `restore/` files the cache keeps: one per set of definitions a session had at a
+/// start, so sessions that keep changing them would otherwise fill the directory.
+pub const MAX_RESTORE_FILES: usize = 200;
+
+/// Removes the least recently written files of `dir` beyond the newest `keep`.
+fn prune(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            meta.is_file()
+                .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), e.path()))
+        })
+        .collect();
+    if files.len() <= keep {
+        return;
+    }
+    files.sort();
+    for (_, path) in &files[..files.len() - keep] {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Checks one cache file a worker reported and writes it atomically under `dir`.
@@ -198,12 +240,41 @@ mod tests {
             read(dir.path(), "signatures/0123456789abcdef.json"),
             Some(json!(["x"]))
         );
+        let restore = "restore/0123456789abcdef0123456789abcdef.json";
+        write(dir.path(), &entry(restore, json!({"defs": []}))).unwrap();
+        assert_eq!(read(dir.path(), restore), Some(json!({"defs": []})));
         // No temp files are left beside it.
         let names: Vec<_> = std::fs::read_dir(dir.path().join("entry-points"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn restore_files_beyond_the_cap_are_pruned_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = |i: usize| format!("restore/{i:032x}.json");
+        for i in 0..MAX_RESTORE_FILES + 3 {
+            write(dir.path(), &entry(&name(i), json!({"defs": []}))).unwrap();
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000 + i as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(name(i)))
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        write_all(dir.path(), &[entry(&name(9999), json!({"defs": []}))]);
+        let left = std::fs::read_dir(dir.path().join("restore"))
+            .unwrap()
+            .count();
+        assert_eq!(left, MAX_RESTORE_FILES);
+        for i in 0..4 {
+            assert!(!dir.path().join(name(i)).exists(), "{i}");
+        }
+        assert!(dir.path().join(name(4)).exists());
+        assert!(dir.path().join(name(9999)).exists());
     }
 
     #[test]
@@ -216,6 +287,8 @@ mod tests {
             "entry-points/0123abcg.json",
             "entry-points/0123abc.json",
             "signatures/0123abcd.json",
+            "restore/0123456789abcdef.json",
+            "restore/0123456789abcdef0123456789abcdeg.json",
             "prelude/0123abcd.json",
             "entry-points/0123abcd.json.tmp",
         ] {

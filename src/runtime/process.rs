@@ -17,7 +17,7 @@ use tokio::process::{Child, Command};
 
 use super::channel::{HostChannel, Incoming};
 use super::env::worker_env;
-use super::wire::{Isolation, WorkerMessage};
+use super::wire::{HostMessage, Isolation, WorkerMessage};
 use super::{RuntimeError, WorkerOptions};
 use crate::catalog::ManifestEntry;
 use crate::protocol::ExitInfo;
@@ -45,10 +45,13 @@ pub(crate) struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts a worker and waits for its `ready`.
+    /// Starts a worker and waits for its `ready`. `first` is sent as soon as the process
+    /// exists: the worker handles it right after `ready` without waiting for the host (a
+    /// restore, at a start), and the caller then reads its answer.
     pub async fn spawn(
         opts: &WorkerOptions,
         safe_mode: bool,
+        first: Option<HostMessage>,
     ) -> Result<WorkerProcess, RuntimeError> {
         let capture = tempfile::Builder::new()
             .prefix("vis-worker-")
@@ -119,7 +122,11 @@ impl WorkerProcess {
             isolation: Isolation::default(),
             _tmp: tmp,
         };
+        if let Some(message) = first {
+            worker.channel.send(message);
+        }
         let ready = tokio::time::timeout(opts.startup_timeout, worker.channel.recv()).await;
+
         match ready {
             Ok(Incoming::Message(WorkerMessage::Ready {
                 python_version,
@@ -129,10 +136,7 @@ impl WorkerProcess {
                 ..
             })) => {
                 if let Some(dir) = &cache_dir {
-                    for cache in &cache_writes {
-                        // A cache that cannot be written is rebuilt by the next start.
-                        let _ = super::cache::write(dir, cache);
-                    }
+                    super::cache::write_all(dir, &cache_writes);
                 }
                 worker.python_version = python_version;
                 worker.manifest = manifest;

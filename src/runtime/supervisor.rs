@@ -168,31 +168,41 @@ impl Supervisor {
         }
         // An extension that kills or hangs the worker while it loads must not lock the
         // session out: start again with only the bundled extensions and say why.
-        let (mut worker, extensions_skipped) = match WorkerProcess::spawn(&self.opts, false).await {
-            Ok(worker) => (worker, None),
-            Err(RuntimeError::WorkerStart(first)) => {
-                match WorkerProcess::spawn(&self.opts, true).await {
-                    Ok(worker) => (worker, Some(first)),
-                    Err(e) => {
-                        return Err(RuntimeError::WorkerStart(format!(
-                            "{first}; with only the bundled extensions: {e}"
-                        )))
+        // The definitions go with the start, so the worker restores them right after `ready`.
+        let restore = (!self.defs.is_empty()).then(|| HostMessage::Restore {
+            defs: self.defs.clone(),
+        });
+        let (mut worker, extensions_skipped) =
+            match WorkerProcess::spawn(&self.opts, false, restore.clone()).await {
+                Ok(worker) => (worker, None),
+                Err(RuntimeError::WorkerStart(first)) => {
+                    match WorkerProcess::spawn(&self.opts, true, restore.clone()).await {
+                        Ok(worker) => (worker, Some(first)),
+                        Err(e) => {
+                            return Err(RuntimeError::WorkerStart(format!(
+                                "{first}; with only the bundled extensions: {e}"
+                            )))
+                        }
                     }
                 }
-            }
-            Err(e) => return Err(e),
-        };
+                Err(e) => return Err(e),
+            };
         let safe_mode = extensions_skipped.is_some();
-        let report = if self.defs.is_empty() {
+        let report = if restore.is_none() {
             RestoreReport::default()
         } else {
-            worker.channel.send(HostMessage::Restore {
-                defs: self.defs.clone(),
-            });
             let answer =
                 tokio::time::timeout(self.opts.restore_timeout, worker.channel.recv()).await;
             match answer {
-                Ok(Incoming::Message(WorkerMessage::Restored(report))) => report,
+                Ok(Incoming::Message(WorkerMessage::Restored {
+                    report,
+                    cache_writes,
+                })) => {
+                    if let Some(dir) = &self.opts.cache_dir {
+                        super::cache::write_all(dir, &cache_writes);
+                    }
+                    report
+                }
                 Ok(Incoming::Message(other)) => {
                     worker.kill().await;
                     return Err(RuntimeError::Protocol(format!(
@@ -204,7 +214,7 @@ impl Supervisor {
                     // A definition that hangs or crashes at definition time must not make the
                     // session unusable: start clean and say which definitions were skipped.
                     let exit = worker.kill().await;
-                    worker = WorkerProcess::spawn(&self.opts, safe_mode).await?;
+                    worker = WorkerProcess::spawn(&self.opts, safe_mode, None).await?;
                     let why =
                         format!("restoring definitions stopped the worker ({exit}); none restored");
                     RestoreReport {

@@ -68,12 +68,16 @@ pub enum WorkerMessage {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cache_writes: Vec<super::cache::CacheWrite>,
     },
-    Restored(RestoreReport),
-    /// The result of block `id` (boxed: it is by far the largest message).
-    Result {
-        id: u64,
-        result: Box<BlockResult>,
+    Restored {
+        #[serde(flatten)]
+        report: RestoreReport,
+        /// Cache files the restore computed (the definitions' compiled code), for the host to
+        /// write, as with `ready`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cache_writes: Vec<super::cache::CacheWrite>,
     },
+    /// The result of block `id` (boxed: it is by far the largest message).
+    Result { id: u64, result: Box<BlockResult> },
     /// A call from the block back to the host (answered with `HostMessage::Response`).
     Request {
         id: u64,
@@ -85,9 +89,7 @@ pub enum WorkerMessage {
         entries: Vec<crate::catalog::ManifestEntry>,
     },
     /// The worker could not do what was asked and is about to exit.
-    Fatal {
-        message: String,
-    },
+    Fatal { message: String },
 }
 
 impl WorkerMessage {
@@ -95,7 +97,7 @@ impl WorkerMessage {
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerMessage::Ready { .. } => "ready",
-            WorkerMessage::Restored(_) => "restored",
+            WorkerMessage::Restored { .. } => "restored",
             WorkerMessage::Result { .. } => "result",
             WorkerMessage::Request { .. } => "request",
             WorkerMessage::Manifest { .. } => "manifest",

@@ -492,11 +492,22 @@ fn serve(
         match msg {
             HostMessage::Shutdown => break,
             HostMessage::Restore { defs } => {
-                let report = Python::attach(|py| -> PyResult<RestoreReport> {
-                    runner.bind(py).call_method1("restore", (defs,))?.extract()
+                let (report, cache_writes) = Python::attach(|py| -> PyResult<_> {
+                    let report: RestoreReport = runner
+                        .bind(py)
+                        .call_method1("restore", (defs,))?
+                        .extract()?;
+                    let cache_writes: Vec<super::cache::CacheWrite> = py
+                        .import("vis._extensions")?
+                        .call_method0("take_cache_writes")?
+                        .extract()?;
+                    Ok((report, cache_writes))
                 })
                 .map_err(py_err)?;
-                send(&WorkerMessage::Restored(report))?;
+                send(&WorkerMessage::Restored {
+                    report,
+                    cache_writes,
+                })?;
             }
             HostMessage::Exec { id, block } => {
                 CURRENT_EXEC.store(id, Ordering::SeqCst);

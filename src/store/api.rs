@@ -188,6 +188,12 @@ pub trait SessionRecords {
     fn location(&self) -> &Path;
     /// The schema version the data is at.
     fn schema_version(&self) -> Result<u32>;
+    /// Folds what was written so far into the main data, without waiting for anyone, so the
+    /// next process to open the store starts fast. Meant for idle moments (while a worker
+    /// starts); a backend without such a log does nothing.
+    fn settle_log(&self) -> Result<()> {
+        Ok(())
+    }
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>>;
     /// The session, or [`StoreError::UnknownSession`](super::StoreError::UnknownSession).

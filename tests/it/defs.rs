@@ -192,3 +192,138 @@ vistest!(
         );
     }
 );
+
+/// The one restore cache file of this env (`restore/<32 hex>.json`) and its JSON.
+fn restore_cache(env: &crate::support::TestEnv) -> (std::path::PathBuf, serde_json::Value) {
+    let files: Vec<_> = std::fs::read_dir(env.cache_dir().join("restore"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    (files[0].clone(), serde_json::from_str(&text).unwrap())
+}
+
+/// Base64 of the marshalled code of `source` compiled as the definition `name` is, by the
+/// same Python the worker runs.
+fn compiled(name: &str, source: &str) -> String {
+    let script = format!(
+        "import marshal, binascii\nprint(binascii.b2a_base64(marshal.dumps(compile({source:?}, '<def {name}>', 'exec', dont_inherit=True)), newline=False).decode())"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+vistest!(
+    restored_definitions_are_compiled_once_then_loaded_compiled,
+    |env| {
+        env.exec("s", "def f():\n    return 1\ndef g():\n    return f() + 1");
+        let first = env.exec("s", "print(g())");
+        assert!(first.stdout.ends_with("\n2\n"), "{}", first.stdout);
+        let (path, cache) = restore_cache(&env);
+        let entries = cache["defs"].as_array().unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0][0], "f");
+        assert_eq!(entries[0][1], "def f():\n    return 1\n");
+
+        // The next start takes the code from the cache, not from the source: code planted there
+        // (with the source it claims to be) is what runs. Only the host writes this directory.
+        let mut planted = cache.clone();
+        planted["defs"][0][2] = compiled("f", "def f():\n    return 41\n").into();
+        std::fs::write(&path, planted.to_string()).unwrap();
+        let from_cache = env.exec("s", "print(g())");
+        assert!(
+            from_cache.stdout.ends_with("\n42\n"),
+            "{}",
+            from_cache.stdout
+        );
+
+        // An entry whose sources are not the session's is not used (and is replaced).
+        let mut other = planted.clone();
+        other["defs"][0][1] = "def f():\n    return 40\n".into();
+        std::fs::write(&path, other.to_string()).unwrap();
+        let recompiled = env.exec("s", "print(g())");
+        assert!(
+            recompiled.stdout.ends_with("\n2\n"),
+            "{}",
+            recompiled.stdout
+        );
+        assert_eq!(restore_cache(&env).1, cache);
+    }
+);
+
+vistest!(a_damaged_restore_cache_is_compiled_around, |env| {
+    env.exec(
+        "s",
+        "import re\ndef words(s):\n    return re.findall(r'\\w+', s)",
+    );
+    env.exec("s", "pass");
+    let (path, cache) = restore_cache(&env);
+    let mut truncated = cache.clone();
+    truncated["defs"].as_array_mut().unwrap().pop();
+    let mut not_code = cache.clone();
+    not_code["defs"][1][2] = "bm90IGNvZGU=".into();
+    let mut not_base64 = cache.clone();
+    not_base64["defs"][1][2] = "%%%".into();
+    for damaged in [
+        "{\"defs\": [".to_string(),
+        "[]".to_string(),
+        truncated.to_string(),
+        not_code.to_string(),
+        not_base64.to_string(),
+    ] {
+        std::fs::write(&path, &damaged).unwrap();
+        let out = env.exec("s", "print(words('a b'))");
+        assert_eq!(out.code, 0, "{damaged}: {}", out.stderr);
+        assert_eq!(
+            out.stdout, "[vis] new worker: restored 2 definitions: re, words\n['a', 'b']\n",
+            "{damaged}"
+        );
+        assert_eq!(restore_cache(&env).1, cache, "{damaged}");
+    }
+});
+
+vistest!(
+    what_a_definition_does_at_restore_cannot_change_the_kept_code,
+    |env| {
+        // A class body runs when it is restored; here it breaks `marshal.dumps`. The code kept
+        // for the session was marshalled before any definition ran, so it is intact.
+        env.exec(
+        "s",
+        "import marshal\nclass Saboteur:\n    marshal.dumps = lambda *a, **k: b'x'\ndef after():\n    return 'ok'",
+    );
+        let restored = env.exec("s", "print(after())");
+        assert!(restored.stdout.ends_with("\nok\n"), "{}", restored.stdout);
+        let (_, cache) = restore_cache(&env);
+        let codes: Vec<&str> = cache["defs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[2].as_str().unwrap())
+            .collect();
+        assert_eq!(codes.len(), 3);
+        let check = format!(
+        "import marshal, binascii, types\nfor c in {codes:?}:\n    assert isinstance(marshal.loads(binascii.a2b_base64(c)), types.CodeType)\nprint('intact')"
+    );
+        let out = std::process::Command::new("python3")
+            .args(["-c", &check])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "intact\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let again = env.exec("s", "print(after())");
+        assert!(again.stdout.ends_with("\nok\n"), "{}", again.stdout);
+    }
+);

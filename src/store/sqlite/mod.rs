@@ -164,8 +164,9 @@ impl SqliteStore {
                 });
             }
             // The last connection to close would checkpoint the WAL into the database (two
-            // fsyncs, a few ms at the end of every `vis exec`). Left to SQLite's automatic
-            // checkpoint instead; with `synchronous = NORMAL` what is durable stays the same.
+            // fsyncs, a few ms at the end of every `vis exec`). Callers checkpoint while they
+            // are idle instead (`settle_log`, while a worker starts), and SQLite's automatic
+            // checkpoint remains; with `synchronous = NORMAL` what is durable stays the same.
             conn.set_db_config(
                 rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
                 true,
@@ -224,6 +225,17 @@ impl SessionRecords for SqliteStore {
         Ok(self
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    fn settle_log(&self) -> Result<()> {
+        // PASSIVE: copies the WAL's frames into the database and never waits for other
+        // connections. Closing does not checkpoint (see `open`), so without this every opener
+        // would rebuild the WAL index from a log that only grows until the automatic
+        // checkpoint, on its own start-up path; after it the next write restarts the log.
+        let _busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(0))?;
+        Ok(())
     }
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>> {
