@@ -52,13 +52,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         eprintln!("{}", super::term::escape_controls(&note));
     }
     let mut supervisor = Supervisor::new(worker_options(&config, Some(&workspace))?, Vec::new());
-    let events = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis catalog: cannot start the event loop: {e}"),
-        })?;
+    let events = super::event_loop("vis catalog")?;
     let manifest = events.block_on(async {
         let (started, ()) = tokio::join!(supervisor.start(), hub.connect_all());
         let result = async {

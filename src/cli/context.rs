@@ -55,13 +55,7 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
         }
         None => None,
     };
-    let events = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis context: cannot start the event loop: {e}"),
-        })?;
+    let events = super::event_loop("vis context")?;
     events.block_on(async move {
         let (mut session, _) = ChatSession::open(store, db, &args.id, settings)
             .map_err(|e| CliError::gateway("vis context", e))?;

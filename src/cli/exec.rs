@@ -107,13 +107,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         config: &config,
     };
 
-    let events = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis exec: cannot start the event loop: {e}"),
-        })?;
+    let events = super::event_loop("vis exec")?;
     let (turn, iteration, started_at, outcome) = events.block_on(async {
         // Ctrl-C interrupts the block (also while the worker is still starting: then the
         // block does not run), not the program.

@@ -125,6 +125,17 @@ impl CliError {
     }
 }
 
+/// A single-threaded event loop for one command (`vis exec`, `vis catalog`, `vis context`).
+fn event_loop(command: &str) -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError {
+            code: 1,
+            message: format!("{command}: cannot start the event loop: {e}"),
+        })
+}
+
 /// Exit code when the session database cannot be used (damaged, foreign, from a newer vis,
 /// not writable): not a usage error, and distinct from a block that failed (1).
 pub const STORE_FAILURE: i32 = 3;

@@ -401,17 +401,40 @@ impl LockedFile {
         Ok(())
     }
 
-    /// Put the temp file (holding `bytes`) in place. With `RENAME_EXCHANGE` the old file stays
-    /// linked under the temp name until it is checked once more after [`SETTLE`], so a write
-    /// that raced the exchange is undone rather than lost.
-    fn commit(&self, temp: TempFile<'_>, bytes: &[u8], faults: &Faults) -> Result<(), WriteError> {
-        match renameat_with(
+    /// Swaps the temp file and the file at the name (`RENAME_EXCHANGE`).
+    fn exchange(&self, temp: &TempFile<'_>) -> Result<(), Errno> {
+        renameat_with(
             &self.dir,
             &temp.name,
             &self.dir,
             &self.name,
             RenameFlags::EXCHANGE,
-        ) {
+        )
+    }
+
+    /// True when the locked file is as it was read, except for its ctime (the exchange itself
+    /// updates that).
+    fn unchanged_but_ctime(&self) -> Result<bool, WriteError> {
+        let now = Identity::of(&fstat(&self.file)?);
+        Ok(Identity {
+            ctime: self.identity.ctime,
+            ..now
+        } == self.identity)
+    }
+
+    /// True when the exchange put the file this patch read under the temp name (nobody
+    /// pointed the name at another file meanwhile).
+    fn swapped_out(&self, temp: &TempFile<'_>) -> bool {
+        statat(&self.dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW)
+            .map(|st| self.identity.same_object(&st))
+            .unwrap_or(false)
+    }
+
+    /// Put the temp file (holding `bytes`) in place. With `RENAME_EXCHANGE` the old file stays
+    /// linked under the temp name until it is checked once more after [`SETTLE`], so a write
+    /// that raced the exchange is undone rather than lost.
+    fn commit(&self, temp: TempFile<'_>, bytes: &[u8], faults: &Faults) -> Result<(), WriteError> {
+        match self.exchange(&temp) {
             Ok(()) => {}
             Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::PERM) => {
                 // No exchange here (filesystem or seccomp): the checks above were the last.
@@ -428,16 +451,8 @@ impl LockedFile {
         // wait for it (and for anyone who opened the file meanwhile to close it) so its write
         // is seen below instead of going into the file about to be unlinked.
         let modified = settle(&self.watch.borrow());
-        // The rename itself updates the old file's ctime; anything else must be as it was.
-        let old_now = Identity::of(&fstat(&self.file)?);
-        let old_still_same = !modified
-            && Identity {
-                ctime: self.identity.ctime,
-                ..old_now
-            } == self.identity;
-        let swapped_out_ours = statat(&self.dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW)
-            .map(|st| self.identity.same_object(&st))
-            .unwrap_or(false);
+        let old_still_same = !modified && self.unchanged_but_ctime()?;
+        let swapped_out_ours = self.swapped_out(&temp);
         if old_still_same && swapped_out_ours {
             // The temp name now holds the old version; the guard removes it.
             return Ok(());
@@ -445,13 +460,7 @@ impl LockedFile {
         // Undo: what was at the name goes back, the new version returns to the temp name and
         // is removed by the guard. If the undo itself fails, both versions are kept.
         temp.disarm();
-        renameat_with(
-            &self.dir,
-            &temp.name,
-            &self.dir,
-            &self.name,
-            RenameFlags::EXCHANGE,
-        )?;
+        self.exchange(&temp)?;
         temp.armed.set(true);
         if old_still_same {
             return Err(WriteError::Changed(
@@ -478,13 +487,7 @@ impl LockedFile {
         new_leased: bool,
         faults: &Faults,
     ) -> Result<(), WriteError> {
-        match renameat_with(
-            &self.dir,
-            &temp.name,
-            &self.dir,
-            &self.name,
-            RenameFlags::EXCHANGE,
-        ) {
+        match self.exchange(&temp) {
             Ok(()) => {}
             Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP | Errno::PERM) => {
                 // No exchange here (filesystem or seccomp): the rename removes the old version
@@ -498,15 +501,8 @@ impl LockedFile {
         if let Some(hook) = &faults.after_exchange {
             self.run_hook(hook, new_leased.then(|| temp.fd.as_fd()));
         }
-        // The rename itself updates the old file's ctime; anything else must be as it was.
-        let old_now = Identity::of(&fstat(&self.file)?);
-        let old_unchanged = Identity {
-            ctime: self.identity.ctime,
-            ..old_now
-        } == self.identity;
-        let swapped_out_ours = statat(&self.dir, &temp.name, AtFlags::SYMLINK_NOFOLLOW)
-            .map(|st| self.identity.same_object(&st))
-            .unwrap_or(false);
+        let old_unchanged = self.unchanged_but_ctime()?;
+        let swapped_out_ours = self.swapped_out(&temp);
         let writer_waiting = lease_broken(self.file.as_fd());
         if old_unchanged && swapped_out_ours && !writer_waiting {
             unlinkat(&self.dir, &temp.name, AtFlags::empty())?;
@@ -516,13 +512,7 @@ impl LockedFile {
         // Undo: what was at the name goes back, the new version returns to the temp name and
         // is removed. If the undo itself fails, both versions are kept.
         temp.disarm();
-        renameat_with(
-            &self.dir,
-            &temp.name,
-            &self.dir,
-            &self.name,
-            RenameFlags::EXCHANGE,
-        )?;
+        self.exchange(&temp)?;
         temp.armed.set(true);
         // The original is at its name again: a writer waiting for it may go on.
         self.release_lease();

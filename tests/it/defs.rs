@@ -210,8 +210,13 @@ fn compiled(name: &str, source: &str) -> String {
     let script = format!(
         "import marshal, binascii\nprint(binascii.b2a_base64(marshal.dumps(compile({source:?}, '<def {name}>', 'exec', dont_inherit=True)), newline=False).decode())"
     );
+    python3(&script).trim().to_string()
+}
+
+/// What `python3 -c script` prints (the same Python the worker runs); fails on an error.
+fn python3(script: &str) -> String {
     let out = std::process::Command::new("python3")
-        .args(["-c", &script])
+        .args(["-c", script])
         .output()
         .unwrap();
     assert!(
@@ -219,7 +224,7 @@ fn compiled(name: &str, source: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 vistest!(
@@ -313,16 +318,7 @@ vistest!(
         let check = format!(
         "import marshal, binascii, types\nfor c in {codes:?}:\n    assert isinstance(marshal.loads(binascii.a2b_base64(c)), types.CodeType)\nprint('intact')"
     );
-        let out = std::process::Command::new("python3")
-            .args(["-c", &check])
-            .output()
-            .unwrap();
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "intact\n",
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(python3(&check), "intact\n");
         let again = env.exec("s", "print(after())");
         assert!(again.stdout.ends_with("\nok\n"), "{}", again.stdout);
     }

@@ -609,6 +609,24 @@ vistest!(an_empty_database_file_is_refused_and_kept, |env| {
     assert_eq!(fresh.exec("z", "print(1)").stdout, "1\n");
 });
 
+/// Runs the shell `script` in a private mount namespace (so it may mount a small tmpfs), with
+/// the vis binary as `$0` and `block` as `$1`; returns its stdout and stderr.
+fn in_private_mounts(env: &TestEnv, script: &str, block: &str) -> (String, String) {
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", script])
+        .arg(vis_bin())
+        .arg(block)
+        .env("VIS_HOME", env.path().join("home"))
+        .env("VIS_CONFIG_DIR", env.config_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 vistest!(a_disk_that_fills_during_a_block_keeps_its_output, |env| {
     // A 3 MiB disk of its own (a tmpfs in a private mount namespace) holds the workspace and
     // the database; the block fills it.
@@ -619,17 +637,7 @@ vistest!(a_disk_that_fills_during_a_block_keeps_its_output, |env| {
         d = disk.display()
     );
     let block = "f = open('fill', 'wb')\ntry:\n    while True:\n        f.write(b'x' * 65536)\n        f.flush()\nexcept OSError as e:\n    print('disk full:', e.strerror)";
-    let out = Command::new("unshare")
-        .args(["-m", "sh", "-c", &script])
-        .arg(vis_bin())
-        .arg(block)
-        .env("VIS_HOME", env.path().join("home"))
-        .env("VIS_CONFIG_DIR", env.config_dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = in_private_mounts(&env, &script, block);
     assert!(
         stdout.contains("disk full: No space left on device"),
         "{stdout}{stderr}"
@@ -661,17 +669,7 @@ vistest!(
         o = env.path().join("out.txt").display()
     );
         let block = "f = open('fill', 'wb')\ntry:\n    while True:\n        f.write(b'x' * 65536)\n        f.flush()\nexcept OSError as e:\n    pass\nprint('y' * 600000)\nprint('ran to the end')";
-        let out = Command::new("unshare")
-            .args(["-m", "sh", "-c", &script])
-            .arg(vis_bin())
-            .arg(block)
-            .env("VIS_HOME", env.path().join("home"))
-            .env("VIS_CONFIG_DIR", env.config_dir())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (stdout, stderr) = in_private_mounts(&env, &script, block);
         assert!(stdout.contains("rc=1\n"), "{stdout}{stderr}");
         assert!(stdout.contains("yyy\nran to the end\n"), "{stdout}{stderr}");
         assert!(
