@@ -103,6 +103,10 @@ pub enum ConfigError {
 /// max_file_mb = 8192              # largest file a block may write
 /// max_processes = 4096            # processes of the user (RLIMIT_NPROC)
 /// artifact_quota_mb = 1024        # full outputs kept per session
+/// hide = ["~/work/secrets"]       # more paths blocks see empty (besides ~/.ssh, ~/.aws, …)
+/// allow_read = ["~/.ssh/known_hosts"]  # hidden paths blocks may read after all
+/// allow_unix_sockets = false      # let blocks create Unix sockets
+/// tmp_size_mb = 1024              # size of the worker's own /tmp, /var/tmp and /dev/shm
 ///
 /// [folding]
 /// introspection = false           # read_session returns originals (also vis chat --introspection)
@@ -170,6 +174,17 @@ pub struct SandboxConfig {
     pub max_file_mb: Option<u64>,
     pub max_processes: Option<u64>,
     pub artifact_quota_mb: Option<u64>,
+    /// More paths blocks may not see (empty in their view).
+    #[serde(default)]
+    pub hide: Vec<String>,
+    /// Hidden paths blocks may read after all (never Vis's own directories).
+    #[serde(default)]
+    pub allow_read: Vec<String>,
+    /// Let blocks create Unix sockets (off: a socket file outside the workspace could reach a
+    /// program outside the sandbox).
+    pub allow_unix_sockets: Option<bool>,
+    /// The size cap of each of the worker's own tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`).
+    pub tmp_size_mb: Option<u64>,
 }
 
 /// `[serve]`: `vis serve`.
@@ -416,17 +431,49 @@ impl Config {
             crate::sandbox::Mode::parse(mode)
                 .map_err(|e| invalid(format!("{}`sandbox.mode`: {e}", at(&["sandbox", "mode"]))))?;
         }
-        for path in &typed.sandbox.writable {
-            if !Path::new(path).is_absolute() {
-                return Err(invalid(format!(
-                    "{}`sandbox.writable` holds {path:?}, which is not an absolute path",
-                    at(&["sandbox", "writable"])
-                )));
+        let mut sandbox = typed.sandbox;
+        for (key, paths) in [
+            ("writable", &mut sandbox.writable),
+            ("hide", &mut sandbox.hide),
+            ("allow_read", &mut sandbox.allow_read),
+        ] {
+            for path in paths.iter_mut() {
+                match expand_home(path) {
+                    Some(absolute) => *path = absolute,
+                    None => {
+                        return Err(invalid(format!(
+                            "{}`sandbox.{key}` holds {path:?}, which is not an absolute path (or one starting with ~/); write it in full",
+                            at(&["sandbox", key])
+                        )))
+                    }
+                }
             }
         }
-        config.sandbox = typed.sandbox;
+        if sandbox.tmp_size_mb == Some(0) {
+            return Err(invalid(format!(
+                "{}`sandbox.tmp_size_mb` must be at least 1",
+                at(&["sandbox", "tmp_size_mb"])
+            )));
+        }
+        config.sandbox = sandbox;
         Ok(config)
     }
+}
+
+/// `path` made absolute: as it is, or with a leading `~/` read as the home directory. `None`
+/// for a relative path (or `~/` without a home).
+fn expand_home(path: &str) -> Option<String> {
+    if Path::new(path).is_absolute() {
+        return Some(path.to_string());
+    }
+    let rest = path.strip_prefix("~/").or((path == "~").then_some(""))?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some(
+        PathBuf::from(home)
+            .join(rest)
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// serde's type names in words a user knows ("expected f64" is "expected a number").

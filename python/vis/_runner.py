@@ -97,7 +97,7 @@ def _on_interrupt(signum: int, frame: Any) -> None:
 
 
 class Runner:
-    def __init__(self, capture_path: str) -> None:
+    def __init__(self) -> None:
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main

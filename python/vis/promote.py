@@ -81,7 +81,6 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
 
     directory = os.path.join(_state.workspace, ".vis", "extensions")
     path = os.path.join(directory, extension + ".py")
-    os.makedirs(directory, exist_ok=True)
     existing = _HEADER
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -105,17 +104,9 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
     block = "".join(new_imports) + '\n\n@register("%s.%s")\n%s' % (extension, name, source if source.endswith("\n") else source + "\n")
     text = text.rstrip("\n") + "\n" + block
     compile(text, path, "exec")
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix="." + extension + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    # `.vis` is read-only inside the sandbox (it also holds the MCP commands the host runs):
+    # the host writes this one file.
+    _native.host_call("write_extension", {"extension": extension, "text": text})
     _extensions.reload_extension(extension)
     status = _extensions.registry.status.get(extension, {})
     if status.get("error"):

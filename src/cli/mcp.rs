@@ -156,11 +156,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     opts.memory_limit_mb = limits.memory_limit_mb;
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
-    let _ = std::fs::create_dir_all(&artifact_dir);
-    opts.sandbox.writable.push(artifact_dir.clone());
-    opts.sandbox
-        .writable
-        .extend(roots.iter().skip(1).map(PathBuf::from));
+    opts.add_session(db, &artifact_dir, &roots);
     let supervisor = Supervisor::new(opts, defs);
     let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
     let verb = if created { "new session" } else { "session" };

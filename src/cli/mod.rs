@@ -86,8 +86,6 @@ pub enum SessionsAction {
 
 #[derive(Debug, Args)]
 pub struct WorkerCliArgs {
-    #[arg(long)]
-    pub capture: PathBuf,
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MEMORY_LIMIT_MB)]
     pub memory_limit_mb: u64,
     #[arg(long)]
@@ -209,7 +207,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::run_worker(crate::runtime::WorkerArgs {
-            capture: args.capture,
             memory_limit_mb: args.memory_limit_mb,
             workspace: args.workspace,
             config_dir: args.config_dir,

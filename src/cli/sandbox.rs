@@ -4,8 +4,10 @@
 use clap::{Args, Subcommand};
 
 use super::settings::{limits, load_config, worker_options, LimitArgs};
+use super::term::escape_controls;
 use super::CliError;
 use crate::runtime::Runtime;
+use crate::sandbox::Mode;
 
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
@@ -73,6 +75,46 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
         "  private /proc     {} (the host's processes are not visible)",
         yes(layers.private_proc)
     );
+    let view = matches!(policy.mode, Mode::ReadOnly | Mode::WorkspaceWrite);
+    println!(
+        "  read-only root    {}",
+        match (view, layers.read_only_root) {
+            (false, _) => format!("not used ({})", policy.mode.as_str()),
+            (true, true) if policy.mode == Mode::ReadOnly =>
+                "yes (only the session's own directories are writable)".to_string(),
+            (true, true) =>
+                "yes (only the workspace and the session's own directories are writable)"
+                    .to_string(),
+            (true, false) => "no".to_string(),
+        }
+    );
+    println!(
+        "  private /tmp      {}",
+        match (view, layers.private_tmp) {
+            (false, _) => format!("not used ({})", policy.mode.as_str()),
+            (true, true) => format!(
+                "yes (/tmp, /var/tmp, /dev/shm and /dev are the worker's own; {} MiB each)",
+                policy.tmp_bytes / (1024 * 1024)
+            ),
+            (true, false) => "no".to_string(),
+        }
+    );
+    println!(
+        "  no terminal       {}",
+        if layers.no_terminal {
+            "yes (a session of its own: /dev/tty cannot be opened)"
+        } else {
+            "no"
+        }
+    );
+    println!(
+        "  capabilities      {}",
+        match (policy.mode, layers.no_capabilities) {
+            (Mode::Off, _) => "kept (sandbox off)",
+            (_, true) => "none (every set empty, root's execve rules off)",
+            (_, false) => "some kept",
+        }
+    );
     println!(
         "  network off       {}",
         if policy.network {
@@ -84,9 +126,9 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
     println!(
         "  landlock          {}",
         match (&layers.landlock, policy.mode) {
-            (_, crate::sandbox::Mode::FullAccess) => "not used (full-access)".to_string(),
-            (_, crate::sandbox::Mode::Off) => "not used (sandbox off)".to_string(),
-            (Some(level), crate::sandbox::Mode::ReadOnly) =>
+            (_, Mode::FullAccess) => "not used (full-access)".to_string(),
+            (_, Mode::Off) => "not used (sandbox off)".to_string(),
+            (Some(level), Mode::ReadOnly) =>
                 format!("{level} (writes only to the session's own directories)"),
             (Some(level), _) => format!(
                 "{level} (writes only beneath the workspace and the session's own directories)"
@@ -97,10 +139,10 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
     println!(
         "  seccomp           {}",
         match policy.mode {
-            crate::sandbox::Mode::FullAccess => "not used (full-access)".to_string(),
-            crate::sandbox::Mode::Off => "not used (sandbox off)".to_string(),
+            Mode::FullAccess => "not used (full-access)".to_string(),
+            Mode::Off => "not used (sandbox off)".to_string(),
             _ if layers.seccomp => format!(
-                "yes ({} system calls refused: {})",
+                "yes ({} system calls refused: {}; by argument: {})",
                 crate::sandbox::denied_syscalls().len(),
                 crate::sandbox::denied_syscalls()
                     .iter()
@@ -108,12 +150,35 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
                     .map(|(n, _)| *n)
                     .collect::<Vec<_>>()
                     .join(", ")
-                    + ", …"
+                    + ", …",
+                crate::sandbox::denied_by_argument(policy.unix_sockets).join(", ")
             ),
             _ => "no".into(),
         }
     );
+    println!(
+        "  unix sockets      {}",
+        if layers.unix_sockets_off {
+            "off (blocks cannot create them; [sandbox] allow_unix_sockets)"
+        } else if policy.unix_sockets && view {
+            "allowed ([sandbox] allow_unix_sockets): only sockets in the view can be reached"
+        } else {
+            "allowed"
+        }
+    );
     println!("  resource limits   {}", yes(layers.rlimits));
+    if !layers.hidden.is_empty() {
+        println!("hidden (empty in the worker's view; [sandbox] hide, allow_read):");
+        for path in &layers.hidden {
+            println!("  {}", escape_controls(path));
+        }
+    }
+    if view {
+        println!(
+            "protected (read-only inside every workspace root): {}, and the git directory a `gitdir:` file names",
+            crate::sandbox::PROTECTED_IN_WORKSPACE.join(", ")
+        );
+    }
     if layers.missing.is_empty() {
         println!("missing: nothing");
     } else {

@@ -171,6 +171,17 @@ pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
     if let Some(n) = config.sandbox.max_processes {
         sandbox.max_processes = n;
     }
+    sandbox.hide = config.sandbox.hide.iter().map(PathBuf::from).collect();
+    sandbox.allow_read = config
+        .sandbox
+        .allow_read
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    sandbox.unix_sockets = config.sandbox.allow_unix_sockets.unwrap_or(false);
+    if let Some(mb) = config.sandbox.tmp_size_mb {
+        sandbox.tmp_bytes = mb.saturating_mul(1024 * 1024);
+    }
     if let Some(mb) = config.sandbox.artifact_quota_mb {
         sandbox.artifact_quota = mb.saturating_mul(1024 * 1024);
     }
@@ -195,6 +206,7 @@ pub fn worker_options(
     opts.deny = config.deny.clone();
     opts.trusted = workspace.is_some_and(|w| crate::trust::is_trusted(config, w));
     opts.env = config.sandbox.env.clone();
+    opts.data_dir = Some(crate::config::vis_home());
     Ok(opts)
 }
 

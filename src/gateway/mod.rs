@@ -239,13 +239,9 @@ impl ChatSession {
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
         // Blocks write their full outputs there, also under the sandbox.
         let artifact_dir = crate::config::artifact_dir(db, id);
-        let _ = std::fs::create_dir_all(&artifact_dir);
-        settings.worker.sandbox.writable.push(artifact_dir);
         settings
             .worker
-            .sandbox
-            .writable
-            .extend(row.workspace_roots.iter().skip(1).map(PathBuf::from));
+            .add_session(db, &artifact_dir, &row.workspace_roots);
         let supervisor = Supervisor::new(settings.worker.clone(), defs);
         let (shown_catalog, shown_agents) = shown_state(prefix.as_ref(), &entries);
         let estimate = prefix.as_ref().map_or(0, |p| p.tokens.max(0) as u64)

@@ -19,14 +19,20 @@
 //!
 //! A PID namespace needs `CAP_SYS_ADMIN`; an unprivileged user gets it inside a new user
 //! namespace that maps only its own uid and gid (so files keep their owners). Root skips the
-//! user namespace, so it keeps its powers over files it does not own. Where the kernel refuses
-//! (no user namespaces, a seccomp policy), the worker runs without the namespace as a child
-//! subreaper, so the host's kill still finds orphans among its descendants; [`Layers`] says
-//! which layer is missing and why.
+//! user namespace (files keep root's ownership) and drops every capability before a block runs
+//! (`sandbox::drop_capabilities`). Where the kernel refuses (no user namespaces, a seccomp
+//! policy), the worker runs without the namespace as a child subreaper, so the host's kill
+//! still finds orphans among its descendants; [`Layers`] says which layer is missing and why.
+//!
+//! The filesystem view (`sandbox::build_view`) is built here, in the new mount namespace and
+//! before init forks, so init and the worker share it; init then mounts the private `/proc`.
+//! Init starts a session of its own, so neither it nor the worker has a controlling terminal
+//! (without a PID namespace the launcher forks once for the same reason): a block cannot open
+//! `/dev/tty` or type into the user's shell.
 
 use std::io::Write;
 
-use crate::sandbox::{Layers, Policy};
+use crate::sandbox::{Layers, Mode, Policy};
 
 /// Enters the namespaces; returns in the process that should run the interpreter, with
 /// what is in force. Must be called before any thread is started.
@@ -35,7 +41,7 @@ pub fn isolate(policy: &Policy) -> Layers {
         mode: Some(policy.mode),
         ..Layers::default()
     };
-    if policy.mode == crate::sandbox::Mode::Off {
+    if policy.mode == Mode::Off {
         return fallback(
             layers,
             "sandbox off (mode off): no namespaces, Landlock or seccomp".into(),
@@ -94,6 +100,9 @@ pub fn isolate(policy: &Policy) -> Layers {
             layers.note("mount namespace", std::io::Error::last_os_error());
         }
     }
+    if layers.mount_namespace && matches!(policy.mode, Mode::ReadOnly | Mode::WorkspaceWrite) {
+        build_view(policy, &mut layers);
+    }
     if flags & libc::CLONE_NEWNET != 0 {
         match loopback_up() {
             Ok(()) => layers.network_off = true,
@@ -131,6 +140,7 @@ pub fn isolate(policy: &Policy) -> Layers {
     // SAFETY: closing the read end we do not use.
     unsafe { libc::close(status_read) };
     die_with_parent();
+    layers.no_terminal = new_session();
     if layers.mount_namespace {
         // A /proc of this PID namespace: the host and other sessions are not in it.
         // SAFETY: mount(2) with constant, valid arguments.
@@ -145,6 +155,9 @@ pub fn isolate(policy: &Policy) -> Layers {
         } == 0;
         if mounted {
             layers.private_proc = true;
+            for note in crate::sandbox::harden_proc() {
+                layers.note("private /proc", note);
+            }
         } else {
             layers.note("private /proc", std::io::Error::last_os_error());
         }
@@ -158,6 +171,8 @@ pub fn isolate(policy: &Policy) -> Layers {
         unsafe { libc::_exit(71) };
     }
     if worker > 0 {
+        // Init only reaps from here on: it needs none of its powers.
+        let _ = crate::sandbox::drop_capabilities();
         run_init(worker, status_write);
     }
     // SAFETY: as above.
@@ -172,13 +187,61 @@ pub fn isolate(policy: &Policy) -> Layers {
     layers
 }
 
+/// Without a PID namespace: the worker is a child subreaper of its own, in a session of its
+/// own (a fork, since the launcher leads its process group and so cannot start a session).
 fn fallback(mut layers: Layers, why: String) -> Layers {
+    layers.missing.push(why);
+    // SAFETY: single-threaded fork; the parent only waits and relays the child's end.
+    let child = unsafe { libc::fork() };
+    if child > 0 {
+        run_launcher(child, -1);
+    }
+    if child == 0 {
+        die_with_parent();
+        layers.no_terminal = new_session();
+    } else {
+        layers.note("no terminal", std::io::Error::last_os_error());
+    }
     // SAFETY: prctl with a constant option; failure only loses the subreaper.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
-    layers.missing.push(why);
     layers
+}
+
+/// A session of our own: no controlling terminal from here on (`/dev/tty` cannot be opened,
+/// and nothing can be typed into the user's terminal).
+fn new_session() -> bool {
+    // SAFETY: setsid has no memory effects; it fails only for a process group leader.
+    unsafe { libc::setsid() >= 0 }
+}
+
+/// Builds the filesystem view the host planned, and records what is in force.
+fn build_view(policy: &Policy, layers: &mut Layers) {
+    let Some(view) = &policy.view else {
+        layers.note("filesystem view", "the host planned none");
+        return;
+    };
+    match crate::sandbox::build_view(view) {
+        Ok(built) => {
+            layers.read_only_root = true;
+            layers.private_tmp = true;
+            layers.hidden = built
+                .hidden
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            layers.protected = built
+                .protected
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            for note in built.notes {
+                layers.note("filesystem view", note);
+            }
+        }
+        Err(e) => layers.note("filesystem view", e),
+    }
 }
 
 /// Brings the loopback interface of the new network namespace up, so servers a block starts
@@ -253,11 +316,12 @@ fn run_launcher(init: libc::pid_t, status_read: libc::c_int) -> ! {
         }
         // Init reports the worker's raw wait status; without it, init's own status.
         let mut raw = [0u8; 4];
-        let worker_status = if libc::read(status_read, raw.as_mut_ptr().cast(), 4) == 4 {
-            libc::c_int::from_ne_bytes(raw)
-        } else {
-            status
-        };
+        let worker_status =
+            if status_read >= 0 && libc::read(status_read, raw.as_mut_ptr().cast(), 4) == 4 {
+                libc::c_int::from_ne_bytes(raw)
+            } else {
+                status
+            };
         exit_like(worker_status)
     }
 }

@@ -26,6 +26,7 @@ mod launcher;
 mod native;
 mod output;
 mod process;
+mod promote;
 mod supervisor;
 mod wire;
 mod worker;

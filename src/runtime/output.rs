@@ -2,7 +2,9 @@
 //! lot. Head and tail are kept, cut at line boundaries when one is near, with a marker that says
 //! how much was cut and where the full text was saved.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Default cap on block output, in characters.
@@ -69,54 +71,86 @@ pub enum NotSaved {
     Io(#[from] std::io::Error),
 }
 
-/// Caps the output held in the file at `path`; when something is cut, the whole file is copied
-/// to `artifact`, unless that would take the artifact directory over `quota` bytes. Returns the
+/// Caps the output held in `file` (read from its start through this descriptor, never by a
+/// path another process could swap); when something is cut, the whole of it is copied to
+/// `artifact`, unless that would take the artifact directory over `quota` bytes. Returns the
 /// capped text and whether the artifact was written (or why not).
+///
+/// The descriptor must be a regular file: anything else (a FIFO that never ends, a device
+/// that never runs dry) is refused before a byte is read.
 pub fn cap_file(
-    path: &Path,
+    file: &File,
     limit: usize,
     artifact: &Path,
     quota: u64,
 ) -> std::io::Result<(Capped, Saved)> {
-    let len = std::fs::metadata(path)?.len();
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the capture is not a regular file",
+        ));
+    }
+    let len = meta.len();
     if len <= IN_MEMORY_BYTES {
-        let raw = std::fs::read(path)?;
+        let mut raw = vec![0u8; len as usize];
+        let n = read_at_most(file, 0, &mut raw)?;
+        raw.truncate(n);
         let capped = cap_output(&raw, limit, Some(artifact));
         let saved = if capped.cut_chars > 0 {
-            save_copy(path, artifact, quota).map(|()| true)
+            save_copy(file, n as u64, artifact, quota).map(|()| true)
         } else {
             Ok(false)
         };
         return Ok((capped, saved));
     }
-    let mut file = std::fs::File::open(path)?;
     // Characters are counted as UTF-8 lead bytes (invalid bytes count one each, as U+FFFD).
     let mut total_chars = 0usize;
     let mut lossy = false;
     let mut chunk = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut chunk)?;
+    let mut offset = 0u64;
+    while offset < len {
+        let want = chunk.len().min((len - offset) as usize);
+        let n = read_at_most(file, offset, &mut chunk[..want])?;
         if n == 0 {
             break;
         }
         total_chars += chunk[..n].iter().filter(|&&b| (b & 0xC0) != 0x80).count();
         lossy = lossy || std::str::from_utf8(&chunk[..n]).is_err();
+        offset += n as u64;
     }
+    // What was there to read (a file that shrank meanwhile is read as it now is).
+    let len = offset;
     // Four bytes per character is the most UTF-8 needs, plus room to snap to a line.
     let window = (limit as u64 * 4 + 1024).min(len);
     let mut head = vec![0u8; window as usize];
-    file.seek(SeekFrom::Start(0))?;
-    file.read_exact(&mut head)?;
+    let n = read_at_most(file, 0, &mut head)?;
+    head.truncate(n);
     let mut tail = vec![0u8; window as usize];
-    file.seek(SeekFrom::Start(len - window))?;
-    file.read_exact(&mut tail)?;
+    let n = read_at_most(file, len - window, &mut tail)?;
+    tail.truncate(n);
     let skip = tail.iter().take_while(|&&b| (b & 0xC0) == 0x80).count();
     let head_text = String::from_utf8_lossy(&head);
     let tail_text = String::from_utf8_lossy(&tail[skip..]);
     let mut capped = cut_between(&head_text, &tail_text, total_chars, limit, Some(artifact));
     capped.lossy = lossy;
-    let saved = save_copy(path, artifact, quota).map(|()| true);
+    let saved = save_copy(file, len, artifact, quota).map(|()| true);
     Ok((capped, saved))
+}
+
+/// Fills `buf` from `offset` as far as the file goes (a file that shrinks meanwhile gives
+/// fewer bytes, never a wait).
+fn read_at_most(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }
 
 /// Bytes of the files directly in `dir` (an artifact directory is flat).
@@ -132,23 +166,32 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Copies `from` to `to` through a temp file, so an artifact is never half written; refuses
-/// when the directory would hold more than `quota` bytes.
-fn save_copy(from: &Path, to: &Path, quota: u64) -> Result<(), NotSaved> {
+/// Copies the first `len` bytes of `from` to `to` through a temp file, so an artifact is never
+/// half written; refuses when the directory would hold more than `quota` bytes.
+fn save_copy(from: &File, len: u64, to: &Path, quota: u64) -> Result<(), NotSaved> {
     let dir = to.parent().unwrap_or(Path::new("."));
-    let size = std::fs::metadata(from).map(|m| m.len()).unwrap_or(0);
     let used = dir_bytes(dir);
-    if used + size > quota {
+    if used + len > quota {
         return Err(NotSaved::OverQuota {
             used_mib: used / (1024 * 1024),
-            size_mib: size.div_ceil(1024 * 1024),
+            size_mib: len.div_ceil(1024 * 1024),
             quota_mib: quota / (1024 * 1024),
         });
     }
     let write = || -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let tmp = tempfile::NamedTempFile::new_in(dir)?;
-        std::fs::copy(from, tmp.path())?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        let mut chunk = vec![0u8; 1 << 20];
+        let mut offset = 0u64;
+        while offset < len {
+            let want = chunk.len().min((len - offset) as usize);
+            let n = read_at_most(from, offset, &mut chunk[..want])?;
+            if n == 0 {
+                break;
+            }
+            tmp.write_all(&chunk[..n])?;
+            offset += n as u64;
+        }
         tmp.persist(to).map_err(|e| e.error)?;
         Ok(())
     };
@@ -305,7 +348,8 @@ mod tests {
         }
         std::fs::write(&src, &text).unwrap();
         let art = dir.path().join("art/full.txt");
-        let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
+        let file = File::open(&src).unwrap();
+        let (c, saved) = cap_file(&file, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
         assert!(matches!(saved, Ok(true)), "{saved:?}");
         assert_eq!(std::fs::read(&art).unwrap(), text.as_bytes());
         assert_eq!(c.total_chars, text.chars().count());
@@ -317,9 +361,36 @@ mod tests {
         );
         // Small files take the in-memory path with the same result shape.
         std::fs::write(&src, "short\n").unwrap();
-        let (c, saved) = cap_file(&src, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
+        let file = File::open(&src).unwrap();
+        let (c, saved) = cap_file(&file, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap();
         assert_eq!(c.text, "short\n");
         assert!(matches!(saved, Ok(false)), "{saved:?}");
+    }
+
+    #[test]
+    fn a_capture_that_is_not_a_regular_file_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let art = dir.path().join("full.txt");
+        for device in ["/dev/zero", "/dev/null"] {
+            let file = File::open(device).unwrap();
+            let e = cap_file(&file, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap_err();
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        let e = cap_file(&file, 1000, &art, DEFAULT_ARTIFACT_QUOTA).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(!art.exists());
     }
 
     fn marker_len(text: &str) -> usize {

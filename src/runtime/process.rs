@@ -1,15 +1,19 @@
 //! Spawning a worker process and ending it for good.
 //!
 //! The worker is the same binary (`vis worker`) in its own process group, with a cleaned
-//! environment and a capture file for its fd 1 and 2. Ending it kills the whole tree under it:
+//! environment, a filesystem view planned here (`sandbox::plan_view`), and a capture file for
+//! its fd 1 and 2. The capture file has no name (`O_TMPFILE`): the host reads it only through
+//! its own descriptor, so a block can neither swap it for a link to the host's secrets, a FIFO
+//! or `/dev/zero`, nor reach another session's. Ending the worker kills the whole tree under it:
 //! in a PID namespace (see `launcher`) killing the launcher is enough, but without one a block's
 //! `setsid` children would escape a process-group kill, so [`kill_tree`] walks `/proc` and
 //! stops every descendant before killing them all.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::OpenOptions;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -35,12 +39,13 @@ pub(crate) struct WorkerProcess {
     child: Child,
     pub pid: i32,
     pub channel: HostChannel,
-    /// fd 1 and 2 of the worker; removed when the worker is dropped.
-    pub capture: tempfile::NamedTempFile,
+    /// fd 1 and 2 of the worker: a file without a name, read only through this descriptor.
+    capture: File,
     pub python_version: String,
     pub manifest: Vec<ManifestEntry>,
     pub isolation: Isolation,
-    /// The worker's own `TMPDIR` (writable in every sandbox mode); removed with the worker.
+    /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
+    /// removed with the worker, and swept by the next spawn if the host was killed.
     _tmp: tempfile::TempDir,
 }
 
@@ -53,19 +58,10 @@ impl WorkerProcess {
         safe_mode: bool,
         first: Option<HostMessage>,
     ) -> Result<WorkerProcess, RuntimeError> {
-        let capture = tempfile::Builder::new()
-            .prefix("vis-worker-")
-            .suffix(".out")
-            .tempfile()
-            .map_err(RuntimeError::Io)?;
-        let stderr = OpenOptions::new()
-            .append(true)
-            .open(capture.path())
-            .map_err(RuntimeError::Io)?;
+        let capture = capture_file().map_err(RuntimeError::Io)?;
+        let stderr = capture.try_clone().map_err(RuntimeError::Io)?;
         let mut cmd = Command::new(&opts.program);
         cmd.arg("worker")
-            .arg("--capture")
-            .arg(capture.path())
             .arg("--memory-limit-mb")
             .arg(opts.memory_limit_mb.to_string());
         if let Some(ws) = &opts.workspace {
@@ -88,7 +84,7 @@ impl WorkerProcess {
         if let Some(dir) = &cache_dir {
             cmd.arg("--cache-dir").arg(dir);
         }
-        let tmp = crate::sandbox::private_tmp().map_err(RuntimeError::Io)?;
+        let tmp = private_tmp().map_err(RuntimeError::Io)?;
         let policy = worker_policy(opts, tmp.path());
         cmd.arg("--sandbox").arg(
             serde_json::to_string(&policy).map_err(|e| RuntimeError::Protocol(e.to_string()))?,
@@ -179,16 +175,18 @@ impl WorkerProcess {
         }
     }
 
-    /// What the worker printed (shown when it fails to start).
+    /// What the worker printed (shown when it fails to start): its first 64 KiB.
     pub fn capture_text(&self) -> String {
-        match std::fs::read(self.capture.path()) {
-            Ok(raw) => String::from_utf8_lossy(&raw).into_owned(),
+        let mut raw = vec![0u8; 64 * 1024];
+        match self.capture.read_at(&mut raw, 0) {
+            Ok(n) => String::from_utf8_lossy(&raw[..n]).into_owned(),
             Err(e) => format!("(cannot read the worker's output: {e})"),
         }
     }
 
-    pub fn capture_path(&self) -> &Path {
-        self.capture.path()
+    /// The worker's fd 1 and 2, as the host opened it.
+    pub fn capture(&self) -> &File {
+        &self.capture
     }
 
     /// Waits for a worker that closed its pipe to finish exiting (killing it if it lingers).
@@ -225,21 +223,96 @@ impl WorkerProcess {
     }
 }
 
-/// The policy a worker enters: the options' one, with the paths it may write completed.
+/// The unnamed file a worker's fd 1 and 2 point at (append mode, so every writer adds at the
+/// end even after the worker empties it between blocks).
+fn capture_file() -> std::io::Result<File> {
+    let file = tempfile::tempfile()?;
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags | rustix::fs::OFlags::APPEND)?;
+    Ok(file)
+}
+
+/// Prefix of the worker temp directories in the host's temp dir; the host's pid follows.
+const TMP_PREFIX: &str = "vis-tmp-";
+
+/// A temp directory of the worker's own, mode 0700, named after this process so a later
+/// spawn can sweep it if this process is killed before it removes it.
+fn private_tmp() -> std::io::Result<tempfile::TempDir> {
+    sweep_stale_tmp(&std::env::temp_dir());
+    tempfile::Builder::new()
+        .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
+/// Removes the worker temp directories of hosts that are gone (a `kill -9` leaves them).
+fn sweep_stale_tmp(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = rustix::process::geteuid();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == me.as_raw());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The policy a worker enters: the options' one, with its filesystem view planned and the
+/// paths Landlock alone lets it write where the kernel gives it no view.
 fn worker_policy(opts: &WorkerOptions, tmp: &Path) -> crate::sandbox::Policy {
     use crate::sandbox::Mode;
     let mut policy = opts.sandbox.clone();
-    policy.writable.push(tmp.to_path_buf());
-    if policy.mode == Mode::WorkspaceWrite {
-        if let Some(ws) = &opts.workspace {
-            policy.writable.push(ws.clone());
-        }
-        // Where tools write scratch files by habit, as in Codex's workspace-write.
-        policy.writable.push("/tmp".into());
-        policy.writable.push("/var/tmp".into());
+    let roots: Vec<PathBuf> = opts
+        .workspace
+        .iter()
+        .cloned()
+        .chain(policy.extra_roots.iter().cloned())
+        .collect();
+    let vis = crate::sandbox::VisPlaces {
+        data_dir: opts.data_dir.clone(),
+        config_dir: opts.config_dir.clone(),
+        cache_dir: opts.cache_dir.clone(),
+    };
+    let worker_reads: Vec<PathBuf> = opts
+        .config_dir
+        .iter()
+        .flat_map(|dir| [dir.join("extensions"), dir.join("skills")])
+        .collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if matches!(policy.mode, Mode::ReadOnly | Mode::WorkspaceWrite) {
+        policy.view = Some(crate::sandbox::plan_view(
+            &policy,
+            &roots,
+            home.as_deref(),
+            &vis,
+            &worker_reads,
+        ));
     }
-    policy.writable.sort();
-    policy.writable.dedup();
+    let mut writable = policy.session_dirs.clone();
+    writable.push(tmp.to_path_buf());
+    if policy.mode == Mode::WorkspaceWrite {
+        writable.extend(roots);
+        writable.extend(policy.writable.iter().cloned());
+        // Where tools write scratch files by habit, as in Codex's workspace-write.
+        writable.push("/tmp".into());
+        writable.push("/var/tmp".into());
+    }
+    writable.sort();
+    writable.dedup();
+    policy.writable = writable;
     policy
 }
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::channel::{HostCallSink, Incoming};
+use super::channel::{HostCall, HostCallSink, Incoming};
 use super::output::{cap_file, cap_output};
 use super::process::WorkerProcess;
 use super::wire::{HostMessage, Isolation, WorkerMessage};
@@ -55,9 +55,11 @@ pub struct WorkerOptions {
     pub env: Vec<String>,
     /// The user trusts the workspace (see `trust`): its own code may load at start.
     pub trusted: bool,
-    /// The sandbox (mode, network, extra writable paths). The workspace (in
-    /// `workspace-write`) and the worker's own temp directory are added when it starts.
+    /// The sandbox (mode, network, extra writable paths, the session's own directories,
+    /// what to hide). The filesystem view is planned from it when a worker starts.
     pub sandbox: crate::sandbox::Policy,
+    /// Vis's data directory (`$VIS_HOME`): hidden from blocks.
+    pub data_dir: Option<std::path::PathBuf>,
     /// Vis's cache directory (see `runtime::cache`): the worker reads it, the host writes what
     /// the worker rebuilt; `None` caches nothing. Defaults to [`super::cache::cache_dir`].
     pub cache_dir: Option<std::path::PathBuf>,
@@ -77,10 +79,48 @@ impl WorkerOptions {
             env: Vec::new(),
             trusted: false,
             sandbox: crate::sandbox::Policy::default(),
+            data_dir: None,
             cache_dir: super::cache::cache_dir(),
         }
     }
 }
+
+impl WorkerOptions {
+    /// Adds a session's own places to the sandbox: its artifacts directory (writable in every
+    /// mode), its workspace roots beyond the first, and the store it is kept in with what
+    /// lives beside it (the database and its log, the serve token, other sessions' artifacts),
+    /// which no block may see.
+    pub fn add_session(
+        &mut self,
+        db: &std::path::Path,
+        artifact_dir: &std::path::Path,
+        roots: &[String],
+    ) {
+        let _ = std::fs::create_dir_all(artifact_dir);
+        let policy = &mut self.sandbox;
+        policy.session_dirs.push(artifact_dir.to_path_buf());
+        policy
+            .extra_roots
+            .extend(roots.iter().skip(1).map(std::path::PathBuf::from));
+        let name = db.file_name().map(|n| n.to_string_lossy().into_owned());
+        let dir = db
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if let Some(name) = name {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                policy.private.push(dir.join(format!("{name}{suffix}")));
+            }
+        }
+        policy.private.push(dir.join(STORE_NEIGHBOURS[0]));
+        if let Some(artifacts) = artifact_dir.parent() {
+            policy.private.push(artifacts.to_path_buf());
+        }
+    }
+}
+
+/// Files Vis keeps beside its database that no block may read.
+const STORE_NEIGHBOURS: &[&str] = &["serve-token"];
 
 /// Supervises one session's worker.
 pub struct Supervisor {
@@ -365,12 +405,19 @@ impl Supervisor {
         let Some(worker) = self.worker.as_mut() else {
             return Err(RuntimeError::Worker("no worker".into()));
         };
-        worker.channel.route_calls(calls);
+        // Calls the runtime answers itself are taken out here; the rest go to the caller.
+        let (own_calls, mut incoming_calls) = tokio::sync::mpsc::unbounded_channel();
+        worker.channel.route_calls(own_calls);
         worker.channel.send(HostMessage::Exec {
             id,
             block: block.clone(),
         });
-        let waited = wait_for_result(worker, id, &block, &stop, grace).await;
+        let calls = RuntimeCalls {
+            incoming: &mut incoming_calls,
+            caller: &calls,
+            workspace: self.opts.workspace.as_deref(),
+        };
+        let waited = wait_for_result(worker, id, &block, &stop, grace, calls).await;
         worker.channel.clear_calls();
         let (ending, cause) = match waited {
             Ok(w) => w,
@@ -475,6 +522,26 @@ enum Ending {
     },
 }
 
+/// The host calls of a running block: those the runtime answers itself (`promote()`'s write)
+/// and the caller's sink for the rest.
+struct RuntimeCalls<'a> {
+    incoming: &'a mut tokio::sync::mpsc::UnboundedReceiver<HostCall>,
+    caller: &'a HostCallSink,
+    workspace: Option<&'a std::path::Path>,
+}
+
+impl RuntimeCalls<'_> {
+    fn dispatch(&self, call: HostCall) {
+        if call.method == super::promote::WRITE_EXTENSION {
+            let answer = super::promote::write_extension(self.workspace, &call.params);
+            call.reply(answer);
+        } else {
+            // A caller that is gone drops the call, which answers it with an error.
+            let _ = self.caller.send(call);
+        }
+    }
+}
+
 /// Waits for block `id`'s result, interrupting it at its timeout or when `stop` is
 /// cancelled, and killing the worker when it does not stop within `grace`. Returns how the
 /// wait ended and why the block was interrupted, if it was.
@@ -484,6 +551,7 @@ async fn wait_for_result(
     block: &Block,
     stop: &CancellationToken,
     grace: Duration,
+    calls: RuntimeCalls<'_>,
 ) -> Result<(Ending, Option<Cause>), RuntimeError> {
     let timeout_at = Instant::now() + block.timeout;
     // Set once an interrupt (timeout or stop) went out: when the grace period ends.
@@ -522,6 +590,7 @@ async fn wait_for_result(
                     return Ok((Ending::Died { exit, captured }, cause));
                 }
             },
+            Some(call) = calls.incoming.recv() => calls.dispatch(call),
             _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
                 cause = Some(Cause::Timeout);
                 worker.channel.send(HostMessage::Interrupt { id });
@@ -662,7 +731,7 @@ fn settle(ending: Ending, cause: Option<Cause>, block: &Block, opts: &WorkerOpti
 /// What a block whose worker was lost printed before, capped (its status is settled later).
 fn captured_output(worker: &WorkerProcess, block: &Block) -> BlockResult {
     let (capped, saved) = cap_file(
-        worker.capture_path(),
+        worker.capture(),
         block.output_limit,
         &block.artifact_path,
         block.artifact_quota,

@@ -7,8 +7,9 @@
 //! 2. the memory cap is set, and SIGINT is blocked (every thread started later inherits that);
 //! 3. the host's pipes (our original fd 0 and 1) move to close-on-exec descriptors only this
 //!    module knows; fd 0 becomes `/dev/null` (`input()` sees EOF); fd 1 and fd 2 both point at
-//!    the capture file the host gave us (opened `O_APPEND`), so Python prints, C-level writes,
-//!    subprocess output and a fatal-error dump all land there, in order;
+//!    the capture file the host gave us as fd 2 (unnamed, `O_APPEND`), so Python prints,
+//!    C-level writes, subprocess output and a fatal-error dump all land there, in order; a
+//!    private copy of that descriptor is what the worker empties and reads between blocks;
 //! 4. the channel's reader thread starts: it is the only reader of the host's pipe. Replies to
 //!    host calls go to the caller waiting on that id; interrupts are handled on the spot; the
 //!    rest is queued for the interpreter thread. When the pipe closes (the host is gone, even
@@ -27,7 +28,7 @@ use std::ffi::CString;
 use std::fs::File;
 
 use std::os::fd::{FromRawFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
@@ -46,7 +47,6 @@ use crate::protocol::{Block, BlockResult, RestoreReport, Status};
 /// Settings the host passes on the worker's command line.
 #[derive(Debug, Clone)]
 pub struct WorkerArgs {
-    pub capture: PathBuf,
     pub memory_limit_mb: u64,
     pub workspace: Option<PathBuf>,
     /// The user's config directory (`extensions/`, `skills/`), if any.
@@ -78,6 +78,9 @@ struct Channel {
 
 static CHANNEL: OnceLock<Channel> = OnceLock::new();
 
+/// This worker's own descriptor of the capture file (fd 1 and 2 may be replaced by a block).
+static CAPTURE: OnceLock<File> = OnceLock::new();
+
 /// `pthread_t` of the interpreter thread once its SIGINT handler is installed (0 before).
 static INTERPRETER_THREAD: AtomicU64 = AtomicU64::new(0);
 /// Whether [`super::launcher::isolate`] gave us a PID namespace (then init kills what is left).
@@ -94,6 +97,10 @@ include!(concat!(env!("OUT_DIR"), "/prelude_sources.rs"));
 pub fn run_worker(args: WorkerArgs) -> i32 {
     let mut isolation = super::launcher::isolate(&args.sandbox);
     IN_PID_NAMESPACE.store(isolation.pid_namespace, Ordering::SeqCst);
+    if isolation.private_tmp {
+        // The host's temp dir is not in this view; `/tmp` is the worker's own.
+        std::env::set_var("TMPDIR", "/tmp");
+    }
     confine(&args.sandbox, &mut isolation);
     if args.sandbox.require && !isolation.missing.is_empty() {
         eprintln_raw(&format!(
@@ -161,10 +168,27 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
         }
     }
     layers.rlimits = rlimits_ok;
-    if matches!(policy.mode, Mode::FullAccess | Mode::Off) {
+    if policy.mode == Mode::Off {
         return;
     }
-    match crate::sandbox::restrict_writes(&policy.writable) {
+    match crate::sandbox::drop_capabilities() {
+        Ok(()) => layers.no_capabilities = crate::sandbox::no_capabilities_held(),
+        Err(e) => layers.note("capabilities", e),
+    }
+    if policy.mode == Mode::FullAccess {
+        return;
+    }
+    let writable: Vec<PathBuf> = match (&policy.view, layers.read_only_root) {
+        // The view already made everything else read-only; Landlock is the second wall.
+        (Some(view), true) => view
+            .writable
+            .iter()
+            .cloned()
+            .chain(["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from))
+            .collect(),
+        _ => policy.writable.clone(),
+    };
+    match crate::sandbox::restrict_writes(&writable) {
         Ok(level) => {
             layers.landlock = Some(level.as_str().to_string());
             if level == crate::sandbox::Enforcement::Partial {
@@ -176,8 +200,11 @@ fn confine(policy: &crate::sandbox::Policy, layers: &mut Isolation) {
         }
         Err(e) => layers.note("landlock", e),
     }
-    match crate::sandbox::install_seccomp() {
-        Ok(()) => layers.seccomp = true,
+    match crate::sandbox::install_seccomp(policy.unix_sockets) {
+        Ok(()) => {
+            layers.seccomp = true;
+            layers.unix_sockets_off = !policy.unix_sockets;
+        }
         Err(e) => layers.note("seccomp", e),
     }
 }
@@ -212,6 +239,11 @@ fn prepare_process(args: &WorkerArgs) -> Result<mpsc::Receiver<HostMessage>, Run
     block_signals(&[libc::SIGINT])?;
     let proto_in = dup_cloexec(0)?;
     let proto_out = dup_cloexec(1)?;
+    // SAFETY: the descriptor was just created by dup and is owned by nothing else.
+    let capture = unsafe { File::from_raw_fd(dup_cloexec(2)?) };
+    if CAPTURE.set(capture).is_err() {
+        return Err(RuntimeError::Worker("the capture was set up twice".into()));
+    }
     // SAFETY: plain descriptor juggling on descriptors we own; checked return codes.
     unsafe {
         let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
@@ -511,7 +543,7 @@ fn serve(
             }
             HostMessage::Exec { id, block } => {
                 CURRENT_EXEC.store(id, Ordering::SeqCst);
-                let result = run_block(&runner, &block, &args.capture);
+                let result = run_block(&runner, &block);
                 CURRENT_EXEC.store(0, Ordering::SeqCst);
                 send(&WorkerMessage::Result {
                     id,
@@ -632,7 +664,7 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     py.import("_vis_embedded")?
         .getattr("extend_path")?
         .call1((&workspace, args.trusted))?;
-    let runner = runner_cls.call1((args.capture.to_string_lossy().into_owned(),))?;
+    let runner = runner_cls.call0()?;
     let version: String = sys.getattr("version")?.extract()?;
     Ok((runner.unbind(), version))
 }
@@ -640,12 +672,14 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
 /// Runs one block: Python's runner reports what the interpreter saw and what the block
 /// defined; this adds the capped output and the time it took. The status is settled by the
 /// host (`runtime::supervisor`).
-fn run_block(runner: &Py<PyAny>, block: &Block, capture: &Path) -> BlockResult {
+fn run_block(runner: &Py<PyAny>, block: &Block) -> BlockResult {
+    let Some(capture) = CAPTURE.get() else {
+        let mut result = BlockResult::new(Status::Error);
+        result.output = "[vis] the worker has no capture file; this is a bug in vis\n".into();
+        return result;
+    };
     // Start each block with an empty capture file (fd 1 and 2 are O_APPEND onto it).
-    // SAFETY: ftruncate on our own fd 1.
-    unsafe {
-        libc::ftruncate(1, 0);
-    }
+    let _ = capture.set_len(0);
     // The text tools are confined to the session's roots; saved outputs are readable too.
     crate::text::set_workspace(
         crate::text::Workspace::new(block.workspace_roots.iter().cloned())

@@ -1,23 +1,27 @@
-//! The Landlock layer: everything readable, writes only beneath the allowed paths.
+//! The Landlock layer: everything readable, writes only beneath the allowed paths; no
+//! connection to an abstract Unix socket and no signal to a process outside the sandbox.
+//!
+//! The filesystem view (`mounts`) already makes the rest read-only; Landlock is the second
+//! wall, and the only one where the kernel gave the worker no mount namespace.
 
 use super::SandboxError;
 use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
-    ABI,
+    Scope, ABI,
 };
 
 /// The newest ABI this code knows; an older kernel enforces what it can (best effort).
 const ABI_VERSION: ABI = ABI::V7;
 
-/// Paths every mode may write: devices programs write to, and shared memory.
+/// Paths every mode may write: devices programs write to, and the worker's own ptys (the
+/// private `/dev/shm` and `/tmp` are added by the caller when the view made them private).
 const ALWAYS_WRITABLE: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/tty",
-    "/dev/shm",
     "/dev/pts",
 ];
 
@@ -52,6 +56,8 @@ pub fn restrict(writable: &[PathBuf]) -> Result<Enforcement, SandboxError> {
     let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(step("ruleset"))?
+        .scope(Scope::from_all(ABI_VERSION))
+        .map_err(step("scope"))?
         .create()
         .map_err(step("ruleset"))?;
     let root = PathFd::new("/").map_err(|e| SandboxError::Landlock {

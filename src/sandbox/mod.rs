@@ -1,32 +1,47 @@
-//! The worker's sandbox on Linux, in layers (SPEC §1):
+//! The worker's sandbox on Linux, in layers (SPEC §1; the threat model and how it compares
+//! with Codex and Claude Code: `docs/security.md`):
 //!
 //! 1. namespaces (`runtime::launcher`): its own user (unprivileged users), PID, mount and,
 //!    when the network is off, network namespace; a fresh `/proc` that shows only the
-//!    worker's own processes, so the host (and its keys) cannot even be seen;
-//! 2. Landlock ([`landlock`]): writes only beneath the workspace roots, the session's own
-//!    directories (artifacts, temp) and configured extra paths; reads everywhere (or as
-//!    configured);
-//! 3. seccomp ([`seccomp`]): no `ptrace`, `process_vm_readv`/`writev`, `mount`, `bpf`, kernel
-//!    keyring, `perf_event_open`, new namespaces or kernel modules;
-//! 4. resource limits: address space (the memory cap), file size, process count, no core
+//!    worker's own processes, so the host (and its keys) cannot even be seen; its own
+//!    session, so no terminal;
+//! 2. the filesystem view ([`view`] planned by the host, [`mounts`] built in the worker's
+//!    mount namespace): a read-only root, the writable roots bound again, `.git` and `.vis`
+//!    read-only inside them, secrets and Vis's own directories hidden, a private `/tmp`,
+//!    `/var/tmp`, `/dev/shm` and `/dev`, `/run` hidden;
+//! 3. Landlock ([`landlock`]): writes only beneath the same writable roots; no abstract Unix
+//!    socket or signal outside the sandbox;
+//! 4. no capabilities ([`caps`]): every set emptied, root's `execve` rules off;
+//! 5. seccomp ([`seccomp`]): no `ptrace`, mounts, new namespaces, kernel modules, keyring,
+//!    `io_uring`, terminal injection, device nodes or (by default) Unix sockets;
+//! 6. resource limits: address space (the memory cap), file size, process count, no core
 //!    dumps; an environment allow-list (`runtime::env`).
 //!
 //! Modes, in the spirit of Codex: `read-only` (writes only to the session's own directories),
-//! `workspace-write` (the default), `full-access` (no Landlock, no seccomp, network on; the
-//! namespaces stay, so nothing outlives the worker), and `off` (no sandbox at all: for when an
-//! outer sandbox such as a container already confines Vis, and to measure what the sandbox
-//! costs; the worker is then only a child subreaper). The network is a separate switch, off by
-//! default except in `full-access` and `off`.
+//! `workspace-write` (the default), `full-access` (no view, Landlock or seccomp, network on;
+//! the namespaces stay, so nothing outlives the worker, and capabilities are dropped), and
+//! `off` (no sandbox at all: for when an outer sandbox such as a container already confines
+//! Vis, and to measure what the sandbox costs; the worker is then only a child subreaper).
+//! The network is a separate switch, off by default except in `full-access` and `off`.
 //!
 //! A layer the kernel lacks does not stop the worker: [`Layers`] says what is in force and
 //! what is missing (`session["sandbox"]`, `vis sandbox status`), and with
 //! `[sandbox] require = true` the worker refuses to start instead.
 
+mod caps;
 mod landlock;
+mod mounts;
 mod seccomp;
+mod view;
 
+pub use caps::{drop_all as drop_capabilities, none_held as no_capabilities_held};
 pub use landlock::{restrict as restrict_writes, Enforcement};
-pub use seccomp::{denied as denied_syscalls, install as install_seccomp};
+pub use mounts::{build as build_view, harden_proc, Built as BuiltView};
+pub use seccomp::{denied as denied_syscalls, denied_by_argument, install as install_seccomp};
+pub use view::{
+    plan as plan_view, View, VisPlaces, DEFAULT_TMP_BYTES, HIDDEN_IN_HOME, HIDDEN_SYSTEM,
+    PROTECTED_IN_WORKSPACE,
+};
 
 /// Why a sandbox layer could not be put in place, or a mode name was not understood.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +59,8 @@ pub enum SandboxError {
     Seccomp(String),
     #[error("no_new_privs: {0}")]
     NoNewPrivs(std::io::Error),
+    #[error("capabilities: {0}")]
+    Capabilities(String),
 }
 
 /// The most bytes a session's artifacts (full outputs) may take unless configured.
@@ -92,8 +109,35 @@ pub struct Policy {
     pub mode: Mode,
     /// Network access (off by default except in `full-access`).
     pub network: bool,
-    /// Directories (and files) writable beyond the defaults.
+    /// Directories (and files) writable beyond the workspace in workspace-write
+    /// (`[sandbox] writable`). When the host starts a worker it replaces this with everything
+    /// Landlock alone lets the worker write where the kernel gives it no filesystem view.
     pub writable: Vec<PathBuf>,
+    /// The session's own directories (its artifacts): writable in every mode.
+    #[serde(default)]
+    pub session_dirs: Vec<PathBuf>,
+    /// Workspace roots beyond the first (the first is the worker's `--workspace`).
+    #[serde(default)]
+    pub extra_roots: Vec<PathBuf>,
+    /// Vis's own files outside its directories, hidden from blocks: a `--db` elsewhere and
+    /// what lives beside it (its log, the serve token, other sessions' artifacts).
+    #[serde(default)]
+    pub private: Vec<PathBuf>,
+    /// More paths to hide (`[sandbox] hide`).
+    #[serde(default)]
+    pub hide: Vec<PathBuf>,
+    /// Hidden paths to show again, read-only (`[sandbox] allow_read`; never Vis's own).
+    #[serde(default)]
+    pub allow_read: Vec<PathBuf>,
+    /// Blocks may create Unix sockets (`[sandbox] allow_unix_sockets`).
+    #[serde(default)]
+    pub unix_sockets: bool,
+    /// The size cap of each private tmpfs, in bytes (`[sandbox] tmp_size_mb`).
+    #[serde(default = "default_tmp_bytes")]
+    pub tmp_bytes: u64,
+    /// The filesystem view, planned by the host when it starts the worker.
+    #[serde(default)]
+    pub view: Option<View>,
     /// Refuse to start when a layer is missing.
     pub require: bool,
     /// Largest file a block may write, in bytes (RLIMIT_FSIZE; 0 = no limit).
@@ -110,12 +154,24 @@ fn default_quota() -> u64 {
     DEFAULT_ARTIFACT_QUOTA
 }
 
+fn default_tmp_bytes() -> u64 {
+    DEFAULT_TMP_BYTES
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {
             mode: Mode::WorkspaceWrite,
             network: false,
             writable: Vec::new(),
+            session_dirs: Vec::new(),
+            extra_roots: Vec::new(),
+            private: Vec::new(),
+            hide: Vec::new(),
+            allow_read: Vec::new(),
+            unix_sockets: false,
+            tmp_bytes: DEFAULT_TMP_BYTES,
+            view: None,
             require: false,
             max_file_bytes: 8 * 1024 * 1024 * 1024,
             max_processes: 4096,
@@ -146,6 +202,27 @@ pub struct Layers {
     pub private_proc: bool,
     /// A network namespace with only loopback (the network is off).
     pub network_off: bool,
+    /// The filesystem view: a read-only root with the writable roots bound again.
+    #[serde(default)]
+    pub read_only_root: bool,
+    /// `/tmp`, `/var/tmp`, `/dev/shm` and `/dev` are the worker's own.
+    #[serde(default)]
+    pub private_tmp: bool,
+    /// What is empty in the worker's view.
+    #[serde(default)]
+    pub hidden: Vec<String>,
+    /// What is read-only inside the writable roots.
+    #[serde(default)]
+    pub protected: Vec<String>,
+    /// The worker has its own session: no controlling terminal.
+    #[serde(default)]
+    pub no_terminal: bool,
+    /// No capability in any set.
+    #[serde(default)]
+    pub no_capabilities: bool,
+    /// Unix sockets cannot be created (seccomp).
+    #[serde(default)]
+    pub unix_sockets_off: bool,
     /// `full`, `partial` (an older kernel enforces a subset), or absent.
     pub landlock: Option<String>,
     pub seccomp: bool,
@@ -163,9 +240,4 @@ impl Layers {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
-}
-
-/// A temporary directory of the worker's own (`TMPDIR`), writable in every mode.
-pub fn private_tmp() -> std::io::Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix("vis-tmp-").tempdir()
 }

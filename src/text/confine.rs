@@ -134,6 +134,14 @@ impl Workspace {
         let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
         let absolute = base.join(path);
         let walked = walk(&absolute).map_err(|source| match source.kind() {
+            // Outside the roots whether or not it exists (the sandbox may hide what is there).
+            io::ErrorKind::NotFound if !self.lexically_inside(&absolute) => {
+                TextError::OutsideWorkspace {
+                    path: display.clone(),
+                    real: lexically_normal(&absolute),
+                    roots: self.roots.clone(),
+                }
+            }
             io::ErrorKind::NotFound => TextError::NotFound {
                 path: display.clone(),
                 base: base.clone(),
@@ -180,6 +188,35 @@ impl Workspace {
             root,
         })
     }
+}
+
+impl Workspace {
+    /// Whether `absolute`, with `.` and `..` taken as written, is beneath a root.
+    fn lexically_inside(&self, absolute: &Path) -> bool {
+        let normal = lexically_normal(absolute);
+        self.roots.iter().chain(&self.read_only_roots).any(|root| {
+            let root = root
+                .canonicalize()
+                .unwrap_or_else(|_| lexically_normal(root));
+            normal.starts_with(&root)
+        })
+    }
+}
+
+/// `path` with `.` dropped and each `..` taking away the component before it (no symlink is
+/// looked at).
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Open `name` in `dir` without following a symlink there, as a path-only handle.

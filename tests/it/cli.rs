@@ -270,7 +270,7 @@ vistest!(ctrl_c_interrupts_the_block_not_the_program, |env| {
     assert_eq!(env.exec("s", "kept = 1").code, 0);
     // The block says it has started with a file (`vis exec` prints output when the block
     // ends); the interrupt follows that, not a guessed delay.
-    let started = env.path().join("block-started");
+    let started = env.workspace().join("block-started");
     let code = format!(
         "print('start', flush=True)\nimport time\nopen({:?}, 'w').close()\ntime.sleep(30)",
         started.display().to_string()

@@ -64,7 +64,9 @@ vistest!(read_then_edit_by_address_in_a_block, |env| {
 });
 
 vistest!(text_tools_refuse_paths_outside_the_workspace, |env| {
-    let outside = env.path().join("secret.txt");
+    // Outside `/tmp`, whose host copy the worker does not even see.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = dir.path().join("secret.txt");
     std::fs::write(&outside, "secret\n").unwrap();
     std::os::unix::fs::symlink(&outside, env.workspace().join("link.txt")).unwrap();
     let mut rt = env.runtime();

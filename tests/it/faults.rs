@@ -117,7 +117,7 @@ vistest!(user_interrupt_from_another_thread, |env| {
     let mut rt = env.runtime();
     run(&env, &mut rt, "kept = 1");
     let interrupter = rt.interrupter();
-    let started = env.path().join("block-started");
+    let started = env.workspace().join("block-started");
     let flag = started.clone();
     // Interrupts once the block is in its sleep (it says so with a file), not after a guess.
     let t = std::thread::spawn(move || {

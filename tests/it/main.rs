@@ -23,6 +23,7 @@ mod faults;
 mod folding;
 mod frames;
 mod gateway;
+mod jail;
 mod mcp;
 mod outside;
 mod providers;

@@ -211,7 +211,7 @@ vistest!(
             crate::support::pids_with(marker)
         );
         let ws = env.workspace().to_string_lossy().into_owned();
-        assert!(!crate::support::pids_with("worker --capture").is_empty());
+        assert!(!crate::support::pids_with("worker --memory-limit-mb").is_empty());
         host.kill().unwrap(); // SIGKILL
         host.wait().unwrap();
         let gone = crate::support::wait_until(Duration::from_secs(5), || {

@@ -145,6 +145,10 @@ impl TestEnv {
         opts.interrupt_grace = Duration::from_millis(1500);
         opts.trusted = true;
         opts.cache_dir = Some(self.cache_dir());
+        // Where `block()` keeps full outputs: the session's own directory, writable.
+        let artifacts = self.dir.path().join("artifacts");
+        std::fs::create_dir_all(&artifacts).unwrap();
+        opts.sandbox.session_dirs.push(artifacts);
         tweak(&mut opts);
         Runtime::new(opts, defs)
     }
