@@ -61,7 +61,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
         if layers.user_namespace {
             "yes (only your uid and gid are mapped)"
         } else if root {
-            "not used (running as root keeps root's rights over files)"
+            "not used (root: files keep their owner; every capability is dropped instead)"
         } else {
             "no"
         }

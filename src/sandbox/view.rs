@@ -248,7 +248,13 @@ mod tests {
         // read-only: the workspace is not writable, only the session's own directories.
         let mut read_only = policy(Mode::ReadOnly);
         read_only.session_dirs.push(dir.path().to_path_buf());
-        let view = plan(&read_only, std::slice::from_ref(&ws), None, &VisPlaces::default(), &[]);
+        let view = plan(
+            &read_only,
+            std::slice::from_ref(&ws),
+            None,
+            &VisPlaces::default(),
+            &[],
+        );
         assert_eq!(view.writable, vec![dir.path().canonicalize().unwrap()]);
         assert!(view.protected.is_empty());
     }

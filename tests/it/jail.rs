@@ -669,6 +669,61 @@ fn an_unprivileged_user_cannot_change_metadata_outside_either() {
     assert_metadata_kept(&world, &run, ssh_mode, mtime);
 }
 
+#[test]
+fn an_unprivileged_user_meets_the_same_walls() {
+    let world = World::new();
+    let ws = world.workspace();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let sock = world.path().join("user.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let code = format!(
+        r#"
+import os, socket, json
+print('uid', os.getuid())
+checks = {{}}
+def attempt(name, f):
+    try:
+        f()
+        checks[name] = 'allowed'
+    except OSError as e:
+        checks[name] = e.strerror
+attempt('git hook', lambda: open('.git/hooks/pre-commit', 'w'))
+attempt('socket', lambda: socket.socket(socket.AF_UNIX).connect({sock:?}))
+attempt('tty', lambda: open('/dev/tty'))
+attempt('outside', lambda: open({outside:?}, 'w'))
+attempt('workspace', lambda: open('ok.txt', 'w'))
+attempt('tmp', lambda: open('/tmp/mine', 'w'))
+print(json.dumps(checks, sort_keys=True))
+print(sorted(set(l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap'))))
+"#,
+        sock = sock.to_str().unwrap(),
+        outside = world.home().join("planted").to_str().unwrap(),
+    );
+    let run = world.exec_as_nobody(&code);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let mut lines = run.stdout.lines();
+    assert_eq!(lines.next(), Some("uid 65534"));
+    let checks: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        checks,
+        serde_json::json!({
+            "git hook": "Read-only file system",
+            "socket": "Operation not permitted",
+            "tty": "No such device or address",
+            "outside": "Read-only file system",
+            "workspace": "allowed",
+            "tmp": "allowed",
+        })
+    );
+    assert_eq!(lines.next(), Some("['0000000000000000']"));
+    assert!(!world.home().join("planted").exists());
+}
+
 // Temp space.
 
 vistest!(
