@@ -23,6 +23,7 @@ mod faults;
 mod folding;
 mod frames;
 mod gateway;
+mod hostile_git;
 mod mcp;
 mod outside;
 mod providers;
