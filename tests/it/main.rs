@@ -34,4 +34,5 @@ mod store;
 mod structure;
 mod supervisor;
 mod text;
+mod untrusted_workspace;
 mod web;
