@@ -1,4 +1,5 @@
-//! `vis trust [DIR] [--revoke] [--list]`: let a workspace's own code load.
+//! `vis trust [DIR] [--revoke] [--list]`: let a workspace's own code load and its instructions
+//! reach the model; prints what the workspace carries and [`crate::trust::TRUST_ENABLES`].
 
 use std::path::PathBuf;
 
