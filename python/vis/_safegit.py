@@ -9,8 +9,9 @@ which `include.path` can pull in from any file. `run` starts git so that none of
 - Environment: the worker's, minus every `GIT_*` variable and pager, editor and askpass
   variables; plus no system config or attributes, no prompts, no optional index writes (so no
   `post-index-change` hook either), no lazy fetches and no transport at all
-  (`GIT_ALLOW_PROTOCOL` empty beats any `protocol.*.allow`). The repository is named
-  explicitly (`GIT_DIR`, `GIT_WORK_TREE`), so its `core.worktree` cannot move it.
+  (`GIT_ALLOW_PROTOCOL` empty beats any `protocol.*.allow`). git still finds the repository
+  itself, so its ownership check holds: a repository another user owns (say `/tmp/.git` above
+  the workspace) is refused unless the user's `safe.directory` allows it.
 - Command-line settings (`GIT_CONFIG_COUNT`, which win over every config file): fsmonitor off,
   hooks from `/dev/null`, pager `cat`, editors `:`, no credential helper or askpass, no
   signature display, no automatic gc or maintenance, no submodule recursion.
@@ -19,8 +20,10 @@ which `include.path` can pull in from any file. `run` starts git so that none of
   only the settings needed to read the repository right (`KEPT_SETTINGS`: object format, file
   modes, line endings, branch tracking, …), from the user's global config and the repository's
   `.git/config` without its includes, through a shadow common directory (`GIT_COMMON_DIR`)
-  whose entries link to the real ones except `config` and `hooks`. A denylist of program
-  settings can never be complete (git keeps adding them); this list is safe by construction.
+  whose entries link to the real ones except `config` and `hooks`; the user's
+  `safe.directory` entries are passed on the command line (the only config git takes them
+  from besides the global file). A denylist of program settings can never be complete (git
+  keeps adding them); this list is safe by construction.
 - Trusted workspace: git reads the config as it is (includes, worktree config), with the
   overrides above, and every filter driver it defines emptied (`filter.NAME.clean` = "", …).
 
@@ -247,10 +250,14 @@ def config_text(entries: Sequence[tuple[str, str | None]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _sanitized_config(program: str, env: dict[str, str], repo: Repository) -> str:
-    user = [e for e in _config_entries(program, env, ["--global", "--includes"]) if _is_kept(e[0], True)]
+def _sanitized_config(program: str, env: dict[str, str], repo: Repository) -> tuple[str, list[tuple[str, str]]]:
+    """The config file an untrusted repository's git reads, and the user's `safe.directory`
+    settings (honored only on the command line or in the user's own files)."""
+    user = _config_entries(program, env, ["--global", "--includes"])
     own = _config_entries(program, env, ["--file", os.path.join(repo.common_dir, "config"), "--no-includes"])
-    return config_text(user + [e for e in own if _is_kept(e[0], False)])
+    kept = [e for e in user if _is_kept(e[0], True)] + [e for e in own if _is_kept(e[0], False)]
+    safe = [(key, value) for key, value in user if key == "safe.directory" and value is not None]
+    return config_text(kept), safe
 
 
 def _shadow_common_dir(repo: Repository, config: str) -> str:
@@ -326,15 +333,17 @@ def run(
         raise RuntimeError("%s is not inside a git repository; git.* needs a git work tree (git init)" % cwd)
     program = git_program(roots or [repo.work_tree], trusted)
     base = base_environment()
-    env = dict(base, GIT_DIR=repo.git_dir, GIT_WORK_TREE=repo.work_tree)
+    env = dict(base)
     settings = list(settings) + list(OVERRIDES)
     shadow = None
     try:
         if trusted:
             settings += _emptied_filters(program, _with_settings(env, settings), repo)
         else:
-            shadow = _shadow_common_dir(repo, _sanitized_config(program, base, repo))
+            config, safe_directories = _sanitized_config(program, base, repo)
+            shadow = _shadow_common_dir(repo, config)
             env.update(GIT_COMMON_DIR=shadow, GIT_CONFIG_GLOBAL=os.devnull)
+            settings += safe_directories
         proc = subprocess.run(
             [program, "--no-pager", *args],
             cwd=cwd,

@@ -370,3 +370,32 @@ fn a_broken_dot_git_is_a_clear_error_and_stays_as_it_was() {
         assert_eq!(std::fs::read_to_string(ws.join(".git")).unwrap(), content);
     }
 }
+
+#[test]
+fn a_repository_another_user_owns_is_refused_unless_the_user_allows_it() {
+    for trusted in [false, true] {
+        let repo = Hostile::new(trusted);
+        // Another user's repository above the workspace (as `/tmp/.git` would be): the
+        // workspace has none of its own, so git would find that one.
+        sh(&repo.ws(), "rm -rf .git");
+        let above = repo.ws().parent().unwrap().to_path_buf();
+        sh(&above, &format!("git init -q . && git config core.fsmonitor {0} && git config filter.x.clean {0} && echo '* filter=x' > .gitattributes && chown -R 4242:4242 .git .gitattributes .", repo.evil()));
+        let out = repo.exec("try:\n    git.status()\nexcept RuntimeError as e:\n    print(e)");
+        assert!(out.contains("detected dubious ownership"), "{out}");
+        assert!(out.contains("safe.directory"), "{out}");
+        // The user's own config allows it: then it is read, and still nothing runs.
+        let home = above.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            format!("[safe]\n\tdirectory = {}\n", above.display()),
+        )
+        .unwrap();
+        let out = repo.exec(&format!(
+            "import os\nos.environ['HOME'] = {:?}\nprint(git.status())",
+            home.to_string_lossy()
+        ));
+        assert!(out.contains("?? "), "{out}");
+        repo.assert_nothing_ran();
+    }
+}
