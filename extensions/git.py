@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from vis import _native, _state
+from vis import _native, _safegit, _state
 from vis.extension import context_provider, namespace, register
 
 namespace(
@@ -27,27 +27,10 @@ def _root() -> str:
     return _state.workspace_roots[0] if _state.workspace_roots else (_state.workspace or os.getcwd())
 
 
-def _git(*args: str) -> str:
-    import subprocess  # here, not at the top: the extension loads at every worker start
-
-    try:
-        proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", *args],
-            cwd=_root(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=120,
-        )
-    except FileNotFoundError:
-        raise RuntimeError("git is not installed (no `git` on PATH); install git to use git.*") from None
-    except subprocess.TimeoutExpired:
-        raise RuntimeError("git %s took longer than 120 s and was stopped" % args[0]) from None
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        if "not a git repository" in err:
-            raise RuntimeError("%s is not inside a git repository; git.* needs a git work tree (git init)" % _root())
-        raise RuntimeError("git %s failed (exit %d): %s" % (" ".join(args), proc.returncode, err))
-    return proc.stdout.decode("utf-8", "replace")
+def _git(*args: str, settings: tuple[tuple[str, str], ...] = ()) -> str:
+    """`git ARGS` on the workspace's repository, run so that nothing in the repository's
+    configuration can start a program (see `vis._safegit`)."""
+    return _safegit.run(args, cwd=_root(), settings=settings).decode("utf-8", "replace")
 
 
 @register
@@ -57,7 +40,7 @@ def status() -> GitText:
     Each file line is `XY path` as in `git status --short` (X = staged, Y = unstaged;
     `??` untracked). The last line counts them.
     """
-    out = _git("status", "--porcelain=v1", "--branch")
+    out = _git("status", "--porcelain=v1", "--branch", "--ignore-submodules=dirty")
     lines = out.splitlines()
     branch = lines[0][3:] if lines and lines[0].startswith("## ") else "(unknown branch)"
     files = lines[1:] if lines and lines[0].startswith("## ") else lines
@@ -120,12 +103,14 @@ def diff(path: str | None = None, staged: bool = False, context: int = 3) -> Git
     `  ADDR|text` (context) and `- |text` (removed, no address). Addresses of an unstaged diff
     are the working-tree file's, ready for `patch`.
     """
-    args = ["diff", "--no-color", "--no-ext-diff", "-U%d" % int(context)]
+    # No program of the repository's (textconv, external diff); the parser's own prefixes.
+    args = ["diff", "--no-color", "--no-ext-diff", "--no-textconv",
+            "--no-relative", "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules=dirty", "-U%d" % int(context)]
     if staged:
         args.append("--cached")
     if path is not None:
         args += ["--", os.fspath(path)]
-    raw = _git(*args)
+    raw = _git(*args, settings=(("diff.suppressBlankEmpty", "false"),))
     if not raw.strip():
         return GitText("no %s changes%s\n" % ("staged" if staged else "unstaged", " in %s" % path if path else ""))
     return GitText(_addressed_diff(raw))
@@ -134,7 +119,7 @@ def diff(path: str | None = None, staged: bool = False, context: int = 3) -> Git
 @register
 def log(n: int = 10, path: str | None = None) -> GitText:
     """Show the last `n` commits (of `path`, if given): `hash date author  subject`."""
-    args = ["log", "-n", str(int(n)), "--date=short", "--format=%h %ad %an  %s"]
+    args = ["log", "--no-show-signature", "-n", str(int(n)), "--date=short", "--format=%h %ad %an  %s"]
     if path is not None:
         args += ["--", os.fspath(path)]
     out = _git(*args)
@@ -148,7 +133,7 @@ def blame(path: str, start: int | None = None, end: int | None = None) -> GitTex
     Each row is `commit author date  LINE:HASH|text`; the address is the working-tree line's,
     as `cat` prints it. Uncommitted lines show `uncommitted`.
     """
-    args = ["blame", "--porcelain"]
+    args = ["blame", "--porcelain", "--no-textconv"]
     if start is not None or end is not None:
         args += ["-L", "%s,%s" % (int(start or 1), "" if end is None else int(end))]
     args += ["--", os.fspath(path)]
@@ -186,34 +171,17 @@ def blame(path: str, start: int | None = None, end: int | None = None) -> GitTex
     return GitText("\n".join(rows) + "\n" if rows else "no lines\n")
 
 
-def _git_dir(start: str) -> str | None:
-    d = os.path.abspath(start)
-    while True:
-        candidate = os.path.join(d, ".git")
-        if os.path.isdir(candidate):
-            return candidate
-        if os.path.isfile(candidate):  # a worktree or submodule: "gitdir: PATH"
-            try:
-                with open(candidate, encoding="utf-8") as f:
-                    line = f.read().strip()
-                if line.startswith("gitdir:"):
-                    return os.path.join(d, line[7:].strip())
-            except OSError:
-                return None
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-
-
 @context_provider
 def context() -> dict[str, object]:
     """The current branch (read from .git/HEAD, no subprocess)."""
-    git_dir = _git_dir(_root())
-    if git_dir is None:
+    try:
+        repo = _safegit.find_repository(_root())
+    except RuntimeError:
+        return {"repository": True}
+    if repo is None:
         return {"repository": False}
     try:
-        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as f:
+        with open(os.path.join(repo.git_dir, "HEAD"), encoding="utf-8") as f:
             head = f.read().strip()
     except OSError:
         return {"repository": True}

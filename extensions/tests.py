@@ -21,10 +21,55 @@ def _root() -> str:
     return _state.workspace_roots[0] if _state.workspace_roots else (_state.workspace or os.getcwd())
 
 
-def _pytest_available() -> bool:
-    import importlib.util
+#: Exit status of `_PYTEST_MAIN` when the interpreter has no pytest.
+_NO_PYTEST = 121
 
-    return importlib.util.find_spec("pytest") is not None
+#: How pytest starts (`python -c`): the workspace (the first entry of `sys.path`, as for
+#: `python -m pytest`) goes after the standard library and pytest, so no workspace file named
+#: like a standard module (`contextlib.py`) is imported in its place; test modules can still
+#: import the project's own modules.
+_PYTEST_MAIN = """\
+import sys
+if not getattr(sys.flags, "safe_path", False):
+    del sys.path[0]
+import importlib.util
+if importlib.util.find_spec("pytest") is None:
+    print("[vis] pytest is not installed for " + sys.executable)
+    sys.exit(%d)
+import os
+import pytest
+sys.path.append(os.getcwd())
+sys.exit(pytest.main())
+""" % _NO_PYTEST
+
+
+def _inside(path: str, root: str) -> bool:
+    """True when the file `path` lies under `root` (its directory resolved: a venv's
+    `bin/python` is a link to the interpreter it was made from)."""
+    return os.path.realpath(os.path.dirname(path)).startswith(os.path.realpath(root) + os.sep)
+
+
+def _python() -> tuple[str, str]:
+    """The interpreter for pytest and a note saying why, when it is not the worker's choice.
+
+    The worker's `sys.executable` is the workspace's `.venv` Python when there is one. In an
+    untrusted workspace that venv is the repository's code (its `.pth` files, even its
+    `bin/python`), so the tests run with the worker's own Python instead."""
+    exe = sys.executable
+    roots = list(_state.workspace_roots) or ([_state.workspace] if _state.workspace else [])
+    if _state.trusted or not any(_inside(exe, r) for r in roots):
+        return exe, ""
+    for name in ("python%d.%d" % sys.version_info[:2], "python3"):
+        base = os.path.join(sys.base_exec_prefix, "bin", name)
+        if os.path.isfile(base) and os.access(base, os.X_OK) and not any(_inside(base, r) for r in roots):
+            return base, (
+                "ran with %s, not the workspace's venv (%s): the workspace is not trusted; "
+                "`vis trust %s` lets tests.run() use it" % (base, exe, roots[0])
+            )
+    raise RuntimeError(
+        "no Python outside the untrusted workspace to run pytest with (looked in %s/bin); "
+        "`vis trust %s` lets tests.run() use the workspace's venv (%s)" % (sys.base_exec_prefix, roots[0], exe)
+    )
 
 
 def _has_python_tests(root: str) -> bool:
@@ -77,9 +122,11 @@ def detect() -> list[str]:
 
 class TestReport:
     """The result of `tests.run`: `.ok`, `.runner`, `.passed`, `.failed`, `.failures`
-    (list of {"name", "output"}), `.code`, `.artifact` (full output). Prints compactly."""
+    (list of {"name", "output"}), `.code`, `.artifact` (full output), `.interpreter` (the
+    Python pytest ran with; "" for other runners), `.note` (e.g. why not the workspace's
+    venv). Prints compactly."""
 
-    def __init__(self, runner: str, code: int | None, passed: int, failed: int, failures: list[dict[str, str]], seconds: float, artifact: str, tail: str, timed_out: bool) -> None:
+    def __init__(self, runner: str, code: int | None, passed: int, failed: int, failures: list[dict[str, str]], seconds: float, artifact: str, tail: str, timed_out: bool, interpreter: str = "", note: str = "") -> None:
         self.runner = runner
         self.code = code
         self.passed = passed
@@ -89,6 +136,8 @@ class TestReport:
         self.artifact = artifact
         self.tail = tail
         self.timed_out = timed_out
+        self.interpreter = interpreter
+        self.note = note
 
     @property
     def ok(self) -> bool:
@@ -98,6 +147,8 @@ class TestReport:
         verdict = "ok" if self.ok else ("TIMEOUT" if self.timed_out else "FAILED")
         head = "%s: %s — %d passed, %d failed (%.1f s)" % (self.runner, verdict, self.passed, self.failed, self.seconds)
         lines = [head]
+        if self.note:
+            lines.append("[%s]" % self.note)
         if self.failures:
             lines.append("failed: " + ", ".join(f["name"] for f in self.failures))
             for f in self.failures:
@@ -208,6 +259,8 @@ def run(filter: str | None = None, runner: str | None = None, timeout: float = 6
     a test-name filter (cargo's filter, pytest's -k; ignored by npm). Prints one verdict line
     with counts, the failing tests' names, and each failure's output capped to
     `max_failure_lines` lines; the full output is saved as an artifact whose path is shown.
+    pytest runs with the workspace's `.venv` only when the workspace is trusted; otherwise
+    with the worker's own Python, and the report says so.
     """
     found = detect()
     if runner is None:
@@ -219,18 +272,24 @@ def run(filter: str | None = None, runner: str | None = None, timeout: float = 6
         runner = found[0]
     if runner not in RUNNERS:
         raise ValueError("unknown runner %r: use one of %s" % (runner, ", ".join(RUNNERS)))
+    python, note = "", ""
     if runner == "cargo":
         cmd = ["cargo", "test", "--color", "never"] + ([filter] if filter else [])
     elif runner == "pytest":
-        if not _pytest_available():
-            raise RuntimeError("pytest is not installed for %s; install it (pip install pytest) or add it to the workspace's .venv" % sys.executable)
-        cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "--color=no", "-p", "no:cacheprovider"] + (["-k", filter] if filter else [])
+        python, note = _python()
+        cmd = [python, "-c", _PYTEST_MAIN, "-q", "-rfE", "--color=no", "-p", "no:cacheprovider"] + (["-k", filter] if filter else [])
     else:
         cmd = ["npm", "test", "--silent"]
     try:
         code, text, seconds, timed_out, artifact = _execute(cmd, timeout)
     except FileNotFoundError:
         raise RuntimeError("%s is not installed (not on PATH)" % cmd[0]) from None
+    if runner == "pytest" and code == _NO_PYTEST and text.startswith("[vis] pytest is not installed"):
+        if note:
+            fix = "or trust the workspace (`vis trust %s`) so tests.run() uses its venv" % _root()
+        else:
+            fix = "or add it to the workspace's .venv"
+        raise RuntimeError("pytest is not installed for %s; install it (pip install pytest) %s" % (python, fix))
     if runner == "cargo":
         passed, failed, failures = _parse_cargo(text, max_failure_lines)
     elif runner == "pytest":
@@ -238,4 +297,4 @@ def run(filter: str | None = None, runner: str | None = None, timeout: float = 6
     else:
         passed, failed, failures = _parse_npm(text, code, max_failure_lines)
     tail = _cap("\n".join(text.splitlines()[-max_failure_lines:]), max_failure_lines)
-    return TestReport(runner, code, passed, failed, failures, seconds, artifact, tail, timed_out)
+    return TestReport(runner, code, passed, failed, failures, seconds, artifact, tail, timed_out, python, note)

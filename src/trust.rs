@@ -1,11 +1,13 @@
-//! Which workspaces the user trusts to run their own code at start-up.
+//! Which workspaces the user trusts with their own code and instructions.
 //!
-//! A cloned repository can carry code that would run as soon as a worker starts in it:
-//! `.vis/extensions/*.py`, commands in `.vis/mcp.toml`, a workspace `.venv`'s `.pth` files.
-//! None of it loads until the user trusts the workspace once, like Codex and Claude Code ask:
+//! A cloned repository can carry code that would run as soon as a worker starts in it
+//! (`.vis/extensions/*.py`, commands in `.vis/mcp.toml`, a workspace `.venv`'s `.pth` files and
+//! Python) and text that would reach the model as instructions (`AGENTS.md`, skills). None of it
+//! is used until the user trusts the workspace once, like Codex and Claude Code ask:
 //! `vis trust [DIR]`, the prompt of `vis chat`, or `[trust] workspaces` in `config.toml`.
-//! Trusting a directory trusts everything below it. The list `vis trust` keeps is
-//! `trusted.toml` in the config directory.
+//! [`TRUST_ENABLES`] is the one list of what trusting changes; every place that asks or tells
+//! the user shows it. Trusting a directory trusts everything below it. The list `vis trust`
+//! keeps is `trusted.toml` in the config directory.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +15,28 @@ use crate::config::Config;
 
 /// The file `vis trust` writes, in the config directory.
 pub const TRUST_FILE: &str = "trusted.toml";
+
+/// What trusting a workspace lets its own files do, as the user reads it (`vis trust`, the
+/// question of `vis chat`). Each item is also what an untrusted workspace does not get.
+pub const TRUST_ENABLES: &[&str] = &[
+    "its extensions (.vis/extensions) load into every session's worker",
+    "its MCP servers (.vis/mcp.toml) start: the commands written there run",
+    "its .venv's .pth files run when a worker starts",
+    "tests.run() runs pytest with its .venv's Python (untrusted: Vis's own Python)",
+    "its AGENTS.md and skills (.vis/skills) reach the model as instructions (untrusted: only their names)",
+    "git.* reads its repository's whole .git/config (untrusted: only what reading the repository needs; no setting can make git.* run a program either way)",
+];
+
+/// [`TRUST_ENABLES`] as an indented list under a heading, one item a line.
+pub fn enables_text() -> String {
+    let mut text = String::from("Trusting a workspace lets:\n");
+    for item in TRUST_ENABLES {
+        text.push_str("  - ");
+        text.push_str(item);
+        text.push('\n');
+    }
+    text
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
@@ -122,8 +146,9 @@ fn write_file(config_dir: &Path, file: &TrustFile) -> Result<(), TrustError> {
     std::fs::rename(&temp, &path).map_err(write)
 }
 
-/// The code a workspace carries that would run at start-up if it were trusted.
-pub fn workspace_code(workspace: &Path) -> Vec<String> {
+/// What a workspace carries that is used only once it is trusted: its code and its
+/// instructions (see [`TRUST_ENABLES`]).
+pub fn workspace_items(workspace: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let ext = workspace.join(".vis/extensions");
     if let Ok(entries) = std::fs::read_dir(&ext) {
@@ -155,6 +180,22 @@ pub fn workspace_code(workspace: &Path) -> Vec<String> {
             }
         }
     }
+    if workspace.join(".venv/bin/python").exists() {
+        out.push(".venv Python (tests.run)".into());
+    }
+    if workspace.join("AGENTS.md").is_file() {
+        out.push("AGENTS.md".into());
+    }
+    let skills = std::fs::read_dir(workspace.join(".vis/skills"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().join("SKILL.md").is_file())
+                .count()
+        })
+        .unwrap_or(0);
+    if skills > 0 {
+        out.push(format!(".vis/skills ({skills})"));
+    }
     out
 }
 
@@ -180,5 +221,25 @@ mod tests {
         assert!(!is_trusted(&config, &ws));
         let e = trust(&config_dir, &dir.path().join("nope")).unwrap_err();
         assert!(e.to_string().contains("not an existing directory"), "{e}");
+    }
+
+    #[test]
+    fn a_workspace_lists_its_code_and_instructions() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        assert!(workspace_items(ws).is_empty());
+        std::fs::write(ws.join("AGENTS.md"), "x").unwrap();
+        std::fs::create_dir_all(ws.join(".vis/skills/a")).unwrap();
+        std::fs::write(ws.join(".vis/skills/a/SKILL.md"), "x").unwrap();
+        std::fs::create_dir_all(ws.join(".vis/skills/not-a-skill")).unwrap();
+        std::fs::create_dir_all(ws.join(".vis/extensions")).unwrap();
+        std::fs::write(ws.join(".vis/extensions/tool.py"), "x").unwrap();
+        assert_eq!(
+            workspace_items(ws),
+            [".vis/extensions (tool.py)", "AGENTS.md", ".vis/skills (1)"]
+        );
+        let text = enables_text();
+        assert_eq!(text.lines().count(), TRUST_ENABLES.len() + 1);
+        assert!(text.contains("  - its AGENTS.md and skills"), "{text}");
     }
 }

@@ -55,8 +55,8 @@ pub enum Command {
     Context(ContextArgs),
     /// The worker's sandbox on this machine.
     Sandbox(sandbox::SandboxArgs),
-    /// Trust a workspace, so its own code (.vis/extensions, .vis/mcp.toml, a .venv's .pth
-    /// files) may load.
+    /// Trust a workspace, so its own code (.vis/extensions, .vis/mcp.toml, a .venv) may load
+    /// and its instructions (AGENTS.md, skills) reach the model; prints what that enables.
     Trust(trust::TrustArgs),
     /// Serve the gateway over HTTP for many sessions (API, SSE, OpenAPI, metrics, web view).
     Serve(serve::ServeArgs),

@@ -1,4 +1,5 @@
-//! `vis trust [DIR] [--revoke] [--list]`: let a workspace's own code load.
+//! `vis trust [DIR] [--revoke] [--list]`: let a workspace's own code load and its instructions
+//! reach the model; prints what the workspace carries and [`crate::trust::TRUST_ENABLES`].
 
 use std::path::PathBuf;
 
@@ -56,15 +57,14 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     }
     let canonical = crate::trust::trust(&config.dir, &dir)
         .map_err(|e| CliError::usage(format!("vis trust: {e}")))?;
-    let code = crate::trust::workspace_code(&canonical);
-    println!(
-        "trusted {}{}",
-        escape_controls(&canonical.to_string_lossy()),
-        if code.is_empty() {
-            String::new()
-        } else {
-            format!("; its code now loads: {}", code.join(", "))
-        }
-    );
+    let items = crate::trust::workspace_items(&canonical);
+    let path = canonical.to_string_lossy();
+    let shown = escape_controls(&path);
+    println!("trusted {shown}");
+    if !items.is_empty() {
+        println!("It carries: {}", escape_controls(&items.join(", ")));
+    }
+    print!("{}", crate::trust::enables_text());
+    println!("(undo with `vis trust --revoke {shown}`)");
     Ok(0)
 }

@@ -407,8 +407,14 @@ impl ChatSession {
         self.start_worker().await?;
         let snapshot = render_catalog(&self.supervisor.manifest()?, self.settings.catalog_budget)?;
         self.store.save_catalog_snapshot(&snapshot)?;
-        let agents = self.workspace().and_then(|w| prompt::read_agents_md(&w));
-        let system = prompt::system_text(&snapshot, agents.as_deref());
+        let trusted = self.supervisor.options().trusted;
+        let agents = self
+            .workspace()
+            .and_then(|w| prompt::shown_agents_md(&w, trusted));
+        let withheld = self
+            .workspace()
+            .and_then(|w| prompt::withheld_section(&w, trusted));
+        let system = prompt::system_text(&snapshot, agents.as_deref(), withheld.as_deref());
         let tool = prompt::tool_spec();
         let tool_json = serde_json::to_string(&tool).unwrap_or_default();
         let tokens =
@@ -462,9 +468,12 @@ impl ChatSession {
             }
         }
         if let Some(shown) = self.state.shown_agents.clone() {
-            let now = self.workspace().and_then(|w| prompt::read_agents_md(&w));
+            let trusted = self.supervisor.options().trusted;
+            let now = self
+                .workspace()
+                .and_then(|w| prompt::shown_agents_md(&w, trusted));
             if now != shown {
-                let text = prompt::agents_md_notice(now.as_deref());
+                let text = prompt::agents_md_notice(now.as_deref(), trusted);
                 self.append_notice(turn, &text, NoticeMeta::AgentsMd(now.clone()))?;
                 self.state.shown_agents = Some(now);
                 notices.push(text);

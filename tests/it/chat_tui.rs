@@ -498,9 +498,17 @@ fn an_untrusted_workspace_with_code_asks_before_any_of_it_loads() {
         let tmux = launch(&env, &fake, &[]);
         let screen = tmux.wait_text("[y/N]");
         assert!(
-            screen.contains("This workspace carries code that runs when a session starts: .vis/extensions (greet.py)"),
+            screen
+                .contains("This workspace is not trusted. It carries: .vis/extensions (greet.py)."),
             "{screen}"
         );
+        // What trusting enables, the one list `vis trust` shows too.
+        for item in vis::trust::TRUST_ENABLES {
+            assert!(
+                screen.contains(&format!("  - {item}\n")),
+                "{item}: {screen}"
+            );
+        }
         tmux.send_line(answer_key);
         tmux.wait_text(PROMPT);
         tmux.send_line("is greet there?");

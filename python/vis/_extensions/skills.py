@@ -5,6 +5,10 @@ names. The front matter is parsed by a real YAML parser in Rust (`_native.front_
 folded (`>`) and literal (`|`) blocks, quoting and comments mean what YAML says. A skill that
 cannot be read (bad YAML, no `name` or `description`, an invalid name) is skipped: the next
 block's output says so once, and `session["extensions"]["skill:FOLDER"]` holds the error.
+
+An untrusted workspace's skills are named but not shown: their summary and `doc` say the
+workspace is not trusted and where the file is, never what it says (anyone who wrote the
+repository wrote it), and the user's own skill of the same name wins. `vis trust` brings them in.
 """
 from __future__ import annotations
 
@@ -15,13 +19,28 @@ from vis import _state
 from vis._extensions.registry import registry
 
 
+#: What an untrusted workspace's skill shows instead of its description.
+WITHHELD_SUMMARY = "a skill of this untrusted workspace: its text is withheld until the user trusts it (vis trust)"
+
+
 def _roots() -> list[tuple[str, str]]:
+    """Where skills come from, the winning source first (on equal names)."""
     roots = []
     if _state.workspace:
         roots.append(("workspace", os.path.join(_state.workspace, ".vis", "skills")))
     if _state.config_dir:
         roots.append(("config", os.path.join(_state.config_dir, "skills")))
+    if not _state.trusted:
+        roots.reverse()
     return roots
+
+
+def _withheld_doc(name: str, path: str, workspace: str) -> str:
+    return (
+        "# %s (withheld)\n\nThis skill comes from the workspace (%s), which the user has not trusted, so its "
+        "text is not shown as instructions: anyone who wrote the repository could have written it. The user can "
+        "trust the workspace with `vis trust %s`; its files stay readable as data (cat).\n" % (name, path, workspace)
+    )
 
 
 def read_skill(path: str) -> tuple[str, str, str]:
@@ -58,6 +77,8 @@ def collect_skills() -> None:
                 registry.status.setdefault("skill:" + folder, {"source": source, "path": path, "error": str(e)})
                 continue
             if name in skills:
-                continue  # the workspace's skill wins over the user's
+                continue  # the first source wins (see _roots)
+            if source == "workspace" and not _state.trusted:
+                description, text = WITHHELD_SUMMARY, _withheld_doc(name, path, _state.workspace or "")
             skills[name] = {"name": name, "kind": "skill", "summary": description, "doc": text, "origin": "core"}
     registry.skill_entries = list(skills.values())

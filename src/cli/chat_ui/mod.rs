@@ -67,8 +67,8 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     code
 }
 
-/// Asks once whether to trust a workspace that carries its own code, before any of it could
-/// load (as Codex and Claude Code ask).
+/// Asks once whether to trust a workspace that carries its own code or instructions, before any
+/// of it could load (as Codex and Claude Code ask), listing what trusting enables.
 fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliError> {
     use std::io::Write;
     let workspace = match &args.workspace {
@@ -81,19 +81,20 @@ fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliE
     if crate::trust::is_trusted(config, &workspace) {
         return Ok(());
     }
-    let code = crate::trust::workspace_code(&workspace);
-    if code.is_empty() {
+    let items = crate::trust::workspace_items(&workspace);
+    if items.is_empty() {
         return Ok(());
     }
     println!(
         "{}",
         WARN.paint(&format!(
-            "This workspace carries code that runs when a session starts: {}.",
-            escape_controls(&code.join(", "))
+            "This workspace is not trusted. It carries: {}.",
+            escape_controls(&items.join(", "))
         ))
     );
+    print!("{}", crate::trust::enables_text());
     print!(
-        "Trust {} so that code may load? Only do this for code you trust. [y/N] ",
+        "Trust {}? Only do this for a repository you trust. [y/N] ",
         escape_controls(&workspace.to_string_lossy())
     );
     let _ = std::io::stdout().flush();
@@ -107,7 +108,7 @@ fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliE
         println!(
             "{}",
             DIM.paint(
-                "not trusted: the session starts without that code (vis trust DIR trusts it later)"
+                "not trusted: the session starts without any of that (vis trust DIR trusts it later)"
             )
         );
     }
