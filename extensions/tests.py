@@ -50,25 +50,36 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _python() -> tuple[str, str]:
-    """The interpreter for pytest and a note saying why, when it is not the worker's choice.
+    """The interpreter for pytest and a note saying why, when it is not the workspace's venv.
 
-    The worker's `sys.executable` is the workspace's `.venv` Python when there is one. In an
-    untrusted workspace that venv is the repository's code (its `.pth` files, even its
-    `bin/python`), so the tests run with the worker's own Python instead."""
+    The worker's `sys.executable` is the workspace's `.venv` Python only in a trusted
+    workspace. In an untrusted one that venv is the repository's code (its `.pth` files, even
+    its `bin/python`), so the tests run with a Python outside the workspace instead."""
     exe = sys.executable
     roots = list(_state.workspace_roots) or ([_state.workspace] if _state.workspace else [])
-    if _state.trusted or not any(_inside(exe, r) for r in roots):
+    if _state.trusted:
         return exe, ""
-    for name in ("python%d.%d" % sys.version_info[:2], "python3"):
-        base = os.path.join(sys.base_exec_prefix, "bin", name)
+    venvs = [
+        os.path.join(r, ".venv", "bin", "python")
+        for r in roots
+        if os.path.isfile(os.path.join(r, ".venv", "pyvenv.cfg"))
+    ]
+    skipped = venvs[0] if venvs else exe
+    candidates = [exe] + [
+        os.path.join(sys.base_exec_prefix, "bin", name)
+        for name in ("python%d.%d" % sys.version_info[:2], "python3")
+    ]
+    for base in candidates:
         if os.path.isfile(base) and os.access(base, os.X_OK) and not any(_inside(base, r) for r in roots):
+            if not venvs and base == exe:
+                return exe, ""
             return base, (
                 "ran with %s, not the workspace's venv (%s): the workspace is not trusted; "
-                "`vis trust %s` lets tests.run() use it" % (base, exe, roots[0])
+                "`vis trust %s` lets tests.run() use it" % (base, skipped, roots[0])
             )
     raise RuntimeError(
         "no Python outside the untrusted workspace to run pytest with (looked in %s/bin); "
-        "`vis trust %s` lets tests.run() use the workspace's venv (%s)" % (sys.base_exec_prefix, roots[0], exe)
+        "`vis trust %s` lets tests.run() use the workspace's venv (%s)" % (sys.base_exec_prefix, roots[0], skipped)
     )
 
 

@@ -81,16 +81,13 @@ def _setup(files, bytecode, workspace):
     sys.meta_path.insert(0, EmbeddedPrelude(files, bytecode))
     sys.argv = [""]
     ver = "python%d.%d" % sys.version_info[:2]
-    venv = _find_venv(workspace)
-    if venv:
-        sys.executable = os.path.join(venv, "bin", "python")
-    else:
-        # Embedded, sys.executable would be the vis binary; blocks expect a Python.
-        for name in (ver, "python3"):
-            exe = os.path.join(sys.base_exec_prefix, "bin", name)
-            if os.path.exists(exe):
-                sys.executable = exe
-                break
+    # Embedded, sys.executable would be the vis binary; blocks expect a Python. A venv's
+    # own Python is chosen in `extend_path`, once trust is known.
+    for name in (ver, "python3"):
+        exe = os.path.join(sys.base_exec_prefix, "bin", name)
+        if os.path.exists(exe):
+            sys.executable = exe
+            break
 
 
 def extend_path(workspace, trusted):
@@ -109,6 +106,8 @@ def extend_path(workspace, trusted):
             import site
 
             site.addsitedir(site_packages)
+            # Its Python starts its `.pth` files too: only for a venv whose code may run.
+            sys.executable = os.path.join(venv, "bin", "python")
         elif os.path.isdir(site_packages) and site_packages not in sys.path:
             sys.path.append(site_packages)
     if workspace and workspace not in sys.path:

@@ -309,10 +309,12 @@ fn git_reads_linked_worktrees_and_sha256_repositories_in_both_modes() {
         // The workspace is a linked work tree of a repository beside it: its `.git` is a file
         // and the common directory is the main repository's.
         let repo = Hostile::new(trusted);
-        let main = repo.env.path().join("main");
+        // Beside the workspace's own files (the host's /tmp around it is not in the worker's
+        // view).
+        let main = repo.ws().join("main");
         std::fs::create_dir_all(&main).unwrap();
         sh(&main, "git init -q -b trunk . && git config user.email m@example.com && git config user.name Main && echo one > m.txt && git add m.txt && git commit -qm 'main commit'");
-        let linked = repo.env.path().join("linked");
+        let linked = repo.ws().join("linked");
         sh(
             &main,
             &format!("git worktree add -q -b side {}", linked.display()),
@@ -326,7 +328,7 @@ fn git_reads_linked_worktrees_and_sha256_repositories_in_both_modes() {
         assert!(out.contains("main commit\n"), "{out}");
 
         // A sha256 repository needs extensions.objectFormat, which an untrusted copy keeps.
-        let sha = repo.env.path().join("sha");
+        let sha = repo.ws().join("sha");
         std::fs::create_dir_all(&sha).unwrap();
         sh(&sha, "git init -q -b main --object-format=sha256 . && git config user.email s@example.com && git config user.name Sha && echo x > s.txt && git add s.txt && git commit -qm 'sha commit' && echo y >> s.txt");
         let out = repo.exec(&format!(
@@ -374,28 +376,63 @@ fn a_broken_dot_git_is_a_clear_error_and_stays_as_it_was() {
 #[test]
 fn a_repository_another_user_owns_is_refused_unless_the_user_allows_it() {
     for trusted in [false, true] {
-        let repo = Hostile::new(trusted);
-        // Another user's repository above the workspace (as `/tmp/.git` would be): the
-        // workspace has none of its own, so git would find that one.
-        sh(&repo.ws(), "rm -rf .git");
-        let above = repo.ws().parent().unwrap().to_path_buf();
-        sh(&above, &format!("git init -q . && git config core.fsmonitor {0} && git config filter.x.clean {0} && echo '* filter=x' > .gitattributes && chown -R 4242:4242 .git .gitattributes .", repo.evil()));
-        let out = repo.exec("try:\n    git.status()\nexcept RuntimeError as e:\n    print(e)");
+        let env = if trusted {
+            TestEnv::new()
+        } else {
+            TestEnv::untrusted()
+        };
+        // Another user's repository above the workspace (as `/home/.git` would be): the
+        // workspace has none of its own, so git would find that one. Outside `/tmp`, which
+        // is the worker's own (a `/tmp/.git` is out of its sight altogether).
+        let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let above = outside.path().canonicalize().unwrap();
+        let ws = above.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let log = ws.join("pwned.log");
+        let evil = above.join("evil.sh");
+        std::fs::write(
+            &evil,
+            EVIL_SCRIPT.replace("LOG", &format!("'{}'", log.display())),
+        )
+        .unwrap();
+        sh(&above, &format!("chmod +x evil.sh && git init -q . && git config core.fsmonitor {0} && git config filter.x.clean {0} && echo '* filter=x' > .gitattributes && chown -R 4242:4242 .git .gitattributes .", evil.display()));
+        if trusted {
+            vis::trust::trust(&env.config_dir(), &ws).unwrap();
+        }
+        let mut rt = env.runtime_with(
+            |o| {
+                o.trusted = trusted;
+                o.workspace = Some(ws.clone());
+            },
+            vec![],
+        );
+        let mut exec = |code: &str| {
+            let mut block = env.block(code);
+            block.workspace_roots = vec![ws.clone()];
+            let out = rt.exec(block, &mut vis::runtime::NoHostCalls).unwrap();
+            assert_eq!(out.status, Status::Ok, "trusted={trusted}: {}", out.output);
+            out.output
+        };
+        let out = exec("try:\n    git.status()\nexcept RuntimeError as e:\n    print(e)");
         assert!(out.contains("detected dubious ownership"), "{out}");
         assert!(out.contains("safe.directory"), "{out}");
         // The user's own config allows it: then it is read, and still nothing runs.
-        let home = above.join("home");
+        let home = ws.join("home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(
             home.join(".gitconfig"),
             format!("[safe]\n\tdirectory = {}\n", above.display()),
         )
         .unwrap();
-        let out = repo.exec(&format!(
+        let out = exec(&format!(
             "import os\nos.environ['HOME'] = {:?}\nprint(git.status())",
             home.to_string_lossy()
         ));
         assert!(out.contains("?? "), "{out}");
-        repo.assert_nothing_ran();
+        assert!(
+            !log.exists(),
+            "trusted={trusted}: {:?}",
+            std::fs::read_to_string(&log)
+        );
     }
 }
