@@ -38,7 +38,9 @@ use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store, StoreError};
 use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
-pub use folding::{receipt_line, FoldError, LimitError};
+pub use folding::{
+    receipt_line, FoldError, LimitError, MAX_FOLDS_PER_REQUEST, MAX_GATEWAY_CALLS_PER_BLOCK,
+};
 pub use folds::DEFAULT_GIST_MAX_TOKENS;
 pub use prompt::TOOL_NAME;
 pub use turn::{code_of, EventSink, ExecEnd, ToolCallError, TurnEnd};
