@@ -1,11 +1,12 @@
 //! `vis serve`: the API (`api`), who may use it and how (`access`: token, login, Host,
-//! Origin, other local users, blocks), its limits (`limits`), and the real command with its
-//! configuration (`command`: the token file, providers, workspaces, upgrades).
+//! Origin; `local`: blocks and other local users), its limits (`limits`), and the real command
+//! with its configuration (`command`: the token file, providers, workspaces, upgrades).
 
 mod access;
 mod api;
 mod command;
 mod limits;
+mod local;
 
 use serde_json::{json, Value};
 use vis::providers::ProviderKind;
