@@ -47,9 +47,9 @@ use utoipa_axum::routes;
 pub use access::Access;
 pub use events::DEFAULT_LOG_BYTES;
 pub use listener::ConnectionLimits;
-pub use providers::{ProviderInfo, ServeProviders, UnknownProvider, DEFAULT_PROVIDER};
+pub use providers::{ProviderInfo, ServeProviders, UnknownProvider};
 pub use registry::{HubFor, Registry, RegistryError, RegistryOptions, SettingsError, SettingsFor};
-pub use token::{ServeToken, TokenError, MIN_TOKEN_CHARS};
+pub use token::{ServeToken, TokenError};
 pub use workspaces::{WorkspaceError, WorkspacePolicy};
 
 /// What the server needs to run on a bound listener.

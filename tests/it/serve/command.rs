@@ -323,6 +323,12 @@ vistest!(workspaces_only_where_the_server_allows, |env| {
                 ws.display()
             );
         }
+        let (_, list) = c.json(Method::GET, "/api/sessions", None).await;
+        assert_eq!(
+            list.as_array().unwrap().len(),
+            1,
+            "nothing was created: {list}"
+        );
         let (s, v) = c
             .json(
                 Method::POST,
