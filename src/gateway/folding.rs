@@ -89,6 +89,11 @@ pub(super) struct CallBudget {
 impl CallBudget {
     /// Counts one call; an error (for the block) once the budget is spent.
     pub(super) fn charge(&mut self, params: &Value) -> Result<(), CallError> {
+        // Counting stops where the budget was spent, so the block's note says what spent it
+        // (calls already on their way when it is stopped are refused alike).
+        if self.spent {
+            return Err(CallError(self.reason()));
+        }
         self.calls += 1;
         self.bytes += params.as_object().map_or(0, |m| {
             m.values().filter_map(Value::as_str).map(str::len).sum()
