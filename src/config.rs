@@ -1,5 +1,6 @@
-//! Where things live: `$VIS_HOME` (default `~/.local/share/vis`) holds `vis.db` and the
-//! artifacts directory; `--db PATH` moves the database, and artifacts go beside it. The user's
+//! Where things live: `$VIS_HOME` (default `~/.local/share/vis`) holds `vis.db`, the
+//! artifacts directory and `vis serve`'s token (`serve-token`); `--db PATH` moves the
+//! database, and artifacts and the token go beside it. The user's
 //! config directory ([`config_dir`]) holds `config.toml` ([`Config`]), `extensions/` and
 //! `skills/`.
 
