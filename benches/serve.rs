@@ -28,7 +28,10 @@ use serde_json::{json, Value};
 use vis::gateway::ChatSettings;
 use vis::providers::ProviderKind;
 use vis::runtime::WorkerOptions;
-use vis::serve::{Registry, ServeOptions, SettingsFor};
+use vis::serve::{
+    Access, Registry, RegistryOptions, ServeOptions, ServeProviders, ServeToken, SettingsFor,
+    WorkspacePolicy,
+};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -110,12 +113,12 @@ fn main() {
     provider.request_timeout = Duration::from_secs(120);
     let program = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
     let config = dir.path().join("config");
-    let settings_for: SettingsFor = Arc::new(move |_, _, workspace| {
+    let settings_for: SettingsFor = Arc::new(move |provider, workspace| {
         let mut worker = WorkerOptions::new(program.clone());
         worker.workspace = Some(workspace.into());
         worker.config_dir = Some(config.clone());
         Ok(ChatSettings {
-            provider: provider.clone(),
+            provider,
             worker,
             max_iterations: 100,
             max_output_tokens: 1000,
@@ -126,12 +129,17 @@ fn main() {
             folding: Default::default(),
         })
     });
-    let registry = Arc::new(Registry::new(
-        db.clone(),
+    let registry = Arc::new(Registry::new(RegistryOptions {
+        db: db.clone(),
+        providers: ServeProviders::new(provider, Vec::new()),
         settings_for,
-        sessions,
-        Duration::from_secs(3600),
-    ));
+        workspaces: WorkspacePolicy::for_server(&[], &db),
+        max_live_workers: sessions,
+        idle_park_after: Duration::from_secs(3600),
+        event_log_bytes: vis::serve::DEFAULT_LOG_BYTES,
+    }));
+    let token = ServeToken::generate().unwrap();
+    let bearer = format!("Bearer {}", token.as_str());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -145,10 +153,10 @@ fn main() {
     let server = rt.spawn(vis::serve::serve_on(
         listener,
         ServeOptions {
-            listen: addr,
-            token: None,
+            access: Arc::new(Access::new(token, None, addr.port())),
             registry: registry.clone(),
             grace: Duration::from_secs(5),
+            limits: Default::default(),
         },
         async move {
             let _ = stop_rx.await;
@@ -178,7 +186,12 @@ fn main() {
     };
     let started = Instant::now();
     let overheads: Vec<f64> = rt.block_on(async {
-        let http = reqwest::Client::new();
+        let mut auth = reqwest::header::HeaderMap::new();
+        auth.insert("authorization", bearer.parse().unwrap());
+        let http = reqwest::Client::builder()
+            .default_headers(auth)
+            .build()
+            .unwrap();
         let mut tasks = Vec::new();
         for _ in 0..sessions {
             let http = http.clone();

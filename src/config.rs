@@ -1,5 +1,6 @@
-//! Where things live: `$VIS_HOME` (default `~/.local/share/vis`) holds `vis.db` and the
-//! artifacts directory; `--db PATH` moves the database, and artifacts go beside it. The user's
+//! Where things live: `$VIS_HOME` (default `~/.local/share/vis`) holds `vis.db`, the
+//! artifacts directory and `vis serve`'s token (`serve-token`); `--db PATH` moves the
+//! database, and artifacts and the token go beside it. The user's
 //! config directory ([`config_dir`]) holds `config.toml` ([`Config`]), `extensions/` and
 //! `skills/`.
 
@@ -30,6 +31,35 @@ pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     base.join("artifacts").join(session_id)
+}
+
+/// The token `vis serve` requires: `<dir of the database>/serve-token`, generated at the first
+/// start (mode 0600). Beside the database because the sandbox hides both from every worker.
+pub fn serve_token_path(db: &Path) -> PathBuf {
+    let base = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    base.join("serve-token")
+}
+
+/// Everything Vis keeps at a database's place that no block may see: the database and its
+/// log, the serve token, and every session's artifacts.
+pub fn store_files(db: &Path) -> Vec<PathBuf> {
+    let base = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut files: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .filter_map(|suffix| {
+            let name = db.file_name()?.to_string_lossy().into_owned();
+            Some(base.join(format!("{name}{suffix}")))
+        })
+        .collect();
+    files.push(serve_token_path(db));
+    files.push(base.join("artifacts"));
+    files
 }
 
 /// The user's config directory: `$VIS_CONFIG_DIR` if set, else `$XDG_CONFIG_HOME/vis`, else
@@ -89,10 +119,22 @@ pub enum ConfigError {
 ///
 /// [serve]
 /// listen = "127.0.0.1:7878"
-/// token = "…"                     # or VIS_SERVE_TOKEN; required beyond loopback
+/// token = "…"                     # or VIS_SERVE_TOKEN (16+ characters); default: generated
+///                                 # at first start into serve-token beside the database
+/// public_name = "vis.example.com" # a Host name accepted besides loopback names (host[:port])
+/// workspaces = ["/home/me/src"]   # sessions only beneath these (default: anywhere but /,
+///                                 # the home directory itself and Vis's own directories)
 /// max_live_workers = 32
 /// idle_park_after = 900           # seconds
 /// shutdown_grace = 30             # seconds running blocks get at shutdown
+/// max_connections = 256           # open HTTP connections; more are refused with 503
+/// header_timeout = 30             # seconds a client has to send a request's headers
+/// event_log_mb = 8                # events kept per session for replay (Last-Event-ID)
+/// [serve.providers.fast]          # providers a client may choose by name; the server's own
+/// provider = "anthropic"          # settings ([provider], flags, env) are the one named
+/// model = "claude-haiku-4-5"      # "default"
+/// base_url = "https://…"          # optional
+/// api_key_env = "FAST_API_KEY"    # optional; default OPENAI_API_KEY / ANTHROPIC_API_KEY
 ///
 /// [sandbox]
 /// mode = "workspace-write"        # read-only | workspace-write | full-access | off (--sandbox)
@@ -192,9 +234,29 @@ pub struct SandboxConfig {
 pub struct ServeConfig {
     pub listen: Option<String>,
     pub token: Option<String>,
+    pub public_name: Option<String>,
+    #[serde(default)]
+    pub workspaces: Vec<String>,
     pub max_live_workers: Option<usize>,
     pub idle_park_after: Option<f64>,
     pub shutdown_grace: Option<f64>,
+    pub max_connections: Option<usize>,
+    pub header_timeout: Option<f64>,
+    pub event_log_mb: Option<u64>,
+    /// `[serve.providers.NAME]`, by name.
+    #[serde(default)]
+    pub providers: std::collections::BTreeMap<String, ServeProviderConfig>,
+}
+
+/// `[serve.providers.NAME]`: a provider a `vis serve` client may choose by name.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct ServeProviderConfig {
+    /// `openai` or `anthropic`.
+    pub provider: String,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// The environment variable holding its key (default: the provider's usual one).
+    pub api_key_env: Option<String>,
 }
 
 /// `[folding]`: context folding and its limits.
@@ -418,11 +480,57 @@ impl Config {
                 )));
             }
         }
-        if typed.serve.max_live_workers == Some(0) {
+        for (key, value) in [
+            (
+                "max_live_workers",
+                typed.serve.max_live_workers.map(|n| n as u64),
+            ),
+            (
+                "max_connections",
+                typed.serve.max_connections.map(|n| n as u64),
+            ),
+            ("event_log_mb", typed.serve.event_log_mb),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(format!(
+                    "{}`serve.{key}` must be at least 1",
+                    at(&["serve", key])
+                )));
+            }
+        }
+        if let Some(v) = typed
+            .serve
+            .header_timeout
+            .filter(|v| !(v.is_finite() && *v > 0.0 && *v < 1e9))
+        {
             return Err(invalid(format!(
-                "{}`serve.max_live_workers` must be at least 1",
-                at(&["serve", "max_live_workers"])
+                "{}`serve.header_timeout` must be a positive number of seconds, got {v}; e.g. header_timeout = 30",
+                at(&["serve", "header_timeout"])
             )));
+        }
+        if let Some(name) = &typed.serve.public_name {
+            validate_public_name(name).map_err(|why| {
+                invalid(format!(
+                    "{}`serve.public_name` is {name:?}: {why}; write the host name clients use, e.g. public_name = \"vis.example.com\"",
+                    at(&["serve", "public_name"])
+                ))
+            })?;
+        }
+        for path in &typed.serve.workspaces {
+            if !Path::new(path).is_absolute() {
+                return Err(invalid(format!(
+                    "{}`serve.workspaces` holds {path:?}, which is not an absolute path",
+                    at(&["serve", "workspaces"])
+                )));
+            }
+        }
+        for (name, provider) in &typed.serve.providers {
+            validate_serve_provider(name, provider).map_err(|why| {
+                invalid(format!(
+                    "{}`serve.providers.{name}`: {why}",
+                    at(&["serve", "providers", name])
+                ))
+            })?;
         }
         config.folding = typed.folding;
         config.serve = typed.serve;
@@ -474,6 +582,95 @@ fn expand_home(path: &str) -> Option<String> {
             .to_string_lossy()
             .into_owned(),
     )
+}
+
+/// A host name as clients write it in an address (`vis.example.com`, `vis.example.com:8443`,
+/// `[2001:db8::1]`), not a URL.
+fn validate_public_name(name: &str) -> Result<(), &'static str> {
+    if name.contains("://") || name.contains('/') {
+        return Err("a URL, not a host name");
+    }
+    let host = match name.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, port)) if ip.parse::<std::net::Ipv6Addr>().is_ok() => {
+                return match port {
+                    "" => Ok(()),
+                    p if p
+                        .strip_prefix(':')
+                        .is_some_and(|p| p.parse::<u16>().is_ok()) =>
+                    {
+                        Ok(())
+                    }
+                    _ => Err("not a host name with an optional :port"),
+                };
+            }
+            _ => return Err("not a bracketed IPv6 address"),
+        },
+        None => match name.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() => host,
+            Some(_) => return Err("not a host name with an optional :port"),
+            None => name,
+        },
+    };
+    let label_ok = |l: &str| {
+        !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
+        return Err("not a host name (letters, digits, '-' and '.')");
+    }
+    Ok(())
+}
+
+/// `[serve.providers.NAME]`: a name a client can send, a known provider, sensible fields.
+fn validate_serve_provider(name: &str, p: &ServeProviderConfig) -> Result<(), String> {
+    let name_ok = !name.is_empty()
+        && name.len() <= 40
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !name_ok {
+        return Err(
+            "the name must be 1 to 40 lowercase letters, digits, '-' or '_'; rename the table"
+                .into(),
+        );
+    }
+    if name == "default" {
+        return Err("the name `default` is the server's own provider settings ([provider], flags and environment); give this one another name".into());
+    }
+    if p.provider
+        .parse::<crate::providers::ProviderKind>()
+        .is_err()
+    {
+        return Err(format!(
+            "`provider` must be \"openai\" (any OpenAI-compatible server) or \"anthropic\", got {:?}",
+            p.provider
+        ));
+    }
+    if p.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(
+            "`model` is empty; name a model or drop the key for the provider's default".into(),
+        );
+    }
+    if let Some(url) = &p.base_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!(
+                "`base_url` {url:?} must start with http:// or https://"
+            ));
+        }
+    }
+    if let Some(var) = &p.api_key_env {
+        let ok = !var.is_empty()
+            && !var.as_bytes()[0].is_ascii_digit()
+            && var
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if !ok {
+            return Err(format!(
+                "`api_key_env` {var:?} must be an environment variable name such as FAST_API_KEY"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// serde's type names in words a user knows ("expected f64" is "expected a number").
@@ -604,6 +801,85 @@ mod tests {
         assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "c"]), "line 3: ");
         assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "d"]), "line 2: ");
         assert_eq!(line_of_key("[b\n", &["b"]), "");
+    }
+
+    #[test]
+    fn reads_the_serve_table_and_rejects_bad_values() {
+        let c = parse(
+            "[serve]\npublic_name = \"vis.example.com:8443\"\nworkspaces = [\"/src\"]\nmax_connections = 9\nheader_timeout = 2.5\nevent_log_mb = 3\n[serve.providers.fast]\nprovider = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"FAST_KEY\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.serve.public_name.as_deref(), Some("vis.example.com:8443"));
+        assert_eq!(c.serve.workspaces, ["/src"]);
+        assert_eq!(
+            (
+                c.serve.max_connections,
+                c.serve.header_timeout,
+                c.serve.event_log_mb
+            ),
+            (Some(9), Some(2.5), Some(3))
+        );
+        assert_eq!(c.serve.providers["fast"].provider, "anthropic");
+        assert_eq!(
+            c.serve.providers["fast"].api_key_env.as_deref(),
+            Some("FAST_KEY")
+        );
+        for (text, needle) in [
+            (
+                "[serve]\npublic_name = \"http://x.example\"\n",
+                "a URL, not a host name",
+            ),
+            ("[serve]\npublic_name = \"x y\"\n", "not a host name"),
+            ("[serve]\nworkspaces = [\"src\"]\n", "not an absolute path"),
+            (
+                "[serve]\nmax_connections = 0\n",
+                "`serve.max_connections` must be at least 1",
+            ),
+            (
+                "[serve]\nevent_log_mb = 0\n",
+                "`serve.event_log_mb` must be at least 1",
+            ),
+            (
+                "[serve]\nheader_timeout = 0\n",
+                "positive number of seconds",
+            ),
+            (
+                "[serve.providers.default]\nprovider = \"openai\"\n",
+                "give this one another name",
+            ),
+            (
+                "[serve.providers.Fast]\nprovider = \"openai\"\n",
+                "lowercase letters",
+            ),
+            (
+                "[serve.providers.x]\nprovider = \"gemini\"\n",
+                "`provider` must be \"openai\"",
+            ),
+            (
+                "[serve.providers.x]\nprovider = \"openai\"\nbase_url = \"ftp://h\"\n",
+                "http:// or https://",
+            ),
+            (
+                "[serve.providers.x]\nprovider = \"openai\"\napi_key_env = \"my key\"\n",
+                "environment variable name",
+            ),
+            (
+                "[serve.providers.x]\nmodel = \"m\"\n",
+                "missing field `provider`",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+            assert!(e.contains("line "), "{text}: {e}");
+        }
+        assert_eq!(
+            serve_token_path(Path::new("/data/vis/vis.db")),
+            Path::new("/data/vis/serve-token")
+        );
+        assert_eq!(
+            serve_token_path(Path::new("vis.db")),
+            Path::new("./serve-token")
+        );
     }
 
     #[test]

@@ -55,7 +55,9 @@ def fold_session(key: str, gist: str) -> FoldReceipt:
     iteration is folded with the whole response it belongs to. A bad key, an unknown turn or
     iteration, or anything that includes the running iteration is rejected (RuntimeError) and
     nothing is folded. Returns the receipt; its measurement comes with the next request (see
-    session["utilization"]["fold_measurement"]). Example:
+    session["utilization"]["fold_measurement"]). At most 32 folds wait for that measurement
+    (more are refused until the next request), and a block that keeps calling past 256 calls
+    is stopped. Example:
     fold_session("t2/i1-i6", "total() in src/app.py ignored qty (42:kodu); fixed; tests pass").
     """
     if not isinstance(key, str) or not isinstance(gist, str):

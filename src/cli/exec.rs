@@ -92,7 +92,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     opts.memory_limit_mb = limits.memory_limit_mb;
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
-    opts.add_session(db, &artifact_dir, &roots);
+    opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     let mut supervisor = Supervisor::new(opts, defs);
     let turn_plan = TurnPlan {
         session_id: &session_id,

@@ -156,7 +156,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     opts.memory_limit_mb = limits.memory_limit_mb;
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
-    opts.add_session(db, &artifact_dir, &roots);
+    opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     let supervisor = Supervisor::new(opts, defs);
     let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
     let verb = if created { "new session" } else { "session" };

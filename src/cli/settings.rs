@@ -198,9 +198,7 @@ pub fn worker_options(
     config: &Config,
     workspace: Option<&Path>,
 ) -> Result<WorkerOptions, CliError> {
-    let program = std::env::current_exe()
-        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))?;
-    let mut opts = WorkerOptions::new(program);
+    let mut opts = WorkerOptions::new(worker_program()?);
     opts.workspace = workspace.map(Path::to_path_buf);
     opts.config_dir = Some(config.dir.clone());
     opts.deny = config.deny.clone();
@@ -208,6 +206,19 @@ pub fn worker_options(
     opts.env = config.sandbox.env.clone();
     opts.data_dir = Some(crate::config::vis_home());
     Ok(opts)
+}
+
+/// The program workers run: this very binary through `/proc/self/exe`, which names the file
+/// this process was started from even after it was replaced or removed (an upgrade under a
+/// running `vis serve` must not change what its new workers run, nor break them). Elsewhere,
+/// the path of the binary.
+pub fn worker_program() -> Result<PathBuf, CliError> {
+    let own = Path::new("/proc/self/exe");
+    if own.exists() {
+        return Ok(own.to_path_buf());
+    }
+    std::env::current_exe()
+        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))
 }
 
 /// An existing directory, made absolute (before anything changes directory).
@@ -269,10 +280,34 @@ fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The bearer token `vis serve` requires beyond loopback: `VIS_SERVE_TOKEN`, else config
-/// `[serve] token`.
-pub fn serve_token(config: &Config) -> Option<String> {
-    env_nonempty("VIS_SERVE_TOKEN").or_else(|| config.serve.token.clone())
+/// The token `vis serve` requires, and where it came from: `VIS_SERVE_TOKEN`, else config
+/// `[serve] token`, else the `serve-token` file beside the database (made at the first start).
+pub fn serve_token(
+    config: &Config,
+    db: &Path,
+) -> Result<(crate::serve::ServeToken, String), CliError> {
+    use crate::serve::ServeToken;
+    let usage = |e: crate::serve::TokenError| CliError::usage(format!("vis serve: {e}"));
+    if let Some(text) = env_nonempty("VIS_SERVE_TOKEN") {
+        let token = ServeToken::explicit(&text, "VIS_SERVE_TOKEN").map_err(usage)?;
+        return Ok((token, "VIS_SERVE_TOKEN".into()));
+    }
+    if let Some(text) = config
+        .serve
+        .token
+        .as_deref()
+        .filter(|t| !t.trim().is_empty())
+    {
+        let origin = format!(
+            "[serve] token in {}",
+            config.dir.join("config.toml").display()
+        );
+        let token = ServeToken::explicit(text, &origin).map_err(usage)?;
+        return Ok((token, origin));
+    }
+    let path = crate::config::serve_token_path(db);
+    let token = ServeToken::load_or_create(&path).map_err(usage)?;
+    Ok((token, path.display().to_string()))
 }
 
 /// The provider, model, base URL and key: flags, then the environment (clap reads

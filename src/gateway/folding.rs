@@ -23,6 +23,10 @@ pub enum FoldError {
     EmptyGist,
     #[error("the gist has {} tokens, over the cap of {} ([folding] gist_max_tokens); shorten it — nothing was folded", thousands(*tokens), thousands(*cap))]
     GistTooLong { tokens: u64, cap: u64 },
+    #[error("the gist is {} bytes, far over the cap of {} tokens ([folding] gist_max_tokens); shorten it — nothing was folded", thousands(*bytes), thousands(*cap))]
+    GistTooLarge { bytes: u64, cap: u64 },
+    #[error("fold_session has folded {MAX_FOLDS_PER_REQUEST} times since the last model request, the most it may; the next request measures these folds, so fold the rest after it — nothing was folded")]
+    TooManyFolds,
     #[error(transparent)]
     Select(#[from] folds::SelectError),
     #[error("{key} selects nothing that requests still carry")]
@@ -54,6 +58,66 @@ impl From<FoldError> for CallError {
 impl From<folds::SelectError> for CallError {
     fn from(e: folds::SelectError) -> Self {
         CallError(e.to_string())
+    }
+}
+
+/// Folds recorded before the next model request measures them. Every fold of a pending group
+/// rewrites the group's measurement, so a block looping on `fold_session` would otherwise cost
+/// the host time and memory that grow with the square of its folds.
+pub const MAX_FOLDS_PER_REQUEST: usize = 32;
+
+/// A gist longer than this many bytes per token of the cap is refused without counting its
+/// tokens (no real gist is that sparse, and counting a huge one is costly).
+const GIST_BYTES_PER_TOKEN: u64 = 16;
+
+/// Calls to `fold_session` and `read_session` one block may make.
+pub const MAX_GATEWAY_CALLS_PER_BLOCK: usize = 256;
+/// Bytes of text one block may send through those calls.
+pub const MAX_GATEWAY_CALL_BYTES_PER_BLOCK: usize = 16 * 1024 * 1024;
+
+/// What one block has asked of the gateway through `fold_session` and `read_session`. Each
+/// call costs the host work even when it is refused (the frame is read, the call answered),
+/// so a block that loops on them past the budget is stopped instead of keeping the host busy
+/// until its timeout.
+#[derive(Debug, Default)]
+pub(super) struct CallBudget {
+    calls: usize,
+    bytes: usize,
+    spent: bool,
+}
+
+impl CallBudget {
+    /// Counts one call; an error (for the block) once the budget is spent.
+    pub(super) fn charge(&mut self, params: &Value) -> Result<(), CallError> {
+        // Counting stops where the budget was spent, so the block's note says what spent it
+        // (calls already on their way when it is stopped are refused alike).
+        if self.spent {
+            return Err(CallError(self.reason()));
+        }
+        self.calls += 1;
+        self.bytes += params.as_object().map_or(0, |m| {
+            m.values().filter_map(Value::as_str).map(str::len).sum()
+        });
+        if self.calls > MAX_GATEWAY_CALLS_PER_BLOCK || self.bytes > MAX_GATEWAY_CALL_BYTES_PER_BLOCK
+        {
+            self.spent = true;
+            return Err(CallError(self.reason()));
+        }
+        Ok(())
+    }
+
+    /// Whether the block went past the budget (and was stopped).
+    pub(super) fn spent(&self) -> bool {
+        self.spent
+    }
+
+    pub(super) fn reason(&self) -> String {
+        format!(
+            "[vis] the block was stopped: it called fold_session/read_session {} times, sending {} bytes, more than one block may ({MAX_GATEWAY_CALLS_PER_BLOCK} calls, {} bytes); fold in a later block",
+            self.calls,
+            thousands(self.bytes as u64),
+            thousands(MAX_GATEWAY_CALL_BYTES_PER_BLOCK as u64),
+        )
     }
 }
 
@@ -148,8 +212,20 @@ pub(super) fn fold(
     if gist.is_empty() {
         return Err(FoldError::EmptyGist);
     }
-    let gist_tokens = crate::catalog::count_tokens(gist)? as u64;
+    let pending = ctx
+        .state
+        .pending_group
+        .as_ref()
+        .map_or(0, |(_, ids, _)| ids.len());
+    if !automatic && pending >= MAX_FOLDS_PER_REQUEST {
+        return Err(FoldError::TooManyFolds);
+    }
     let cap = ctx.settings.folding.gist_max_tokens;
+    let bytes = gist.len() as u64;
+    if !automatic && bytes > cap.saturating_mul(GIST_BYTES_PER_TOKEN) {
+        return Err(FoldError::GistTooLarge { bytes, cap });
+    }
+    let gist_tokens = crate::catalog::count_tokens(gist)? as u64;
     if gist_tokens > cap && !automatic {
         return Err(FoldError::GistTooLong {
             tokens: gist_tokens,

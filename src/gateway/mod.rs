@@ -38,7 +38,9 @@ use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store, StoreError};
 use assemble::{Assembler, Wire};
 use history::{Entry, NoticeMeta};
 
-pub use folding::{receipt_line, FoldError, LimitError};
+pub use folding::{
+    receipt_line, FoldError, LimitError, MAX_FOLDS_PER_REQUEST, MAX_GATEWAY_CALLS_PER_BLOCK,
+};
 pub use folds::DEFAULT_GIST_MAX_TOKENS;
 pub use prompt::TOOL_NAME;
 pub use turn::{code_of, EventSink, ExecEnd, ToolCallError, TurnEnd};
@@ -239,9 +241,11 @@ impl ChatSession {
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
         // Blocks write their full outputs there, also under the sandbox.
         let artifact_dir = crate::config::artifact_dir(db, id);
-        settings
-            .worker
-            .add_session(db, &artifact_dir, &row.workspace_roots);
+        settings.worker.add_session(
+            crate::config::store_files(db),
+            &artifact_dir,
+            &row.workspace_roots,
+        );
         let supervisor = Supervisor::new(settings.worker.clone(), defs);
         let (shown_catalog, shown_agents) = shown_state(prefix.as_ref(), &entries);
         let estimate = prefix.as_ref().map_or(0, |p| p.tokens.max(0) as u64)

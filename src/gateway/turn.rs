@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::folding::{self, FoldCtx};
+use super::folding::{self, CallBudget, FoldCtx};
 use super::folds;
 use super::history::{self, Entry};
 use super::prompt::TOOL_NAME;
@@ -428,8 +428,12 @@ impl ChatSession {
         // other host calls go on meanwhile); the ones still running when the block ends are
         // cancelled at their servers.
         let mut mcp_tasks = Vec::new();
+        // The block's own stop: cancelled when it spends its budget of gateway calls, which
+        // interrupts the block and not the turn.
+        let block_stop = stop.child_token();
+        let mut budget = CallBudget::default();
         let outcome = {
-            let run = self.supervisor.exec(request, calls_tx, stop.clone());
+            let run = self.supervisor.exec(request, calls_tx, block_stop.clone());
             tokio::pin!(run);
             loop {
                 tokio::select! {
@@ -442,6 +446,11 @@ impl ChatSession {
                             }
                             Err(call) => call,
                         };
+                        if let Err(spent) = budget.charge(&call.params) {
+                            call.reply(Err(spent));
+                            block_stop.cancel();
+                            continue;
+                        }
                         let answer = answer_host_call(
                             &mut FoldCtx { state: &mut self.state, store: &mut *self.store, id: &self.id, settings: &self.settings },
                             &call.method,
@@ -463,6 +472,10 @@ impl ChatSession {
                 }
                 Err(call) => call,
             };
+            if let Err(spent) = budget.charge(&call.params) {
+                call.reply(Err(spent));
+                continue;
+            }
             let answer = answer_host_call(
                 &mut FoldCtx {
                     state: &mut self.state,
@@ -484,6 +497,13 @@ impl ChatSession {
                 } else {
                     outcome.output
                 };
+                if budget.spent() {
+                    if !output.ends_with('\n') {
+                        output.push('\n');
+                    }
+                    output.push_str(&budget.reason());
+                    output.push('\n');
+                }
                 // While the context is high, every block's output says so (SPEC §7).
                 if let Some(hint) = folding::hint(&self.state, &self.settings) {
                     if !output.ends_with('\n') {

@@ -87,12 +87,12 @@ impl WorkerOptions {
 
 impl WorkerOptions {
     /// Adds a session's own places to the sandbox: its artifacts directory (writable in every
-    /// mode), its workspace roots beyond the first, and the store it is kept in with what
-    /// lives beside it (the database and its log, the serve token, other sessions' artifacts),
-    /// which no block may see.
+    /// mode), its workspace roots beyond the first, and the files of the store it is kept in
+    /// (`config::store_files`: the database and its log, the serve token, other sessions'
+    /// artifacts), which no block may see.
     pub fn add_session(
         &mut self,
-        db: &std::path::Path,
+        store_files: Vec<std::path::PathBuf>,
         artifact_dir: &std::path::Path,
         roots: &[String],
     ) {
@@ -102,25 +102,9 @@ impl WorkerOptions {
         policy
             .extra_roots
             .extend(roots.iter().skip(1).map(std::path::PathBuf::from));
-        let name = db.file_name().map(|n| n.to_string_lossy().into_owned());
-        let dir = db
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        if let Some(name) = name {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                policy.private.push(dir.join(format!("{name}{suffix}")));
-            }
-        }
-        policy.private.push(dir.join(STORE_NEIGHBOURS[0]));
-        if let Some(artifacts) = artifact_dir.parent() {
-            policy.private.push(artifacts.to_path_buf());
-        }
+        policy.private.extend(store_files);
     }
 }
-
-/// Files Vis keeps beside its database that no block may read.
-const STORE_NEIGHBOURS: &[&str] = &["serve-token"];
 
 /// Supervises one session's worker.
 pub struct Supervisor {

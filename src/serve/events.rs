@@ -1,47 +1,75 @@
-//! Each session's event log: every turn event gets an id, is kept (the newest
-//! [`KEEP`]), and is broadcast to live listeners, so a client that reconnects with
-//! `Last-Event-ID` gets exactly what it missed.
+//! Each session's event log: every turn event gets an id and is kept — the newest ones, up to a
+//! budget of bytes per session (`[serve] event_log_mb`) — so a client that reconnects with
+//! `Last-Event-ID` gets what it missed. The log goes with its session's slot (on delete).
+//!
+//! Events are serialized once, when pushed; listeners are woken through a `watch` of the
+//! newest number and read from the kept log, so no event is held twice in memory, and a
+//! listener that stops reading holds nothing but its position.
 //!
 //! Ids are `BOOT-N`: `BOOT` identifies this server process, `N` counts the session's events.
-//! An id from an earlier process (or an unknown one) replays everything kept.
+//! An id from an earlier process, or one that is not an id, replays everything kept; one from
+//! the future counts as "now".
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 use crate::protocol::Event;
 
-/// Events kept per session for replay.
-pub const KEEP: usize = 10_000;
+/// The default budget of kept events per session, in bytes.
+pub const DEFAULT_LOG_BYTES: usize = 8 * 1024 * 1024;
+
+/// Fixed cost counted per event besides its JSON (the record and its place in the queue).
+const EVENT_OVERHEAD: usize = 64;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
     pub n: u64,
     pub event: Event,
+    /// `event` as JSON (the SSE `data`).
+    pub json: String,
+}
+
+impl Logged {
+    fn size(&self) -> usize {
+        self.json.len() + EVENT_OVERHEAD
+    }
 }
 
 pub struct EventLog {
     boot: String,
+    budget: usize,
     inner: Mutex<Inner>,
-    live: broadcast::Sender<Logged>,
+    newest: watch::Sender<u64>,
+    /// The bytes every log of the server keeps, for `/metrics`.
+    total: Arc<AtomicU64>,
 }
 
 struct Inner {
     next: u64,
-    kept: VecDeque<Logged>,
+    kept: VecDeque<Arc<Logged>>,
+    bytes: usize,
+    /// The number of the newest `turn_finished` (0: none yet).
+    last_turn_end: u64,
 }
 
 impl EventLog {
-    pub fn new(boot: &str) -> EventLog {
-        let (live, _) = broadcast::channel(4096);
+    /// A log keeping at most `budget` bytes (the newest event is kept whatever its size);
+    /// `total` adds up what all logs keep.
+    pub fn new(boot: &str, budget: usize, total: Arc<AtomicU64>) -> EventLog {
         EventLog {
             boot: boot.to_string(),
+            budget,
             inner: Mutex::new(Inner {
                 next: 1,
                 kept: VecDeque::new(),
+                bytes: 0,
+                last_turn_end: 0,
             }),
-            live,
+            newest: watch::channel(0).0,
+            total,
         }
     }
 
@@ -50,13 +78,15 @@ impl EventLog {
         format!("{}-{n}", self.boot)
     }
 
-    /// The event number after which to replay, from a `Last-Event-ID`.
+    /// The event number after which to replay, from a `Last-Event-ID`: 0 (everything kept) for
+    /// an unknown id, never beyond the newest event.
     pub fn after(&self, last_event_id: Option<&str>) -> u64 {
-        last_event_id
+        let n = last_event_id
             .and_then(|id| id.rsplit_once('-'))
             .filter(|(boot, _)| *boot == self.boot)
-            .and_then(|(_, n)| n.parse().ok())
-            .unwrap_or(0)
+            .and_then(|(_, n)| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        n.min(self.next() - 1)
     }
 
     /// The number the next event will get.
@@ -65,33 +95,65 @@ impl EventLog {
     }
 
     pub fn push(&self, event: Event) {
+        let json = serde_json::to_string(&event).unwrap_or_default();
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let logged = Logged {
+        let logged = Arc::new(Logged {
             n: inner.next,
             event,
-        };
+            json,
+        });
         inner.next += 1;
-        inner.kept.push_back(logged.clone());
-        if inner.kept.len() > KEEP {
-            inner.kept.pop_front();
+        if matches!(logged.event, Event::TurnFinished { .. }) {
+            inner.last_turn_end = logged.n;
         }
-        // Sent under the lock, so a subscriber's snapshot and its live feed never overlap
-        // or leave a gap.
-        let _ = self.live.send(logged);
+        let size = logged.size();
+        inner.bytes += size;
+        self.total.fetch_add(size as u64, Ordering::Relaxed);
+        inner.kept.push_back(logged.clone());
+        while inner.bytes > self.budget && inner.kept.len() > 1 {
+            if let Some(old) = inner.kept.pop_front() {
+                inner.bytes -= old.size();
+                self.total.fetch_sub(old.size() as u64, Ordering::Relaxed);
+            }
+        }
+        // Under the lock, so a reader that saw the number finds the event kept.
+        self.newest.send_replace(logged.n);
     }
 
-    /// The kept events after `after` and a receiver for everything that comes later.
-    pub fn subscribe(&self, after: u64) -> (Vec<Logged>, broadcast::Receiver<Logged>) {
+    /// The kept events after `after`.
+    pub fn since(&self, after: u64) -> Vec<Arc<Logged>> {
         match self.inner.lock() {
             Ok(inner) => {
-                let rx = self.live.subscribe();
-                let kept = inner.kept.iter().filter(|l| l.n > after).cloned().collect();
-                (kept, rx)
+                // Numbers are consecutive: skip straight to the first one wanted.
+                let first = inner.kept.front().map_or(0, |l| l.n);
+                let skip = after.saturating_sub(first.saturating_sub(1)) as usize;
+                inner.kept.iter().skip(skip).cloned().collect()
             }
-            Err(_) => (Vec::new(), self.live.subscribe()),
+            Err(_) => Vec::new(),
         }
+    }
+
+    /// Wakes when an event newer than the ones seen through it is pushed.
+    pub fn listen(&self) -> watch::Receiver<u64> {
+        self.newest.subscribe()
+    }
+
+    /// The number of the newest `turn_finished` pushed (kept or not; 0: none yet).
+    pub fn last_turn_end(&self) -> u64 {
+        self.inner.lock().map(|i| i.last_turn_end).unwrap_or(0)
+    }
+
+    /// Bytes kept now.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().map(|i| i.bytes).unwrap_or(0)
+    }
+}
+
+impl Drop for EventLog {
+    fn drop(&mut self) {
+        self.total.fetch_sub(self.bytes() as u64, Ordering::Relaxed);
     }
 }
 
@@ -99,19 +161,54 @@ impl EventLog {
 mod tests {
     use super::*;
 
+    fn log(budget: usize) -> (EventLog, Arc<AtomicU64>) {
+        let total = Arc::new(AtomicU64::new(0));
+        (EventLog::new("b1", budget, total.clone()), total)
+    }
+
     #[test]
-    fn replay_and_live_events_join_without_gaps() {
-        let log = EventLog::new("b1");
+    fn replay_picks_up_after_an_id_and_bogus_ids_are_bounded() {
+        let (log, _) = log(DEFAULT_LOG_BYTES);
         log.push(Event::TurnStarted { turn: 1 });
         log.push(Event::TextDelta { text: "a".into() });
+        let mut rx = log.listen();
+        assert_eq!(*rx.borrow_and_update(), 2);
         let after = log.after(Some("b1-1"));
-        let (kept, mut rx) = log.subscribe(after);
+        let kept = log.since(after);
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].n, 2);
+        assert_eq!(kept[0].json, r#"{"type":"text_delta","text":"a"}"#);
         log.push(Event::TextDelta { text: "b".into() });
-        assert_eq!(rx.try_recv().unwrap().n, 3);
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(log.since(2)[0].n, 3);
         assert_eq!(log.after(Some("other-5")), 0);
+        assert_eq!(log.after(Some("b1-x")), 0);
         assert_eq!(log.after(None), 0);
+        assert_eq!(log.after(Some("b1-999999999999")), 3, "the future is now");
         assert_eq!(log.id(3), "b1-3");
+    }
+
+    #[test]
+    fn the_log_keeps_to_its_byte_budget_and_gives_it_back() {
+        let (log, total) = log(10_000);
+        for _ in 0..100 {
+            log.push(Event::BlockStarted {
+                turn: 1,
+                iteration: 1,
+                code: "x".repeat(1000),
+            });
+        }
+        assert!(log.bytes() <= 10_000, "{}", log.bytes());
+        assert_eq!(total.load(Ordering::Relaxed), log.bytes() as u64);
+        let kept = log.since(0);
+        assert_eq!(kept.last().unwrap().n, 100);
+        assert!(kept.len() < 10 && kept.len() > 5, "{}", kept.len());
+        // One event over the budget is still kept, alone.
+        log.push(Event::TextDelta {
+            text: "y".repeat(20_000),
+        });
+        assert_eq!(log.since(0).len(), 1);
+        drop(log);
+        assert_eq!(total.load(Ordering::Relaxed), 0);
     }
 }

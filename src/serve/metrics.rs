@@ -1,7 +1,9 @@
 //! `/metrics` in the Prometheus text format (the `prometheus-client` crate): global and
 //! per-session figures, fed by the events of every turn.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -46,7 +48,10 @@ pub struct Metrics {
     s_tokens_output: Family<SessionLabel, Counter>,
     s_iterations: Family<SessionLabel, Counter>,
     s_errors: Family<ErrorLabel, Counter>,
+    /// The error kinds seen per session, so a deleted session's series can be removed.
+    error_kinds: Mutex<HashMap<String, HashSet<String>>>,
     pub http_requests: Counter<u64, AtomicU64>,
+    pub event_log_bytes: Gauge,
 }
 
 impl Metrics {
@@ -68,7 +73,9 @@ impl Metrics {
             s_tokens_output: Family::default(),
             s_iterations: Family::default(),
             s_errors: Family::default(),
+            error_kinds: Mutex::new(HashMap::new()),
             http_requests: Counter::default(),
+            event_log_bytes: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -111,6 +118,11 @@ impl Metrics {
             "http_requests",
             "HTTP requests served",
             m.http_requests.clone(),
+        );
+        registry.register(
+            "event_log_bytes",
+            "Bytes of events kept for replay, all sessions together",
+            m.event_log_bytes.clone(),
         );
         registry.register(
             "session_blocks_running",
@@ -217,6 +229,12 @@ impl Metrics {
                     return;
                 }
                 self.errors.inc();
+                if let Ok(mut kinds) = self.error_kinds.lock() {
+                    kinds
+                        .entry(id.to_string())
+                        .or_default()
+                        .insert(kind.clone());
+                }
                 self.s_errors
                     .get_or_create(&ErrorLabel {
                         session: id.to_string(),
@@ -225,6 +243,36 @@ impl Metrics {
                     .inc();
             }
             _ => {}
+        }
+    }
+
+    /// Removes every series of session `id` (it was deleted).
+    pub fn forget_session(&self, id: &str) {
+        let label = SessionLabel {
+            session: id.to_string(),
+        };
+        for family in [&self.s_blocks_running, &self.s_requests_in_flight] {
+            family.remove(&label);
+        }
+        for family in [
+            &self.s_tokens_input,
+            &self.s_tokens_cached,
+            &self.s_tokens_output,
+            &self.s_iterations,
+        ] {
+            family.remove(&label);
+        }
+        let kinds = self
+            .error_kinds
+            .lock()
+            .ok()
+            .and_then(|mut k| k.remove(id))
+            .unwrap_or_default();
+        for kind in kinds {
+            self.s_errors.remove(&ErrorLabel {
+                session: id.to_string(),
+                kind,
+            });
         }
     }
 

@@ -1,90 +1,112 @@
 //! `vis serve`: the gateway as a long-running HTTP service for many sessions (axum on tokio).
 //!
+//! - `listener`: the accept loop (HTTP/1.1, a header-read deadline, a connection cap);
+//! - `access`: the checks every request passes first (Host, token or cookie, Origin, JSON
+//!   bodies); `token`: the token and its file; `login`: the one-time login URL and cookies;
 //! - `api`: the sessions API, turns as server-sent events, control and inspection;
 //! - `registry`: the sessions the server holds, the live-worker cap and idle parking;
-//! - `events`: per-session event logs with ids, so clients can resume with `Last-Event-ID`;
+//!   `providers`: the providers a client may choose by name; `workspaces`: where sessions may
+//!   live;
+//! - `events`: per-session event logs with ids (bounded in bytes), so clients can resume with
+//!   `Last-Event-ID`;
 //! - `metrics`: `/metrics` in the Prometheus text format;
 //! - `web`: the page at `/`, shipped inside the binary.
 //!
-//! Security: the server listens on loopback unless told otherwise; beyond loopback it
-//! refuses to start without a bearer token, and when a token is set every API request must
-//! carry it (compared in constant time). Shutdown (SIGTERM or Ctrl-C) stops taking turns,
-//! lets running blocks finish within the grace period (turns stop before their next model
-//! request), then interrupts what still runs, records it, stops the workers and exits.
+//! Security (docs/serve.md): a token always, generated at the first start; every route checks
+//! it, loopback included, except the page and the login routes; Host must name this server
+//! and a state-changing request's Origin must be its own, so neither a page on another site
+//! nor a DNS-rebinding page can drive it. Providers and workspaces come from the server's
+//! configuration only. Shutdown (SIGTERM or Ctrl-C) stops taking turns, lets running blocks
+//! finish within the grace period (turns stop before their next model request), then
+//! interrupts what still runs, records it, stops the workers and exits.
 
+mod access;
 mod api;
 mod events;
+mod listener;
+mod login;
 mod metrics;
+mod providers;
 mod registry;
+mod token;
 mod web;
+mod workspaces;
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use registry::{HubFor, ModelChoice, Registry, RegistryError, SettingsError, SettingsFor};
+pub use access::Access;
+pub use events::DEFAULT_LOG_BYTES;
+pub use listener::ConnectionLimits;
+pub use providers::{ProviderInfo, ServeProviders, UnknownProvider};
+pub use registry::{HubFor, Registry, RegistryError, RegistryOptions, SettingsError, SettingsFor};
+pub use token::{ServeToken, TokenError};
+pub use workspaces::{WorkspaceError, WorkspacePolicy};
 
-/// What the server needs to start.
+/// What the server needs to run on a bound listener.
 pub struct ServeOptions {
-    pub listen: SocketAddr,
-    pub token: Option<String>,
+    pub access: Arc<Access>,
     pub registry: Arc<Registry>,
     /// How long running blocks get to finish at shutdown.
     pub grace: Duration,
+    pub limits: ConnectionLimits,
 }
 
 #[derive(Clone)]
 pub struct App {
     pub registry: Arc<Registry>,
-    token: Option<Arc<String>>,
+    access: Arc<Access>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("listening on {0} (beyond loopback) needs a bearer token: set VIS_SERVE_TOKEN or [serve] token, or listen on 127.0.0.1")]
-    TokenRequired(SocketAddr),
     #[error("cannot listen on {addr}: {source}; pick another address with --listen")]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("the server failed: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 #[derive(OpenApi)]
 #[openapi(info(
     title = "Vis",
-    description = "The Vis gateway as a service: sessions, turns as server-sent events, control and inspection. Errors are JSON {code, message}."
+    description = "The Vis gateway as a service: sessions, turns as server-sent events, control and inspection. Every route needs `Authorization: Bearer <token>` (or the web view's login cookie). Errors are JSON {code, message}."
 ))]
 struct ApiDoc;
 
-/// The router with every route, and the OpenAPI document generated from the handlers.
-pub fn router(app: App) -> axum::Router {
+/// The router with every route, and the OpenAPI document generated from the handlers. Every
+/// request passes [`access::guard`] first.
+fn router(app: App) -> axum::Router {
     let (api_router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(api::list_sessions, api::create_session))
-        .routes(routes!(api::get_session, api::delete_session))
-        .routes(routes!(api::post_turn))
-        .routes(routes!(api::get_events))
-        .routes(routes!(api::interrupt))
-        .routes(routes!(api::post_exec))
-        .routes(routes!(api::get_context))
+        .routes(routes!(
+            api::sessions::list_sessions,
+            api::sessions::create_session
+        ))
+        .routes(routes!(
+            api::sessions::get_session,
+            api::sessions::delete_session
+        ))
+        .routes(routes!(api::sessions::list_providers))
+        .routes(routes!(api::work::post_turn))
+        .routes(routes!(api::stream::get_events))
+        .routes(routes!(api::work::interrupt))
+        .routes(routes!(api::work::post_exec))
+        .routes(routes!(api::work::get_context))
+        .routes(routes!(login::login_with_token))
+        .routes(routes!(login::logout))
         .split_for_parts();
     let openapi = Arc::new(openapi);
-    let guarded = api_router
+    api_router
         .route("/metrics", axum::routing::get(metrics))
-        .layer(axum::middleware::from_fn_with_state(app.clone(), authorize));
-    axum::Router::new()
-        .merge(guarded)
         .route(
             "/openapi.json",
             axum::routing::get(move || {
@@ -93,7 +115,12 @@ pub fn router(app: App) -> axum::Router {
             }),
         )
         .route("/", axum::routing::get(web::index))
+        .route("/login", axum::routing::get(login::login_with_code))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            access::guard,
+        ))
         .with_state(app)
 }
 
@@ -108,6 +135,11 @@ async fn not_found() -> Response {
 
 async fn metrics(State(app): State<App>) -> Response {
     app.registry.update_live_gauge();
+    let log_bytes = app.registry.log_bytes.load(Ordering::Relaxed);
+    app.registry
+        .metrics
+        .event_log_bytes
+        .set(i64::try_from(log_bytes).unwrap_or(i64::MAX));
     (
         [(
             header::CONTENT_TYPE,
@@ -118,52 +150,23 @@ async fn metrics(State(app): State<App>) -> Response {
         .into_response()
 }
 
-/// Checks the bearer token (when one is set) in constant time.
-async fn authorize(State(app): State<App>, request: Request, next: Next) -> Response {
-    app.registry.metrics.http_requests.inc();
-    if let Some(token) = &app.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        let ok: bool = given.as_bytes().ct_eq(token.as_bytes()).into();
-        if !ok {
-            return api::ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a valid bearer token is required: send `Authorization: Bearer <token>`",
-            )
-            .into_response();
-        }
-    }
-    next.run(request).await
-}
-
-/// Serves until SIGTERM or Ctrl-C, then shuts down gracefully.
-pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
-    if !opts.listen.ip().is_loopback() && opts.token.as_deref().is_none_or(str::is_empty) {
-        return Err(ServeError::TokenRequired(opts.listen));
-    }
-    let listener = tokio::net::TcpListener::bind(opts.listen)
+/// Binds the listening socket.
+pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind {
-            addr: opts.listen,
-            source,
-        })?;
-    serve_on(listener, opts, shutdown_signal()).await
+        .map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// Serves on a bound listener until `shutdown` completes (tests pass their own).
+/// Serves on a bound listener until `shutdown` completes (the command passes
+/// [`shutdown_signal`], tests their own), then shuts down gracefully.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     opts: ServeOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), ServeError> {
+) {
     let app = App {
         registry: opts.registry.clone(),
-        token: opts.token.filter(|t| !t.is_empty()).map(Arc::new),
+        access: opts.access.clone(),
     };
     let registry = opts.registry.clone();
     let sweeper = tokio::spawn({
@@ -189,15 +192,10 @@ pub async fn serve_on(
         }
     };
     let drain_task = tokio::spawn(drained);
-    let server = axum::serve(listener, router(app)).with_graceful_shutdown({
-        let closed = closed.clone();
-        async move { closed.cancelled().await }
-    });
-    let result = server.await;
+    listener::serve_connections(listener, router(app), opts.limits, closed).await;
     sweeper.abort();
     let _ = drain_task.await;
     registry.shutdown_all().await;
-    result.map_err(ServeError::Io)
 }
 
 /// Stop taking work, let running blocks finish within `grace`, then interrupt the rest.
@@ -230,7 +228,8 @@ async fn drain(registry: &Registry, grace: Duration) {
     }
 }
 
-async fn shutdown_signal() {
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

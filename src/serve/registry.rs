@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,29 +18,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::EventLog;
 use super::metrics::Metrics;
+use super::providers::{ServeProviders, UnknownProvider};
+use super::workspaces::{WorkspaceError, WorkspacePolicy};
 use crate::gateway::{ChatSession, ChatSettings};
-use crate::store::{SessionModel, Store};
+use crate::providers::ProviderSettings;
+use crate::store::Store;
 
-/// Which model a new session talks to (unset fields come from the server's settings).
-#[derive(
-    Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema,
-)]
-pub struct ModelChoice {
-    /// `openai` or `anthropic`.
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-}
+/// Builds a session's settings for a provider the server offers and a workspace (the worker's
+/// options, limits, folding: everything but the provider comes from the server).
+pub type SettingsFor =
+    Arc<dyn Fn(ProviderSettings, &str) -> Result<ChatSettings, SettingsError> + Send + Sync>;
 
-/// Builds a session's settings from what it used before and what the client asked for.
-pub type SettingsFor = Arc<
-    dyn Fn(Option<&SessionModel>, &ModelChoice, &str) -> Result<ChatSettings, SettingsError>
-        + Send
-        + Sync,
->;
-
-/// The provider settings a client asked for (or the server's defaults) are not usable; the
-/// message names the setting and the fix.
+/// The server's settings are not usable for a session; the message names the setting and the
+/// fix.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct SettingsError(pub String);
@@ -56,9 +46,14 @@ pub type HubFor = Arc<
 /// Why a session could not be created or opened.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The client's choice of provider or model (a bad request).
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// The client named a provider the server does not offer (a bad request).
+    #[error(transparent)]
+    Provider(#[from] UnknownProvider),
+    /// The workspace is not one this server allows (a bad request).
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
@@ -140,37 +135,53 @@ impl Slot {
     }
 }
 
+/// What a registry is made of: where sessions are stored, what they may use, and its limits.
+pub struct RegistryOptions {
+    pub db: PathBuf,
+    pub providers: ServeProviders,
+    pub settings_for: SettingsFor,
+    pub workspaces: WorkspacePolicy,
+    pub max_live_workers: usize,
+    pub idle_park_after: Duration,
+    /// Bytes of events kept per session for replay.
+    pub event_log_bytes: usize,
+}
+
 pub struct Registry {
     pub db: PathBuf,
     boot: String,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
+    pub providers: ServeProviders,
     settings_for: SettingsFor,
+    workspaces: WorkspacePolicy,
     hub_for: Option<HubFor>,
     pub drain: CancellationToken,
     pub max_live_workers: usize,
     pub idle_park_after: Duration,
+    event_log_bytes: usize,
+    /// Bytes every session's event log keeps, together.
+    pub log_bytes: Arc<AtomicU64>,
     pub metrics: Metrics,
 }
 
 impl Registry {
-    pub fn new(
-        db: PathBuf,
-        settings_for: SettingsFor,
-        max_live_workers: usize,
-        idle_park_after: Duration,
-    ) -> Registry {
+    pub fn new(opts: RegistryOptions) -> Registry {
         let boot = crate::session::new_session_id()
             .trim_start_matches("s-")
             .to_string();
         Registry {
-            db,
+            db: opts.db,
             boot,
             slots: Mutex::new(HashMap::new()),
-            settings_for,
+            providers: opts.providers,
+            settings_for: opts.settings_for,
+            workspaces: opts.workspaces,
             hub_for: None,
             drain: CancellationToken::new(),
-            max_live_workers,
-            idle_park_after,
+            max_live_workers: opts.max_live_workers,
+            idle_park_after: opts.idle_park_after,
+            event_log_bytes: opts.event_log_bytes,
+            log_bytes: Arc::new(AtomicU64::new(0)),
             metrics: Metrics::new(),
         }
     }
@@ -210,7 +221,7 @@ impl Registry {
                     busy: AtomicBool::new(false),
                     working: AtomicBool::new(false),
                     stop: Mutex::new(CancellationToken::new()),
-                    log: EventLog::new(&self.boot),
+                    log: EventLog::new(&self.boot, self.event_log_bytes, self.log_bytes.clone()),
                     last_used: Mutex::new(Instant::now()),
                     live: AtomicBool::new(false),
                     work_start: std::sync::atomic::AtomicU64::new(0),
@@ -219,10 +230,12 @@ impl Registry {
             .clone()
     }
 
+    /// Drops the slot of a deleted session: its event log and its metrics go with it.
     pub fn forget(&self, id: &str) {
         if let Ok(mut slots) = self.slots.lock() {
             slots.remove(id);
         }
+        self.metrics.forget_session(id);
     }
 
     pub fn slots(&self) -> Vec<Arc<Slot>> {
@@ -232,13 +245,16 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// Creates a session (its worker starts with the first turn or block).
-    pub fn create(&self, workspace: &str, choice: &ModelChoice) -> Result<String, RegistryError> {
+    /// Creates a session in `workspace` (if this server allows it) with the provider called
+    /// `provider` (`None`: the default); its worker starts with the first turn or block.
+    pub fn create(&self, workspace: &str, provider: Option<&str>) -> Result<String, RegistryError> {
+        let workspace = self.workspaces.check(workspace)?;
+        let workspace = workspace.to_string_lossy().into_owned();
+        let provider = self.providers.by_name(provider)?;
+        let settings = (self.settings_for)(provider.settings.clone(), &workspace)?;
         let id = crate::session::new_session_id();
-        let settings = (self.settings_for)(None, choice, workspace)?;
         let store = Store::open(&self.db)?;
-        let session =
-            ChatSession::create(store, &self.db, &id, vec![workspace.to_string()], settings)?;
+        let session = ChatSession::create(store, &self.db, &id, vec![workspace], settings)?;
         let slot = self.slot(&id);
         if let Ok(mut guard) = slot.session.try_lock() {
             *guard = Some(self.with_drain(session));
@@ -250,6 +266,12 @@ impl Registry {
     fn with_drain(&self, mut session: ChatSession) -> ChatSession {
         session.set_drain(self.drain.clone());
         session
+    }
+
+    /// Whether a stored session's workspace is one this server allows now.
+    pub fn allows(&self, row: &crate::store::SessionRow) -> Result<(), WorkspaceError> {
+        let workspace = row.workspace_roots.first().map_or("", String::as_str);
+        self.workspaces.check(workspace).map(|_| ())
     }
 
     /// Loads the stored session into `guard` if it is not loaded yet.
@@ -265,9 +287,23 @@ impl Registry {
         let row = store.require_session(id)?;
         let stored = store.session_model(id)?;
         let workspace = row.workspace_roots.first().cloned().unwrap_or_default();
-        let settings = (self.settings_for)(stored.as_ref(), &ModelChoice::default(), &workspace)?;
+        // Stored sessions obey today's rules: one made where the server no longer allows (or
+        // by an older server that allowed anything) does not run.
+        self.allows(&row)?;
+        let (provider, replaced) = self.providers.for_stored(stored.as_ref());
+        let settings = (self.settings_for)(provider.settings.clone(), &workspace)?;
         let approvals = Store::open(&self.db)?;
-        let (mut session, notes) = ChatSession::open(store, &self.db, id, settings)?;
+        let (mut session, mut notes) = ChatSession::open(store, &self.db, id, settings)?;
+        let same_model = stored.as_ref().is_some_and(|s| {
+            s.provider == provider.settings.kind.as_str() && s.model == provider.settings.model
+        });
+        if replaced && same_model {
+            // `open` notes a change of model; a change of server is noted here.
+            notes.push(format!(
+                "[vis] the provider this session used is not among those the server offers now; it continues with '{}'",
+                provider.name
+            ));
+        }
         self.attach_mcp(&mut session, &workspace, &*approvals)?;
         *guard = Some(self.with_drain(session));
         self.metrics.sessions_open.inc();

@@ -27,6 +27,21 @@ use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
 
+/// Turns `first..=last`: what a page of a session's records covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnRange {
+    pub first: i64,
+    pub last: i64,
+}
+
+impl TurnRange {
+    /// Every turn.
+    pub const ALL: TurnRange = TurnRange {
+        first: i64::MIN,
+        last: i64::MAX,
+    };
+}
+
 /// A session as stored.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionRow {
@@ -228,7 +243,11 @@ pub trait SessionRecords {
     /// Closes the turns [`running_turns`](Self::running_turns) returns (their running
     /// iterations become interrupted); returns how many.
     fn close_dangling_turns(&self, session_id: &str) -> Result<usize>;
-    fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>>;
+    fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>> {
+        self.turns_in(session_id, TurnRange::ALL)
+    }
+    /// The turns of `range`, in order.
+    fn turns_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<TurnRow>>;
 
     /// The number the next iteration of `turn` gets.
     fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64>;
@@ -248,7 +267,11 @@ pub trait SessionRecords {
     fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
     /// Commits one completed iteration together with the definition changes it made.
     fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
-    fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>>;
+    fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
+        self.iterations_in(session_id, TurnRange::ALL)
+    }
+    /// The iterations of the turns of `range`, in order.
+    fn iterations_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<IterationRow>>;
 
     /// Persisted definitions in definition order.
     fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>>;
@@ -286,11 +309,19 @@ pub trait Conversation {
         tokens: i64,
     ) -> Result<i64>;
     /// The whole conversation in order, tool results with their outputs.
-    fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>>;
+    fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
+        self.history_in(session_id, TurnRange::ALL)
+    }
+    /// The conversation items of the turns of `range`, in order.
+    fn history_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<HistoryRow>>;
 
     /// Stores a request's health record; `seq` is assigned here and returned.
     fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64>;
-    fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>>;
+    fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
+        self.requests_in(session_id, TurnRange::ALL)
+    }
+    /// The requests made in the turns of `range`, in order.
+    fn requests_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<RequestRecord>>;
     fn request_totals(&self, session_id: &str) -> Result<RequestTotals>;
 }
 
@@ -299,7 +330,11 @@ pub trait FoldRecords {
     /// Records a fold and marks the folds it absorbs, in one transaction.
     fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()>;
     /// Every fold of the session, absorbed ones included, by id.
-    fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>>;
+    fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
+        self.folds_in(session_id, TurnRange::ALL)
+    }
+    /// The folds made in the turns of `range`, by id.
+    fn folds_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<FoldRow>>;
     /// Sets the measurement of every fold of a group.
     fn set_fold_measurement(
         &self,

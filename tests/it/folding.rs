@@ -508,3 +508,85 @@ vistest!(folds_survive_a_restart_with_the_same_bytes, |env| {
         assert_eq!(resumed.folds().len(), 1);
     }
 });
+
+vistest!(a_block_looping_on_fold_session_is_bounded, |env| {
+    // The review's finding: folds in a loop took minutes of host CPU and hundreds of MB (every
+    // fold rewrote the measurement of every fold before it).
+    let rt = events();
+    let fake = FakeProvider::start();
+    let kind = ProviderKind::OpenAi;
+    let mut session = new_session(&env, settings(&env, &fake, kind), "loop");
+    two_turns(&rt, &fake, &mut session, kind);
+    let attempt = |times: usize, body: &str| {
+        format!("ok, errors = 0, []\nfor i in range({times}):\n    try:\n        {body}\n        ok += 1\n    except RuntimeError as e:\n        errors.append(str(e))\nprint(ok, len(errors), errors[-1] if errors else '')")
+    };
+    let cap = vis::gateway::MAX_FOLDS_PER_REQUEST;
+    fake.push(block(
+        kind,
+        "c1",
+        &attempt(100, "fold_session('t2', f'gist {i}')"),
+        3000,
+    ));
+    fake.push(block(
+        kind,
+        "c2",
+        "print(fold_session('t1', 'after the request')['fold'])",
+        3000,
+    ));
+    fake.push(block(
+        kind,
+        "c3",
+        &attempt(1000, "fold_session('t9', 'g')"),
+        3000,
+    ));
+    fake.push(block(
+        kind,
+        "c4",
+        "fold_session('t1', 'x' * 1_000_000)",
+        3000,
+    ));
+    fake.push(done(kind, 2000));
+    let (_, evs) = turn(&rt, &mut session, "fold in loops");
+    let out = outputs(&evs);
+    // Folds until the next request measures them: the cap, then a clear refusal.
+    assert!(
+        out[0].starts_with(&format!(
+            "{cap} {} fold_session has folded {cap} times since the last model request",
+            100 - cap
+        )),
+        "{out:?}"
+    );
+    assert!(out[0].contains("nothing was folded"), "{out:?}");
+    // After a model request, folding works again.
+    assert_eq!(out[1].trim(), format!("{}", cap + 1));
+    // Calls past the block's budget stop the block (the turn goes on).
+    assert!(
+        out[2].contains(&format!(
+            "the block was stopped: it called fold_session/read_session {} times",
+            vis::gateway::MAX_GATEWAY_CALLS_PER_BLOCK + 1
+        )),
+        "{out:?}"
+    );
+    let finished: Vec<String> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::BlockFinished { status, .. } => Some(status.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished[2], "interrupted");
+    // A huge gist is refused before its tokens are counted.
+    assert!(
+        out[3].contains("the gist is 1,000,000 bytes, far over the cap"),
+        "{out:?}"
+    );
+    let folds = Store::open(&env.db()).unwrap().folds("loop").unwrap();
+    assert_eq!(folds.len(), cap + 1);
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(e, Event::TurnFinished { .. }))
+            .count(),
+        1
+    );
+    rt.block_on(session.shutdown());
+});

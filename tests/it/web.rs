@@ -1,6 +1,6 @@
 //! The web view at `/` in a real headless Chromium (WebDriver: fantoccini with Debian's
-//! chromedriver) against the in-process server and the fake provider: the token form, the
-//! session list, a turn streaming in with its block, collapsed output, untrusted text staying
+//! chromedriver) against the in-process server and the fake provider: logging in (the token
+//! form, the one-time login link, a used link), the session list, a turn streaming in with its block, collapsed output, untrusted text staying
 //! text, a fold with its receipt and measurement, the chart, interrupting, and following a
 //! turn started by another client. Screenshots of the main views go to
 //! `target/web-screenshots/`.
@@ -20,34 +20,29 @@ use crate::support::TestEnv;
 use crate::vistest;
 use browser::Browser;
 
-const TOKEN: &str = "web-s3cret";
-
+/// Another client of the server (a script, `curl`), with the server's token.
 struct Api {
     http: reqwest::Client,
     url: String,
-    token: Option<&'static str>,
+    token: String,
 }
 
 impl Api {
-    fn new(server: &TestServer, token: Option<&'static str>) -> Api {
+    fn new(server: &TestServer) -> Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             http: reqwest::Client::new(),
             url: server.url.clone(),
-            token,
+            token: server.token.clone(),
         }
     }
 
     fn post(&self, path: &str, body: Value) -> reqwest::RequestBuilder {
-        let mut r = self
-            .http
+        self.http
             .post(format!("{}{path}", self.url))
             .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(t) = self.token {
-            r = r.header("authorization", format!("Bearer {t}"));
-        }
-        r
+            .header("authorization", format!("Bearer {}", self.token))
+            .body(body.to_string())
     }
 
     async fn create(&self, env: &TestEnv) -> String {
@@ -111,16 +106,9 @@ vistest!(
     |env| {
         let rt = events();
         let fake = FakeProvider::start();
-        let server = TestServer::start(
-            &env,
-            &fake,
-            ServerConfig {
-                token: Some(TOKEN.into()),
-                ..Default::default()
-            },
-        );
+        let server = TestServer::start(&env, &fake, ServerConfig::default());
         rt.block_on(async {
-            let api = Api::new(&server, Some(TOKEN));
+            let api = Api::new(&server);
             let other = api.create(&env).await;
             let id = api.create(&env).await;
             // Turn 1: a block that runs a while and prints 13 lines, then an answer that
@@ -156,22 +144,23 @@ vistest!(
             ));
 
             let b = Browser::start().await;
-            // Without the token the API answers 401 and the page asks for it.
+            // Not logged in: the API answers 401 and the page asks to log in.
             b.goto(&server.url).await;
             b.wait_js(
-                "the token form",
+                "the login form",
                 "return !document.querySelector('#login').hidden;",
             )
             .await;
-            assert!(b.text("#login").await.contains("needs its bearer token"));
+            assert!(b.text("#login").await.contains("one-time login link"));
             b.screenshot("login").await;
             b.type_into("#token-input", "wrong").await;
             b.click("#login button[type=submit]").await;
             b.wait_text("#login-message", "did not accept").await;
-            b.type_into("#token-input", TOKEN).await;
+            // The token form: the token buys a cookie the page cannot read, and is not kept.
+            b.type_into("#token-input", &server.token).await;
             b.click("#login button[type=submit]").await;
             b.wait_js(
-                "the token form to close",
+                "the login form to close",
                 "return document.querySelector('#login').hidden;",
             )
             .await;
@@ -179,11 +168,13 @@ vistest!(
             assert!(list.contains(&id), "{list}");
             assert!(list.contains("parked"), "{list}");
             assert!(list.contains("in 0"), "{list}");
-            // The token is kept for the tab only.
             let kept = b
-                .js("return sessionStorage.getItem('vis.token');", vec![])
+                .js(
+                    "return [document.cookie, sessionStorage.length, localStorage.length];",
+                    vec![],
+                )
                 .await;
-            assert_eq!(kept, json!(TOKEN));
+            assert_eq!(kept, json!(["", 0, 0]));
 
             // Open the session and send a message.
             b.click(&format!("a.session[data-id='{id}']")).await;
@@ -352,28 +343,25 @@ vistest!(
 vistest!(the_web_view_follows_a_turn_another_client_started, |env| {
     let rt = events();
     let fake = FakeProvider::start();
-    let server = TestServer::start(
-        &env,
-        &fake,
-        ServerConfig {
-            token: Some(TOKEN.into()),
-            ..Default::default()
-        },
-    );
+    let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let api = Api::new(&server, Some(TOKEN));
+        let api = Api::new(&server);
         let id = api.create(&env).await;
         let b = Browser::start().await;
-        // The token given in the address: kept for the tab, taken out of the address.
-        b.goto(&format!("{}/?token={TOKEN}#{id}", server.url)).await;
+        // The one-time link vis serve prints: the browser is logged in and lands on the page
+        // (the session in the fragment stays), with nothing left in the address.
+        let login = server.login_url();
+        b.goto(&format!("{login}#{id}")).await;
         b.wait_text("#session-head", &id).await;
         let hidden = b
             .js("return document.querySelector('#login').hidden;", vec![])
             .await;
         assert_eq!(hidden, json!(true));
         let url = b.client().current_url().await.unwrap();
+        assert_eq!(url.path(), "/");
         assert_eq!(url.query(), None, "{url}");
         assert_eq!(url.fragment(), Some(id.as_str()));
+        assert_eq!(b.js("return document.cookie;", vec![]).await, json!(""));
         fake.push(block(
             "a",
             "Working elsewhere.",
@@ -402,6 +390,51 @@ vistest!(the_web_view_follows_a_turn_another_client_started, |env| {
         assert!(t.contains("from another client\ndone"), "{t}");
         assert_eq!(b.count(".live").await, 0);
         assert_eq!(b.count("#chart svg .bar").await, 2);
+        // Logging out; the link, used once, does not log in again.
+        b.click("#logout").await;
+        b.wait_js(
+            "the login form after logging out",
+            "return !document.querySelector('#login').hidden;",
+        )
+        .await;
+        b.goto(&login).await;
+        b.wait_text("#login-message", "used up or unknown").await;
+        let url = b.client().current_url().await.unwrap();
+        assert_eq!(url.query(), None, "{url}");
+        assert_eq!(b.count("a.session").await, 0);
+        b.screenshot("login-expired").await;
         b.close().await;
+    });
+});
+
+vistest!(the_web_view_shows_every_page_of_a_long_session, |env| {
+    let rt = events();
+    let fake = FakeProvider::start();
+    let server = TestServer::start(&env, &fake, ServerConfig::default());
+    rt.block_on(async {
+        let api = Api::new(&server);
+        let id = api.create(&env).await;
+        // More turns than one page of GET /api/sessions/{id} holds (50 by default).
+        for i in 1..=53 {
+            let resp = api
+                .post(
+                    &format!("/api/sessions/{id}/exec"),
+                    json!({"code": format!("print('output of turn {i}')")}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+        }
+        let b = Browser::start().await;
+        b.goto(&format!("{}#{id}", server.login_url())).await;
+        let t = b.wait_text("#transcript", "output of turn 53").await;
+        for i in [1, 2, 50, 51, 52] {
+            assert!(
+                t.contains(&format!("output of turn {i}\n")),
+                "turn {i} missing"
+            );
+        }
+        assert_eq!(b.count("#transcript .block").await, 53);
     });
 });

@@ -3,17 +3,15 @@
 // HTML parsing of strings, no inline handlers. Links are checked to be http(s) or mailto.
 'use strict';
 (() => {
-  const TOKEN_KEY = 'vis.token';
   const COLLAPSE_LINES = 8;
   const POLL_MS = 3000;
 
   const state = {
-    token: sessionStorage.getItem(TOKEN_KEY) || '',
     sessions: [],
     current: null, // the selected session's id
     detail: null, // the last GET /api/sessions/{id} of it
     lives: new Map(), // session id -> the view of a turn streaming in this page
-    needToken: false,
+    needLogin: false,
   };
 
   // ---- DOM helpers -------------------------------------------------------------------
@@ -79,7 +77,7 @@
       el('span', {}, 'out ', el('b', {}, fmt(output))));
   }
 
-  // ---- the API, with the bearer token ------------------------------------------------
+  // ---- the API, with the login cookie (HttpOnly: this script never sees it) -----------
 
   class ApiError extends Error {
     constructor(status, code, message) {
@@ -91,8 +89,7 @@
 
   async function request(method, path, body, headers) {
     const h = Object.assign({}, headers);
-    if (state.token) h.Authorization = `Bearer ${state.token}`;
-    const init = { method, headers: h, cache: 'no-store' };
+    const init = { method, headers: h, cache: 'no-store', credentials: 'same-origin' };
     if (body !== undefined) {
       h['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -105,10 +102,8 @@
       throw new ApiError(0, 'network', `cannot reach the server: ${e.message}`);
     }
     if (resp.status === 401) {
-      askToken(state.token
-        ? 'The server did not accept this token. Enter the token it was started with.'
-        : 'This server needs its bearer token (VIS_SERVE_TOKEN or [serve] token).');
-      throw new ApiError(401, 'unauthorized', 'a bearer token is required');
+      askLogin(LOGIN_HELP);
+      throw new ApiError(401, 'unauthorized', 'not logged in');
     }
     setConn('', false);
     if (!resp.ok) {
@@ -127,24 +122,25 @@
     c.className = bad ? 'error' : 'muted';
   }
 
-  function askToken(message) {
-    state.needToken = true;
+  const LOGIN_HELP = 'Open the one-time login link vis serve printed when it started, or enter the server\'s token (in serve-token beside its database, or VIS_SERVE_TOKEN).';
+
+  function askLogin(message) {
+    state.needLogin = true;
     $('#login-message').textContent = message;
     $('#login').hidden = false;
     $('#token-input').focus();
   }
 
-  function takeTokenFromUrl() {
+  // A used or unknown login link lands here with ?login=expired: say so, then tidy the address.
+  function noteExpiredLogin() {
     const url = new URL(location.href);
-    const t = url.searchParams.get('token');
-    if (t === null) return;
-    state.token = t;
-    sessionStorage.setItem(TOKEN_KEY, t);
-    url.searchParams.delete('token');
+    if (url.searchParams.get('login') === null) return;
+    url.searchParams.delete('login');
     history.replaceState(null, '', url.pathname + url.search + url.hash);
+    askLogin(`That login link is used up or unknown: each link works once, and only for the vis serve that printed it. ${LOGIN_HELP}`);
   }
 
-  // ---- server-sent events over fetch (EventSource cannot send Authorization) ---------
+  // ---- server-sent events over a streaming fetch (which resumes with Last-Event-ID) ---
 
   async function readSse(resp, onEvent) {
     const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -757,6 +753,20 @@
     updateComposer();
   }
 
+  // A session's details, every page of turns (GET /api/sessions/{id} gives one page).
+  async function getDetail(id) {
+    let d = null;
+    let from = 1;
+    for (;;) {
+      const page = await getJson(`/api/sessions/${enc(id)}?from_turn=${from}`);
+      if (!d) d = page;
+      else for (const k of ['turns', 'iterations', 'folds', 'history', 'requests']) d[k] = d[k].concat(page[k]);
+      const next = page.page && page.page.next_turn;
+      if (!next || next <= from) return d;
+      from = next;
+    }
+  }
+
   async function openSession(id) {
     state.current = id;
     renderSessionList();
@@ -764,7 +774,7 @@
     $('#session-view').hidden = !id;
     if (!id) return;
     try {
-      const d = await getJson(`/api/sessions/${enc(id)}`);
+      const d = await getDetail(id);
       if (state.current !== id) return;
       renderDetail(d);
       if (d.status === 'running' && !state.lives.has(id)) follow(id);
@@ -804,7 +814,7 @@
   }
 
   async function poll() {
-    if (state.needToken || document.hidden) return;
+    if (state.needLogin || document.hidden) return;
     let before;
     try { before = await loadSessions(); } catch (_) { return; }
     const id = state.current;
@@ -1076,36 +1086,49 @@
         err.hidden = false;
       }
     });
-    $('#login-form').addEventListener('submit', (e) => {
+    $('#login-form').addEventListener('submit', async (e) => {
       e.preventDefault();
-      state.token = $('#token-input').value.trim();
-      sessionStorage.setItem(TOKEN_KEY, state.token);
+      const token = $('#token-input').value.trim();
       $('#token-input').value = '';
+      let resp;
+      try {
+        // The token buys an HttpOnly cookie; the page does not keep the token.
+        resp = await fetch('/api/login', {
+          method: 'POST', cache: 'no-store', credentials: 'same-origin',
+          headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token }),
+        });
+      } catch (ex) {
+        $('#login-message').textContent = `cannot reach the server (${ex.message})`;
+        return;
+      }
+      if (!resp.ok) {
+        $('#login-message').textContent = `The server did not accept this token. ${LOGIN_HELP}`;
+        return;
+      }
       $('#login').hidden = true;
-      state.needToken = false;
+      state.needLogin = false;
       start();
     });
-    $('#forget').addEventListener('click', () => {
-      sessionStorage.removeItem(TOKEN_KEY);
-      state.token = '';
+    $('#logout').addEventListener('click', async () => {
+      try { await request('POST', '/api/logout'); } catch (_) { /* logged out either way */ }
       location.reload();
     });
     window.addEventListener('hashchange', () => openSession(decodeURIComponent(location.hash.slice(1)) || null));
   }
 
   async function start() {
-    $('#forget').hidden = !state.token;
     try {
       await loadSessions();
     } catch (_) {
-      return; // a 401 asks for the token; start runs again once it is given
+      return; // a 401 asks to log in; start runs again once logged in
     }
+    $('#logout').hidden = false;
     const id = decodeURIComponent(location.hash.slice(1)) || null;
     await openSession(id);
   }
 
-  takeTokenFromUrl();
   wire();
-  start();
+  noteExpiredLogin();
+  if (!state.needLogin) start();
   setInterval(poll, POLL_MS);
 })();

@@ -12,7 +12,7 @@ use super::{json_column, named, SqliteStore};
 use crate::protocol::{IterationRecord, IterationStatus};
 use crate::store::api::{
     ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, NewHistoryItem,
-    RequestRecord, RequestTotals, SessionModel,
+    RequestRecord, RequestTotals, SessionModel, TurnRange,
 };
 use crate::store::{now_millis, Result};
 
@@ -147,7 +147,7 @@ impl Conversation for SqliteStore {
     }
 
     /// The whole conversation in order, tool results with their outputs.
-    fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
+    fn history_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<HistoryRow>> {
         self.rows(
             "SELECT h.seq, h.turn, h.kind, h.iteration, h.call_id,
                     CASE WHEN h.kind = 'tool_result' THEN i.output ELSE h.body END,
@@ -156,8 +156,8 @@ impl Conversation for SqliteStore {
              LEFT JOIN iterations i
                ON h.kind = 'tool_result' AND i.session_id = h.session_id
               AND i.turn = h.turn AND i.iteration = h.iteration
-             WHERE h.session_id = ?1 ORDER BY h.seq",
-            [session_id],
+             WHERE h.session_id = ?1 AND h.turn BETWEEN ?2 AND ?3 ORDER BY h.seq",
+            params![session_id, range.first, range.last],
             |r| {
                 let kind: String = r.get(2)?;
                 Ok(HistoryRow {
@@ -239,13 +239,13 @@ impl Conversation for SqliteStore {
         Ok(seq)
     }
 
-    fn requests(&self, session_id: &str) -> Result<Vec<RequestRecord>> {
+    fn requests_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<RequestRecord>> {
         self.rows(
 "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
                     cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
                     fold_measurement
-             FROM requests WHERE session_id = ?1 ORDER BY seq",
-[session_id], |r| {
+             FROM requests WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY seq",
+params![session_id, range.first, range.last], |r| {
             Ok(RequestRecord {
                 seq: r.get(0)?,
                 turn: r.get(1)?,
@@ -332,11 +332,11 @@ impl FoldRecords for SqliteStore {
     }
 
     /// Every fold of the session, absorbed ones included, by id.
-    fn folds(&self, session_id: &str) -> Result<Vec<FoldRow>> {
+    fn folds_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<FoldRow>> {
         self.rows(
 "SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
-             FROM folds WHERE session_id = ?1 ORDER BY id",
-[session_id], |r| {
+             FROM folds WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY id",
+params![session_id, range.first, range.last], |r| {
             Ok(FoldRow {
                 id: r.get(0)?,
                 turn: r.get(1)?,

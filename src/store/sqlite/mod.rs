@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::api::{Counts, SessionRecords, SessionRow, SessionSummary};
+use super::api::{Counts, SessionRecords, SessionRow, SessionSummary, TurnRange};
 use super::{now_millis, Result, StoreError};
 use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
@@ -451,20 +451,22 @@ impl SessionRecords for SqliteStore {
         )
     }
 
-    fn turns(&self, session_id: &str) -> Result<Vec<TurnRow>> {
+    fn turns_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<TurnRow>> {
         self.rows(
-"SELECT turn, kind, user_text, status, started_at, finished_at FROM turns WHERE session_id = ?1 ORDER BY turn",
-[session_id], |r| {
-            Ok(TurnRow {
-                turn: r.get(0)?,
-                kind: named(r, 1, TurnKind::parse)?,
-                user_text: r.get(2)?,
-                status: named(r, 3, TurnStatus::parse)?,
-                started_at: r.get(4)?,
-                finished_at: r.get(5)?,
-            })
-        },
-)
+            "SELECT turn, kind, user_text, status, started_at, finished_at FROM turns
+             WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY turn",
+            params![session_id, range.first, range.last],
+            |r| {
+                Ok(TurnRow {
+                    turn: r.get(0)?,
+                    kind: named(r, 1, TurnKind::parse)?,
+                    user_text: r.get(2)?,
+                    status: named(r, 3, TurnStatus::parse)?,
+                    started_at: r.get(4)?,
+                    finished_at: r.get(5)?,
+                })
+            },
+        )
     }
 
     /// Sets how a turn ended.
@@ -522,11 +524,11 @@ impl SessionRecords for SqliteStore {
         Ok(())
     }
 
-    fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
+    fn iterations_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<IterationRow>> {
         self.rows(
 "SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
-             FROM iterations WHERE session_id = ?1 ORDER BY turn, iteration",
-[session_id], |r| {
+             FROM iterations WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY turn, iteration",
+params![session_id, range.first, range.last], |r| {
             Ok(IterationRow {
                 turn: r.get(0)?,
                 iteration: r.get(1)?,

@@ -1,11 +1,20 @@
-//! A `vis serve` in the test process: the real router on a loopback port, with sessions
-//! wired to the fake provider, and a small SSE client.
+//! `vis serve` for tests: in the test process (the real router and listener on a loopback
+//! port, sessions wired to the fake provider), or as the real `vis serve` binary; and a small
+//! SSE client. Both authenticate as a real client does: with the server's token, or a browser
+//! through the one-time login URL.
 
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use vis::serve::{Registry, ServeOptions, SettingsFor};
+use vis::gateway::ChatSettings;
+use vis::providers::ProviderSettings;
+use vis::serve::{
+    Access, ConnectionLimits, Registry, RegistryOptions, ServeOptions, ServeProviders, ServeToken,
+    SettingsFor, WorkspacePolicy,
+};
 
 use super::chat::settings;
 use super::fake_provider::FakeProvider;
@@ -14,24 +23,43 @@ use super::TestEnv;
 pub struct TestServer {
     pub url: String,
     pub registry: Arc<Registry>,
+    /// The server's token (what `serve-token` would hold).
+    pub token: String,
+    access: Arc<Access>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// A change to every session's settings.
+pub type Tweak = Arc<dyn Fn(&mut ChatSettings) + Send + Sync>;
+
 pub struct ServerConfig {
-    pub token: Option<String>,
     pub max_live_workers: usize,
     pub idle_park_after: Duration,
     pub grace: Duration,
+    /// `[serve] workspaces`.
+    pub workspaces: Vec<String>,
+    pub public_name: Option<String>,
+    pub limits: ConnectionLimits,
+    pub event_log_bytes: usize,
+    /// `[serve.providers.NAME]`.
+    pub providers: Vec<(String, ProviderSettings)>,
+    /// Changes every session's settings (the sandbox, say).
+    pub tweak: Option<Tweak>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            token: None,
             max_live_workers: 8,
             idle_park_after: Duration::from_secs(3600),
             grace: Duration::from_secs(5),
+            workspaces: Vec::new(),
+            public_name: None,
+            limits: ConnectionLimits::default(),
+            event_log_bytes: vis::serve::DEFAULT_LOG_BYTES,
+            providers: Vec::new(),
+            tweak: None,
         }
     }
 }
@@ -39,20 +67,34 @@ impl Default for ServerConfig {
 impl TestServer {
     pub fn start(env: &TestEnv, fake: &FakeProvider, config: ServerConfig) -> TestServer {
         let base = settings(env, fake, vis::providers::ProviderKind::OpenAi);
-        let settings_for: SettingsFor = Arc::new(move |_, _, workspace| {
+        let tweak = config.tweak.clone();
+        let settings_for: SettingsFor = Arc::new(move |provider, workspace| {
             let mut s = base.clone();
+            s.provider = provider;
             s.worker.workspace = Some(workspace.into());
+            if let Some(tweak) = &tweak {
+                tweak(&mut s);
+            }
             Ok(s)
         });
-        let registry = Arc::new(Registry::new(
-            env.db(),
+        let registry = Arc::new(Registry::new(RegistryOptions {
+            db: env.db(),
+            providers: ServeProviders::new(
+                fake.settings(vis::providers::ProviderKind::OpenAi),
+                config.providers,
+            ),
             settings_for,
-            config.max_live_workers,
-            config.idle_park_after,
-        ));
+            workspaces: WorkspacePolicy::for_server(&config.workspaces, &env.db()),
+            max_live_workers: config.max_live_workers,
+            idle_park_after: config.idle_park_after,
+            event_log_bytes: config.event_log_bytes,
+        }));
+        let token = ServeToken::generate().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let reg = registry.clone();
+        let public_name = config.public_name.clone();
+        let serve_token = token.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -60,28 +102,45 @@ impl TestServer {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                ready_tx.send(listener.local_addr().unwrap()).unwrap();
+                let listener = vis::serve::bind("127.0.0.1:0".parse().unwrap())
+                    .await
+                    .unwrap();
+                let port = listener.local_addr().unwrap().port();
+                let access = Arc::new(Access::new(serve_token, public_name.as_deref(), port));
+                ready_tx
+                    .send((listener.local_addr().unwrap(), access.clone()))
+                    .unwrap();
                 let opts = ServeOptions {
-                    listen: listener.local_addr().unwrap(),
-                    token: config.token,
+                    access,
                     registry: reg,
                     grace: config.grace,
+                    limits: config.limits,
                 };
                 vis::serve::serve_on(listener, opts, async move {
                     let _ = rx.await;
                 })
-                .await
-                .unwrap();
+                .await;
             });
         });
-        let addr = ready_rx.recv().unwrap();
+        let (addr, access) = ready_rx.recv().unwrap();
         TestServer {
             url: format!("http://{addr}"),
             registry,
+            token: token.as_str().to_string(),
+            access,
             stop: Some(tx),
             thread: Some(thread),
         }
+    }
+
+    /// A new one-time login URL, as `vis serve` prints one at start.
+    pub fn login_url(&self) -> String {
+        self.access.login_url(&self.url).unwrap()
+    }
+
+    /// The name of the web view's session cookie.
+    pub fn cookie_name(&self) -> String {
+        self.access.cookie_name().to_string()
     }
 
     /// Shuts the server down gracefully and waits until it has stopped.
@@ -133,4 +192,73 @@ pub async fn read_events(resp: reqwest::Response, limit: usize) -> Vec<Sse> {
         }
     }
     out
+}
+
+/// The real `vis serve` binary, listening on a free loopback port, with what it printed at
+/// start (the address, where the token is, the one-time login URL). Stopped with SIGTERM when
+/// dropped.
+pub struct ServeProcess {
+    pub child: Child,
+    pub url: String,
+    pub login_url: String,
+    /// Everything it printed to stderr until it was ready.
+    pub banner: String,
+}
+
+impl ServeProcess {
+    /// Runs `cmd` (a `vis … serve` command; `--listen 127.0.0.1:0` is added) and waits until
+    /// it prints its login URL; panics with what it printed if it exits first.
+    pub fn start(mut cmd: Command) -> ServeProcess {
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut banner = String::new();
+        let login_url = loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    banner.push_str(&line);
+                    banner.push('\n');
+                    if let Some((_, url)) = line.split_once("one-time login link: ") {
+                        break url.trim().to_string();
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("vis serve did not start:\n{banner}");
+                }
+            }
+        };
+        let url = login_url.split("/login?").next().unwrap().to_string();
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || while rx.recv().is_ok() {});
+        ServeProcess {
+            child,
+            url,
+            login_url,
+            banner,
+        }
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        // SAFETY: a signal to the child we started.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
 }

@@ -1,87 +1,23 @@
-//! `vis serve`: every endpoint (bad input included), turns as SSE and their resumption,
-//! interrupts, graceful shutdown and restart, worker parking, metrics and OpenAPI.
+//! Every endpoint (bad input included), turns as SSE and their resumption, interrupts,
+//! graceful shutdown and restart, worker parking, metrics and OpenAPI.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use vis::providers::ProviderKind;
 
+use super::{Client, OPENAI};
 use crate::support::chat::{answer, calls, events};
 use crate::support::fake_provider::FakeProvider;
 use crate::support::serve::{read_events, ServerConfig, TestServer};
-use crate::support::{wait_until, TestEnv};
+use crate::support::wait_until;
 use crate::vistest;
-
-const OPENAI: ProviderKind = ProviderKind::OpenAi;
-
-struct Client {
-    http: reqwest::Client,
-    url: String,
-    token: Option<String>,
-}
-
-impl Client {
-    fn new(server: &TestServer, token: Option<&str>) -> Client {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        Client {
-            http: reqwest::Client::new(),
-            url: server.url.clone(),
-            token: token.map(str::to_string),
-        }
-    }
-
-    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let mut r = self.http.request(method, format!("{}{path}", self.url));
-        if let Some(t) = &self.token {
-            r = r.header("authorization", format!("Bearer {t}"));
-        }
-        r
-    }
-
-    async fn json(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut r = self.req(method, path);
-        if let Some(b) = body {
-            r = r
-                .header("content-type", "application/json")
-                .body(b.to_string());
-        }
-        let resp = r.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn create(&self, env: &TestEnv) -> String {
-        let (status, body) = self
-            .json(
-                reqwest::Method::POST,
-                "/api/sessions",
-                Some(json!({"workspace": env.workspace()})),
-            )
-            .await;
-        assert_eq!(status, 201, "{body}");
-        body["id"].as_str().unwrap().to_string()
-    }
-
-    async fn turn(&self, id: &str, message: &str) -> reqwest::Response {
-        self.req(reqwest::Method::POST, &format!("/api/sessions/{id}/turns"))
-            .header("content-type", "application/json")
-            .body(json!({"message": message}).to_string())
-            .send()
-            .await
-            .unwrap()
-    }
-}
 
 vistest!(a_turn_streams_as_server_sent_events, |env| {
     let rt = events();
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let id = c.create(&env).await;
         fake.push(calls(OPENAI, "a", &["print(6 * 7)"]));
         fake.push(answer(OPENAI, "It is 42."));
@@ -148,7 +84,7 @@ vistest!(a_reconnecting_client_gets_what_it_missed, |env| {
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let id = c.create(&env).await;
         fake.push(calls(
             OPENAI,
@@ -198,7 +134,7 @@ vistest!(bad_requests_get_json_errors_with_stable_codes, |env| {
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let get = reqwest::Method::GET;
         let post = reqwest::Method::POST;
         let del = reqwest::Method::DELETE;
@@ -305,7 +241,7 @@ vistest!(a_busy_session_answers_409_and_can_be_interrupted, |env| {
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let id = c.create(&env).await;
         fake.push(calls(
             OPENAI,
@@ -367,65 +303,12 @@ vistest!(a_busy_session_answers_409_and_can_be_interrupted, |env| {
     });
 });
 
-vistest!(beyond_loopback_a_token_is_required_and_checked, |env| {
-    let rt = events();
-    let fake = FakeProvider::start();
-    // Refuses to start beyond loopback without a token.
-    rt.block_on(async {
-        let registry = std::sync::Arc::new(vis::serve::Registry::new(
-            env.db(),
-            std::sync::Arc::new(|_, _, _| Err(vis::serve::SettingsError("unused".to_string()))),
-            1,
-            Duration::from_secs(60),
-        ));
-        let e = vis::serve::serve(vis::serve::ServeOptions {
-            listen: "0.0.0.0:0".parse().unwrap(),
-            token: None,
-            registry,
-            grace: Duration::from_secs(1),
-        })
-        .await
-        .unwrap_err();
-        assert!(e.to_string().contains("needs a bearer token"), "{e}");
-    });
-    let run = env.vis(&["serve", "--listen", "0.0.0.0:0"]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("VIS_SERVE_TOKEN"), "{}", run.stderr);
-    let server = TestServer::start(
-        &env,
-        &fake,
-        ServerConfig {
-            token: Some("s3cret".into()),
-            ..Default::default()
-        },
-    );
-    rt.block_on(async {
-        for token in [None, Some("wrong"), Some("s3cret-but-longer")] {
-            let c = Client::new(&server, token);
-            let (s, v) = c.json(reqwest::Method::GET, "/api/sessions", None).await;
-            assert_eq!(
-                (s, v["code"].as_str().unwrap()),
-                (401, "unauthorized"),
-                "{token:?}"
-            );
-            let (s, _) = c.json(reqwest::Method::GET, "/metrics", None).await;
-            assert_eq!(s, 401);
-        }
-        let c = Client::new(&server, Some("s3cret"));
-        let (s, _) = c.json(reqwest::Method::GET, "/api/sessions", None).await;
-        assert_eq!(s, 200);
-        // The page and the API description load without it (they hold no data).
-        let page = c.http.get(format!("{}/", server.url)).send().await.unwrap();
-        assert_eq!(page.status(), 200);
-    });
-});
-
 vistest!(openapi_describes_every_route, |env| {
     let rt = events();
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let (s, doc) = c.json(reqwest::Method::GET, "/openapi.json", None).await;
         assert_eq!(s, 200);
         let paths = doc["paths"].as_object().unwrap();
@@ -437,11 +320,21 @@ vistest!(openapi_describes_every_route, |env| {
             "/api/sessions/{id}/interrupt",
             "/api/sessions/{id}/exec",
             "/api/sessions/{id}/context",
+            "/api/providers",
+            "/api/login",
+            "/api/logout",
         ] {
             assert!(paths.contains_key(p), "{p} missing");
         }
         assert!(paths["/api/sessions/{id}"].get("delete").is_some());
         assert!(doc["components"]["schemas"].get("ApiError").is_some());
+        // A client can name a provider, never a model or URL.
+        let create = &doc["components"]["schemas"]["CreateSession"]["properties"];
+        assert!(create.get("provider").is_some(), "{create}");
+        assert!(
+            create.get("base_url").is_none() && create.get("model").is_none(),
+            "{create}"
+        );
     });
 });
 
@@ -450,7 +343,7 @@ vistest!(metrics_count_workers_tokens_and_errors, |env| {
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let id = c.create(&env).await;
         fake.push(calls(OPENAI, "a", &["1"]));
         fake.push(answer(OPENAI, "ok"));
@@ -505,7 +398,7 @@ vistest!(
             },
         );
         rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let a = c.create(&env).await;
         let b = c.create(&env).await;
         let exec = |id: String, code: &'static str| {
@@ -557,7 +450,7 @@ vistest!(
             },
         );
         let id = rt.block_on(async {
-            let c = Client::new(&server, None);
+            let c = Client::new(&server);
             let id = c.create(&env).await;
             // A block that takes a moment: it finishes within the grace period, and the turn stops
             // before its next request.
@@ -593,7 +486,7 @@ vistest!(
             },
         );
         rt.block_on(async {
-            let c = Client::new(&server, None);
+            let c = Client::new(&server);
             fake.push(calls(
                 OPENAI,
                 "b",
@@ -616,7 +509,7 @@ vistest!(
         // A restarted server resumes the session.
         let server = TestServer::start(&env, &fake, ServerConfig::default());
         rt.block_on(async {
-            let c = Client::new(&server, None);
+            let c = Client::new(&server);
             fake.push(calls(OPENAI, "c", &["print('resumed')"]));
             fake.push(answer(OPENAI, "back"));
             let evs = read_events(c.turn(&id, "again").await, 1000).await;
@@ -634,7 +527,7 @@ vistest!(delete_ends_the_worker_and_keeps_or_removes_history, |env| {
     let fake = FakeProvider::start();
     let server = TestServer::start(&env, &fake, ServerConfig::default());
     rt.block_on(async {
-        let c = Client::new(&server, None);
+        let c = Client::new(&server);
         let keep = c.create(&env).await;
         let gone = c.create(&env).await;
         for id in [&keep, &gone] {
