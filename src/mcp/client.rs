@@ -174,7 +174,7 @@ impl SlotInfo {
         self.visible = fns.into_iter().filter(|f| !deny.denies(&f.name)).collect();
         self.left_out = left_out
             .into_iter()
-            .filter(|l| !deny.denies(&format!("{server}.{}", super::schema::python_name(&l.tool))))
+            .filter(|l| !deny.denies(&format!("{server}.{}", super::schema::tool_name(&l.tool))))
             .collect();
         self.tools = Some(tools);
     }
