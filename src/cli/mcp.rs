@@ -191,6 +191,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             .catalog_budget
             .unwrap_or(crate::catalog::DEFAULT_BUDGET_TOKENS),
         hub,
+        max_message_bytes: config.mcp.max_message_bytes(),
     };
     let served = events.block_on(async move {
         let (reader, writer) = streams.into_async()?;
@@ -210,7 +211,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             }
             on_signal.cancel();
         });
-        let result = serve(store, supervisor, serve_opts, (reader, writer), stop).await;
+        let result = serve(store, supervisor, serve_opts, reader, writer, stop).await;
         signals.abort();
         result.map_err(|e| std::io::Error::other(e.to_string()))
     });

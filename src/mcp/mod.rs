@@ -28,6 +28,7 @@
 
 mod client;
 mod config;
+mod framing;
 mod results;
 mod schema;
 mod server;
@@ -188,6 +189,7 @@ pub fn hub_for(
             workspace: workspace.to_path_buf(),
             artifact_dir,
             deny,
+            max_message_bytes: config.mcp.max_message_bytes(),
         },
     ))
 }
