@@ -6,7 +6,9 @@ use rmcp::ServiceError;
 use serde_json::Value;
 
 use super::{lock, seconds, McpHub, Slot};
-use crate::mcp::framing::size_text;
+use std::sync::atomic::Ordering;
+
+use crate::mcp::framing::{over_limit_answer, size_text};
 use crate::mcp::results;
 
 impl McpHub {
@@ -89,6 +91,10 @@ impl McpHub {
             Ok(Err(ServiceError::McpError(e))) => Ok(results::tool_error(e.message.to_string())),
             Ok(Err(e)) => {
                 let how = self.lost(&slot, generation, None).await;
+                if slot.http_over_limit.swap(false, Ordering::SeqCst) {
+                    // The server is fine; its answer was too big (the SDK closed the session).
+                    return Ok(results::tool_error(over_limit_answer(server, None, limit)));
+                }
                 let message = format!(
                     "MCP server `{server}` {how} during the call to `{tool}` ({e}); it starts again on the next call"
                 );

@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use super::errors::ServerError;
+use super::http::LimitedHttp;
 use super::{lock, McpHub, Slot};
 use crate::mcp::config::{expand_env, Transport};
 use crate::mcp::framing::{LineTransport, Side};
@@ -342,6 +343,11 @@ impl McpHub {
                     .custom_headers(map)
                     .max_sse_event_size(limit)
                     .max_json_response_size(limit);
+                slot.http_over_limit.store(false, Ordering::SeqCst);
+                let client = LimitedHttp {
+                    inner: client,
+                    over_limit: slot.http_over_limit.clone(),
+                };
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 match events.serve(transport).await {
                     Ok(service) => Ok(Conn {

@@ -27,6 +27,7 @@
 mod call;
 mod connection;
 mod errors;
+mod http;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -81,6 +82,8 @@ struct Slot {
     info: Mutex<SlotInfo>,
     /// The server said its tool list changed; fetch it again.
     list_changed: Arc<AtomicBool>,
+    /// The SDK refused an answer of this HTTP server for its size (see `http`).
+    http_over_limit: Arc<AtomicBool>,
     /// Bumped for every new connection, so a failure report cannot drop a newer one.
     generation: AtomicU64,
 }
@@ -129,6 +132,7 @@ impl McpHub {
                     conn: tokio::sync::Mutex::new(None),
                     info: Mutex::new(SlotInfo::default()),
                     list_changed: Arc::new(AtomicBool::new(false)),
+                    http_over_limit: Arc::new(AtomicBool::new(false)),
                     generation: AtomicU64::new(0),
                 })
             })

@@ -102,6 +102,19 @@ pub fn size_text(bytes: usize) -> String {
     }
 }
 
+/// What a call gets when the server's answer was over the limit: `size` when known.
+pub fn over_limit_answer(server: &str, size: Option<usize>, limit: usize) -> String {
+    let size = match size {
+        Some(bytes) => size_text(bytes),
+        None => format!("more than {}", size_text(limit)),
+    };
+    format!(
+        "MCP server `{server}` answered with a message of {size}, over the limit of {} for one MCP message; ask the tool for less (a smaller page, a narrower query), or raise [mcp] max_message_mb in config.toml (at most {} MiB)",
+        size_text(limit),
+        super::config::MAX_MESSAGE_MB_LIMIT
+    )
+}
+
 /// One line as it came in.
 enum Line {
     /// A whole line (without its newline) is in `line_buf`.
@@ -295,10 +308,9 @@ where
         };
         let limit = size_text(self.max_bytes);
         let message = match (&self.side, sniffer.kind()) {
-            (Side::Client { server }, Some(Kind::Response)) => format!(
-                "MCP server `{server}` answered with a message of {size}, over the limit of {limit} for one MCP message; ask the tool for less (a smaller page, a narrower query), or raise [mcp] max_message_mb in config.toml (at most {} MiB)",
-                super::config::MAX_MESSAGE_MB_LIMIT
-            ),
+            (Side::Client { server }, Some(Kind::Response)) => {
+                over_limit_answer(server, ended.then_some(bytes), self.max_bytes)
+            }
             _ => format!(
                 "Invalid Request: the message is {size}, over the limit of {limit} for one MCP message; send less (e.g. a shorter block), or raise [mcp] max_message_mb in vis's config.toml"
             ),

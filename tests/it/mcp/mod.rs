@@ -4,4 +4,5 @@
 
 mod catalog;
 mod namespaces;
+mod protocol;
 mod server;
