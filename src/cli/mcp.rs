@@ -50,12 +50,25 @@ pub enum McpAction {
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// The guard of one stdio MCP server (started by vis itself; see `mcp::guard`).
+    #[command(hide = true)]
+    Guard {
+        /// The descriptor of the guard's channel to vis.
+        #[arg(long)]
+        channel: i32,
+        /// The server's command and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 pub fn run(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     match args.action {
         Some(McpAction::Approve { dir }) => approve(dir, db),
         Some(McpAction::List { dir }) => list(dir, db),
+        Some(McpAction::Guard { channel, command }) => {
+            crate::mcp::run_guard(channel, &command).map_err(|e| CliError::usage(e.to_string()))
+        }
         None => run_server(args, db),
     }
 }

@@ -29,6 +29,7 @@
 mod client;
 mod config;
 mod framing;
+mod guard;
 mod results;
 mod schema;
 mod server;
@@ -41,6 +42,7 @@ pub use config::{
     parse_mcp_table, ExpandError, McpConfig, McpConfigError, ServerNameError, ServerProblem,
     ServerSource, ServerSpec, Transport,
 };
+pub use guard::{run_guard, GuardError};
 pub use server::{serve, ServeOptions};
 pub use stdio::take_protocol_streams;
 
@@ -171,12 +173,27 @@ pub enum HubError {
 }
 
 /// A hub for `workspace`'s servers with the config's settings and deny list; `artifact_dir`
-/// is the session's.
+/// is the session's. Stdio servers run under guards started from this process's own binary
+/// (the `vis` executable; see [`hub_for_binary`] for a host that is not).
 pub fn hub_for(
     config: &crate::config::Config,
     workspace: &Path,
     artifact_dir: PathBuf,
     store: &Store,
+) -> Result<McpHub, HubError> {
+    // `/proc/self/exe` runs this very binary even if its file was replaced since.
+    let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    hub_for_binary(config, workspace, artifact_dir, store, program)
+}
+
+/// [`hub_for`] with the `vis` binary that runs the servers' guards (`vis mcp guard`) named
+/// explicitly: for hosts that are not the `vis` executable themselves (tests, embedders).
+pub fn hub_for_binary(
+    config: &crate::config::Config,
+    workspace: &Path,
+    artifact_dir: PathBuf,
+    store: &Store,
+    vis_binary: PathBuf,
 ) -> Result<McpHub, HubError> {
     let deny =
         crate::catalog::DenyList::new(config.deny.iter().cloned()).map_err(HubError::Deny)?;
@@ -190,6 +207,7 @@ pub fn hub_for(
             artifact_dir,
             deny,
             max_message_bytes: config.mcp.max_message_bytes(),
+            program: vis_binary,
         },
     ))
 }

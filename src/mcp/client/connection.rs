@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
@@ -19,6 +18,7 @@ use super::http::LimitedHttp;
 use super::{lock, McpHub, Slot};
 use crate::mcp::config::{expand_env, Transport};
 use crate::mcp::framing::{LineTransport, Side};
+use crate::mcp::guard::spawn_guarded;
 
 /// Environment variables a stdio server inherits from the host (plus its own `env`); the
 /// same idea as the official SDKs' default environment, so keys of the host never leak.
@@ -34,9 +34,16 @@ pub(super) struct Conn {
     generation: u64,
 }
 
+/// How long a guard gets to kill its server's tree and exit once its channel closed.
+const GUARD_GRACE: Duration = Duration::from_secs(5);
+
+/// A stdio server: its guard process (see `mcp::guard`), and the end of its stderr.
 struct ChildProc {
+    /// The guard's pid (the server runs under it, in the guard's process group).
     pid: i32,
     child: tokio::process::Child,
+    /// Closing it makes the guard kill the server's whole tree.
+    channel: Option<std::os::unix::net::UnixStream>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -247,24 +254,17 @@ impl McpHub {
                     Some(c) => self.inner.settings.workspace.join(c),
                     None => self.inner.settings.workspace.clone(),
                 };
-                let mut cmd = tokio::process::Command::new(&command);
-                cmd.args(&args)
-                    .env_clear()
-                    .envs(envs)
-                    .current_dir(&dir)
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .process_group(0)
-                    .kill_on_drop(true);
-                let mut child = cmd.spawn().map_err(|e| ServerError::Spawn {
-                    name: name.clone(),
-                    command: command.clone(),
-                    dir: dir.clone(),
-                    file: slot.spec.file.clone(),
-                    reason: e.to_string(),
-                })?;
-                let pid = child.id().map(|p| p as i32).unwrap_or(0);
+                let guarded =
+                    spawn_guarded(&self.inner.settings.program, &command, &args, envs, &dir)
+                        .await
+                        .map_err(|reason| ServerError::Spawn {
+                            name: name.clone(),
+                            command: command.clone(),
+                            dir: dir.clone(),
+                            file: slot.spec.file.clone(),
+                            reason,
+                        })?;
+                let mut child = guarded.child;
                 let (Some(stdin), Some(stdout), Some(stderr)) =
                     (child.stdin.take(), child.stdout.take(), child.stderr.take())
                 else {
@@ -280,8 +280,9 @@ impl McpHub {
                         .join(format!("mcp-{name}.stderr.log")),
                 );
                 let mut proc = ChildProc {
-                    pid,
+                    pid: guarded.guard_pid,
                     child,
+                    channel: Some(guarded.channel),
                     stderr: tail,
                 };
                 let transport = LineTransport::<RoleClient, _, _>::new(
@@ -387,8 +388,9 @@ async fn stop_child(proc: &mut ChildProc, forced: Option<&str>) -> String {
             .and_then(Result::ok),
     };
     let how = match exited {
+        // The guard exits the way the server did, after killing what the server left.
         Some(status) => {
-            crate::runtime::kill_tree(proc.pid, false);
+            proc.channel = None;
             use std::os::unix::process::ExitStatusExt;
             match (status.code(), status.signal()) {
                 (Some(c), _) => format!("exited with code {c}"),
@@ -397,10 +399,14 @@ async fn stop_child(proc: &mut ChildProc, forced: Option<&str>) -> String {
             }
         }
         None => {
-            if proc.pid > 0 {
+            // Closing the channel makes the guard kill the server's whole tree and exit.
+            proc.channel = None;
+            let ended = tokio::time::timeout(GUARD_GRACE, proc.child.wait()).await;
+            if !matches!(ended, Ok(Ok(_))) && proc.pid > 0 {
+                // A guard that does not answer: kill its process group and tree from here.
                 crate::runtime::kill_tree(proc.pid, true);
+                let _ = tokio::time::timeout(GUARD_GRACE, proc.child.wait()).await;
             }
-            let _ = tokio::time::timeout(Duration::from_secs(5), proc.child.wait()).await;
             forced.unwrap_or("was stopped").to_string()
         }
     };

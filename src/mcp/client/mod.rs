@@ -60,6 +60,9 @@ pub struct HubSettings {
     /// The largest message a server may send (`[mcp] max_message_mb`); a tool's answer over
     /// it fails the call with an error naming the limit.
     pub max_message_bytes: usize,
+    /// The vis binary, which runs each stdio server's guard (`vis mcp guard`, see
+    /// `mcp::guard`).
+    pub program: PathBuf,
 }
 
 /// The MCP client sessions of one vis session. Cheap to clone (shared).
