@@ -3,6 +3,7 @@
 //! reaching the model's catalog (`catalog`).
 
 mod catalog;
+mod hostile;
 mod lifetime;
 mod namespaces;
 mod protocol;
