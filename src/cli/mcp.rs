@@ -94,6 +94,7 @@ fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             escape_controls(&ws.to_string_lossy()),
             escape_controls(&spec.launch_line())
         );
+        print_review(&crate::mcp::review_lines(spec));
     }
     Ok(0)
 }
@@ -117,6 +118,7 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             spec.transport_kind(),
             escape_controls(&spec.launch_line())
         );
+        print_review(&crate::mcp::review_lines(spec));
     }
     for s in &plan.skipped {
         println!(
@@ -125,8 +127,19 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             escape_controls(&s.reason),
             escape_controls(&s.fix)
         );
+        if let Some(launch) = &s.launch {
+            println!("  would run: {}", escape_controls(launch));
+        }
+        print_review(&s.review);
     }
     Ok(0)
+}
+
+/// A server's directory and environment (or headers), indented under its line.
+fn print_review(lines: &[String]) {
+    for line in lines {
+        println!("  {}", escape_controls(line));
+    }
 }
 
 fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {

@@ -376,3 +376,26 @@ pub async fn spawn_guarded(
         None => "the guard exited before it started the server".to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guard_without_a_channel_from_vis_refuses_to_run() {
+        let command = vec!["true".to_string()];
+        // A standard descriptor, and a file: neither is the socket vis passes.
+        assert!(matches!(
+            run_guard(1, &command),
+            Err(GuardError::NotAChannel(1))
+        ));
+        let file = tempfile::tempfile().unwrap();
+        let fd = file.as_raw_fd();
+        let e = run_guard(fd, &command).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is not a socket from vis; this command is started by vis itself"),
+            "{e}"
+        );
+    }
+}

@@ -31,6 +31,7 @@ mod config;
 mod framing;
 mod guard;
 mod results;
+mod review;
 mod schema;
 mod server;
 mod stdio;
@@ -43,6 +44,7 @@ pub use config::{
     ServerSource, ServerSpec, Transport,
 };
 pub use guard::{run_guard, GuardError};
+pub use review::review_lines;
 pub use server::{serve, ServeOptions};
 pub use stdio::take_protocol_streams;
 
@@ -55,6 +57,8 @@ pub struct Skipped {
     pub file: PathBuf,
     /// The command line or URL (no secrets), when the declaration could be read.
     pub launch: Option<String>,
+    /// Its directory and environment (or headers), secrets masked ([`review_lines`]).
+    pub review: Vec<String>,
     pub reason: String,
     pub fix: String,
 }
@@ -106,6 +110,7 @@ pub fn plan(
                 name: "*".into(),
                 file: ws.join(".vis").join("mcp.toml"),
                 launch: None,
+                review: Vec::new(),
                 reason: e.to_string(),
                 fix: "fix the file; its servers are skipped until then".into(),
             });
@@ -120,6 +125,7 @@ pub fn plan(
             out.skipped.push(Skipped {
                 name: spec.name.clone(),
                 launch: Some(spec.launch_line()),
+                review: review_lines(&spec),
                 file: spec.file.clone(),
                 reason: "the user's config.toml declares a server of the same name, which is used instead".into(),
                 fix: "rename one of them to use both".into(),
@@ -133,6 +139,7 @@ pub fn plan(
         out.skipped.push(Skipped {
             name: spec.name.clone(),
             launch: Some(spec.launch_line()),
+            review: review_lines(&spec),
             file: spec.file.clone(),
             reason: "it is declared by the workspace and not approved to run (an approval covers one workspace and one exact declaration; a changed command line needs approval again)".into(),
             fix: format!("review it, then run `{}`", approve_command(ws)),

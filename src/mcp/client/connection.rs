@@ -16,16 +16,10 @@ use tokio::io::AsyncBufReadExt;
 use super::errors::ServerError;
 use super::http::LimitedHttp;
 use super::{lock, McpHub, Slot};
-use crate::mcp::config::{expand_env, Transport};
+use crate::mcp::config::{expand_env, Transport, INHERITED_ENV};
 use crate::mcp::framing::{LineTransport, Side};
 use crate::mcp::guard::spawn_guarded;
 
-/// Environment variables a stdio server inherits from the host (plus its own `env`); the
-/// same idea as the official SDKs' default environment, so keys of the host never leak.
-const INHERITED_ENV: &[&str] = &[
-    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
-    "TZ",
-];
 /// How much of a server's stderr is kept for error messages.
 const STDERR_TAIL_CHARS: usize = 1500;
 pub(super) struct Conn {

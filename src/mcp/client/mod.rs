@@ -429,3 +429,6 @@ impl McpHub {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

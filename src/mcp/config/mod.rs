@@ -52,6 +52,13 @@ pub const DEFAULT_MAX_MESSAGE_MB: u64 = 16;
 /// (`runtime::MAX_FRAME_BYTES`, 64 MiB) once converted.
 pub const MAX_MESSAGE_MB_LIMIT: u64 = 32;
 
+/// Environment variables a stdio server inherits from the host (plus its own `env`); the
+/// same idea as the official SDKs' default environment, so keys of the host never leak.
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+    "TZ",
+];
+
 /// Where a server was declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -2,6 +2,7 @@
 //! server (`server`), MCP servers as namespaces (`namespaces`), and tool-list changes
 //! reaching the model's catalog (`catalog`).
 
+mod approval;
 mod catalog;
 mod hostile;
 mod lifetime;
