@@ -23,8 +23,14 @@
 //!
 //! Which servers run is decided by [`plan`]: the user's config is trusted; a workspace's
 //! servers run only when the user approved that exact declaration for that workspace
-//! (`vis mcp approve DIR`, stored per workspace and fingerprint); everything skipped is
+//! (`vis mcp approve DIR`, stored per workspace and fingerprint, after [`review_lines`] showed
+//! the command, directory and environment with secrets masked); everything skipped is
 //! reported in `session["mcp"]` with the fix.
+//!
+//! Both directions treat the peer as untrusted: `framing` bounds every stdio message and
+//! answers every bad line (`vis mcp`'s client, a stdio server), `schema` bounds the walk over
+//! a server's schemas, and [`guard`](run_guard) ties each stdio server's process tree to the
+//! life of the Vis process that started it.
 
 mod client;
 mod config;

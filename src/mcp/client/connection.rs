@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams};
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -151,7 +151,7 @@ impl McpHub {
     pub(super) async fn list_tools(&self, slot: &Arc<Slot>) -> Result<(), ServerError> {
         let (peer, generation) = self.peer(slot).await?;
         let listed =
-            tokio::time::timeout(self.inner.settings.startup_timeout, peer.list_all_tools()).await;
+            tokio::time::timeout(self.inner.settings.startup_timeout, list_bounded(&peer)).await;
         let tools = match listed {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
@@ -359,6 +359,27 @@ impl McpHub {
             }
         }
     }
+}
+
+/// The pages of a tool list read at most (each one message, bounded in size).
+const MAX_LIST_PAGES: usize = 50;
+
+/// A server's tools, page by page, until the last page, [`MAX_LIST_PAGES`] pages, or more
+/// tools than become functions: a server that hands out cursors forever cannot keep the hub
+/// listing (and growing) until the startup timeout.
+async fn list_bounded(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, ServiceError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer.list_tools(Some(params)).await?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() || tools.len() > crate::mcp::schema::MAX_TOOLS_PER_SERVER {
+            break;
+        }
+    }
+    Ok(tools)
 }
 
 /// Ends a connection: closes the session, stops the process; says how it ended.

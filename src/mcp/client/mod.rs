@@ -12,11 +12,20 @@
 //!   cannot start, crashes, or does not answer a call in time is stopped and reported in
 //!   `session["mcp"]`; the call raises `McpServerError` and the next call starts it again.
 //!   The runtime keeps going either way.
-//! - Stdio servers are our own child processes (not the SDK's): their own process group (a
-//!   terminal Ctrl-C reaches only vis), an environment of a few safe variables plus the
-//!   server's `env` (no API keys of the host), stdin/stdout for MCP, stderr kept as a tail for
-//!   error messages and appended to `<artifacts>/mcp-<server>.stderr.log`. Stopping one kills
-//!   its whole process tree.
+//! - Stdio servers are our own child processes (not the SDK's), each under a guard
+//!   (`vis mcp guard`, [`crate::mcp::run_guard`]) so its whole tree dies with this process
+//!   however it ends: their own process group (a terminal Ctrl-C reaches only vis), an
+//!   environment of a few safe variables plus the server's `env` (no API keys of the host),
+//!   stdin/stdout for MCP through the bounded line transport (`framing`), stderr kept as a
+//!   tail for error messages and appended to `<artifacts>/mcp-<server>.stderr.log`. Stopping
+//!   one closes its guard's channel, which kills its whole process tree.
+//! - What a server sends is untrusted: one message is at most `[mcp] max_message_mb` (an
+//!   answer over it fails its call with the limit named, over stdio and HTTP alike), a tool
+//!   list is read at most 50 pages and 1,000 tools deep, and schemas become signatures
+//!   within bounds (`schema`).
+//!
+//! Files: `connection` (start, list, stop), `call` (`mcp.call`), `http` (the HTTP client
+//! under the SDK's transport), `errors`.
 //! - `notifications/tools/list_changed` only sets flags; the tool list is fetched again when
 //!   the host next assembles a model request or runs a block ([`McpHub::refresh`]), so nothing
 //!   wakes up on its own (SPEC §1).
