@@ -496,6 +496,14 @@ vistest!(bad_mcp_config_is_one_clear_line, |env| {
             "[mcp]\ncall_timeout = 0\n",
             "`mcp.call_timeout` must be a positive number of seconds",
         ),
+        (
+            "[mcp.servers.__builtins__]\ncommand = \"x\"\n",
+            "MCP server name `__builtins__` is reserved",
+        ),
+        (
+            "[mcp]\nmax_message_mb = 64\n",
+            "`mcp.max_message_mb` must be a whole number of MiB from 1 to 32, got 64",
+        ),
     ] {
         write_config(&env, config);
         let r = env.exec("bad", "print(1)");
