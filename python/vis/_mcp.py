@@ -177,6 +177,9 @@ def install(namespaces: list[dict[str, Any]], specs: list[dict[str, Any]]) -> An
     for ns in namespaces:
         server = ns["name"]
         who = taken.get(server)
+        if who is None and len(server) > 4 and server.startswith("__") and server.endswith("__"):
+            # A namespace `__builtins__` would replace the block's builtins.
+            who = "Python (names of the form __name__ are reserved)"
         if who is not None:
             skipped[server] = (
                 "its name is taken by %s, so its tools are left out; rename the server in the "

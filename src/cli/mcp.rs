@@ -50,12 +50,25 @@ pub enum McpAction {
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// The guard of one stdio MCP server (started by vis itself; see `mcp::guard`).
+    #[command(hide = true)]
+    Guard {
+        /// The descriptor of the guard's channel to vis.
+        #[arg(long)]
+        channel: i32,
+        /// The server's command and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 pub fn run(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     match args.action {
         Some(McpAction::Approve { dir }) => approve(dir, db),
         Some(McpAction::List { dir }) => list(dir, db),
+        Some(McpAction::Guard { channel, command }) => {
+            crate::mcp::run_guard(channel, &command).map_err(|e| CliError::usage(e.to_string()))
+        }
         None => run_server(args, db),
     }
 }
@@ -81,6 +94,7 @@ fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             escape_controls(&ws.to_string_lossy()),
             escape_controls(&spec.launch_line())
         );
+        print_review(&crate::mcp::review_lines(spec));
     }
     Ok(0)
 }
@@ -104,6 +118,7 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             spec.transport_kind(),
             escape_controls(&spec.launch_line())
         );
+        print_review(&crate::mcp::review_lines(spec));
     }
     for s in &plan.skipped {
         println!(
@@ -112,8 +127,19 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
             escape_controls(&s.reason),
             escape_controls(&s.fix)
         );
+        if let Some(launch) = &s.launch {
+            println!("  would run: {}", escape_controls(launch));
+        }
+        print_review(&s.review);
     }
     Ok(0)
+}
+
+/// A server's directory and environment (or headers), indented under its line.
+fn print_review(lines: &[String]) {
+    for line in lines {
+        println!("  {}", escape_controls(line));
+    }
 }
 
 fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
@@ -187,6 +213,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             .catalog_budget
             .unwrap_or(crate::catalog::DEFAULT_BUDGET_TOKENS),
         hub,
+        max_message_bytes: config.mcp.max_message_bytes(),
     };
     let served = events.block_on(async move {
         let (reader, writer) = streams.into_async()?;
@@ -206,7 +233,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             }
             on_signal.cancel();
         });
-        let result = serve(store, supervisor, serve_opts, (reader, writer), stop).await;
+        let result = serve(store, supervisor, serve_opts, reader, writer, stop).await;
         signals.abort();
         result.map_err(|e| std::io::Error::other(e.to_string()))
     });

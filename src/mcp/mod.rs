@@ -23,12 +23,21 @@
 //!
 //! Which servers run is decided by [`plan`]: the user's config is trusted; a workspace's
 //! servers run only when the user approved that exact declaration for that workspace
-//! (`vis mcp approve DIR`, stored per workspace and fingerprint); everything skipped is
+//! (`vis mcp approve DIR`, stored per workspace and fingerprint, after [`review_lines`] showed
+//! the command, directory and environment with secrets masked); everything skipped is
 //! reported in `session["mcp"]` with the fix.
+//!
+//! Both directions treat the peer as untrusted: `framing` bounds every stdio message and
+//! answers every bad line (`vis mcp`'s client, a stdio server), `schema` bounds the walk over
+//! a server's schemas, and [`guard`](run_guard) ties each stdio server's process tree to the
+//! life of the Vis process that started it.
 
 mod client;
 mod config;
+mod framing;
+mod guard;
 mod results;
+mod review;
 mod schema;
 mod server;
 mod stdio;
@@ -40,6 +49,8 @@ pub use config::{
     parse_mcp_table, ExpandError, McpConfig, McpConfigError, ServerNameError, ServerProblem,
     ServerSource, ServerSpec, Transport,
 };
+pub use guard::{run_guard, GuardError};
+pub use review::review_lines;
 pub use server::{serve, ServeOptions};
 pub use stdio::take_protocol_streams;
 
@@ -52,6 +63,8 @@ pub struct Skipped {
     pub file: PathBuf,
     /// The command line or URL (no secrets), when the declaration could be read.
     pub launch: Option<String>,
+    /// Its directory and environment (or headers), secrets masked ([`review_lines`]).
+    pub review: Vec<String>,
     pub reason: String,
     pub fix: String,
 }
@@ -103,6 +116,7 @@ pub fn plan(
                 name: "*".into(),
                 file: ws.join(".vis").join("mcp.toml"),
                 launch: None,
+                review: Vec::new(),
                 reason: e.to_string(),
                 fix: "fix the file; its servers are skipped until then".into(),
             });
@@ -117,6 +131,7 @@ pub fn plan(
             out.skipped.push(Skipped {
                 name: spec.name.clone(),
                 launch: Some(spec.launch_line()),
+                review: review_lines(&spec),
                 file: spec.file.clone(),
                 reason: "the user's config.toml declares a server of the same name, which is used instead".into(),
                 fix: "rename one of them to use both".into(),
@@ -130,6 +145,7 @@ pub fn plan(
         out.skipped.push(Skipped {
             name: spec.name.clone(),
             launch: Some(spec.launch_line()),
+            review: review_lines(&spec),
             file: spec.file.clone(),
             reason: "it is declared by the workspace and not approved to run (an approval covers one workspace and one exact declaration; a changed command line needs approval again)".into(),
             fix: format!("review it, then run `{}`", approve_command(ws)),
@@ -170,12 +186,27 @@ pub enum HubError {
 }
 
 /// A hub for `workspace`'s servers with the config's settings and deny list; `artifact_dir`
-/// is the session's.
+/// is the session's. Stdio servers run under guards started from this process's own binary
+/// (the `vis` executable; see [`hub_for_binary`] for a host that is not).
 pub fn hub_for(
     config: &crate::config::Config,
     workspace: &Path,
     artifact_dir: PathBuf,
     store: &Store,
+) -> Result<McpHub, HubError> {
+    // `/proc/self/exe` runs this very binary even if its file was replaced since.
+    let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    hub_for_binary(config, workspace, artifact_dir, store, program)
+}
+
+/// [`hub_for`] with the `vis` binary that runs the servers' guards (`vis mcp guard`) named
+/// explicitly: for hosts that are not the `vis` executable themselves (tests, embedders).
+pub fn hub_for_binary(
+    config: &crate::config::Config,
+    workspace: &Path,
+    artifact_dir: PathBuf,
+    store: &Store,
+    vis_binary: PathBuf,
 ) -> Result<McpHub, HubError> {
     let deny =
         crate::catalog::DenyList::new(config.deny.iter().cloned()).map_err(HubError::Deny)?;
@@ -188,6 +219,8 @@ pub fn hub_for(
             workspace: workspace.to_path_buf(),
             artifact_dir,
             deny,
+            max_message_bytes: config.mcp.max_message_bytes(),
+            program: vis_binary,
         },
     ))
 }

@@ -18,11 +18,13 @@ vistest!(a_changed_tool_list_becomes_a_catalog_update, |env| {
     let mut session = new_session(&env, settings(&env, &fake, kind), "mcp-catalog");
     let config = vis::config::Config::load(&env.config_dir()).unwrap();
     let store = vis::store::Store::open(&env.db()).unwrap();
-    let hub = vis::mcp::hub_for(
+    // In this process (the test binary), the servers' guards run from the vis binary.
+    let hub = vis::mcp::hub_for_binary(
         &config,
         &env.workspace(),
         vis::config::artifact_dir(&env.db(), "mcp-catalog"),
         &*store,
+        crate::support::vis_bin(),
     )
     .unwrap();
     session.set_mcp(hub);

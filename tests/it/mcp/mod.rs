@@ -2,6 +2,10 @@
 //! server (`server`), MCP servers as namespaces (`namespaces`), and tool-list changes
 //! reaching the model's catalog (`catalog`).
 
+mod approval;
 mod catalog;
+mod hostile;
+mod lifetime;
 mod namespaces;
+mod protocol;
 mod server;

@@ -426,87 +426,6 @@ print(json.dumps(out))
     );
 });
 
-vistest!(workspace_servers_run_only_once_approved, |env| {
-    let ws = env.workspace();
-    let declare = |arg: &str| {
-        write_workspace_servers(
-            &ws,
-            &format!(
-                "[mcp.servers.proj]\ncommand = {}\nargs = [{}, {}]\n",
-                toml_str(&crate::support::mcp::python().to_string_lossy()),
-                toml_str(&crate::support::mcp::fixture_server().to_string_lossy()),
-                toml_str(arg)
-            ),
-        )
-    };
-    declare("one");
-    let code = "import json\nprint(json.dumps({'defined': 'proj' in globals(), 'skipped': session['mcp']['skipped']}))";
-    let r = env.exec("appr", code);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let v = last_json(&r.stdout);
-    assert_eq!(v["defined"], false);
-    let skipped = &v["skipped"][0];
-    assert_eq!(skipped["server"], "proj");
-    assert!(
-        skipped["reason"].as_str().unwrap().contains("not approved"),
-        "{skipped}"
-    );
-    let fix = skipped["fix"].as_str().unwrap();
-    assert!(
-        fix.contains(&format!("vis mcp approve {}", ws.display())),
-        "{fix}"
-    );
-    assert!(
-        skipped["runs"].as_str().unwrap().contains("server.py one"),
-        "{skipped}"
-    );
-    assert!(
-        r.stderr.contains("MCP server `proj` is skipped"),
-        "{}",
-        r.stderr
-    );
-    // Approve it, exactly as declared.
-    let a = env.vis(&["mcp", "approve", ws.to_str().unwrap()]);
-    assert_eq!(a.code, 0, "{}", a.stderr);
-    assert!(a.stdout.contains("approved `proj`"), "{}", a.stdout);
-    let v = exec_json(&env, "appr", "import json\nprint(json.dumps({'echo': proj.echo('ok'), 'skipped': session['mcp']['skipped']}))");
-    assert_eq!(v["echo"], "ok");
-    assert_eq!(v["skipped"], json!([]));
-    let listed = env.vis(&["mcp", "list", ws.to_str().unwrap()]);
-    assert!(
-        listed.stdout.contains("proj  runs  (workspace, stdio)"),
-        "{}",
-        listed.stdout
-    );
-    // A changed command line needs approval again.
-    declare("two");
-    let v = exec_json(&env, "appr", code);
-    assert_eq!(v["defined"], false);
-    assert!(v["skipped"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .contains("not approved"));
-    // An approval is per workspace: the same file elsewhere is not approved.
-    let other = env.path().join("other");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::copy(ws.join(".vis/mcp.toml"), {
-        std::fs::create_dir_all(other.join(".vis")).unwrap();
-        other.join(".vis/mcp.toml")
-    })
-    .unwrap();
-    env.vis(&["mcp", "approve", ws.to_str().unwrap()]);
-    let r = env.vis(&[
-        "exec",
-        "--session",
-        "elsewhere",
-        "--workspace",
-        other.to_str().unwrap(),
-        code,
-    ]);
-    let v = last_json(&r.stdout);
-    assert_eq!(v["defined"], false, "{}", r.stdout);
-});
-
 vistest!(secrets_stay_out_of_the_worker_and_other_servers, |env| {
     with_fixture(&env, "env = { FX_TOKEN = \"${VIS_TEST_HOST_SECRET}\" }");
     let ws = env.workspace();
@@ -576,6 +495,14 @@ vistest!(bad_mcp_config_is_one_clear_line, |env| {
         (
             "[mcp]\ncall_timeout = 0\n",
             "`mcp.call_timeout` must be a positive number of seconds",
+        ),
+        (
+            "[mcp.servers.__builtins__]\ncommand = \"x\"\n",
+            "MCP server name `__builtins__` is reserved",
+        ),
+        (
+            "[mcp]\nmax_message_mb = 64\n",
+            "`mcp.max_message_mb` must be a whole number of MiB from 1 to 32, got 64",
         ),
     ] {
         write_config(&env, config);

@@ -147,3 +147,96 @@ pub fn write_workspace_servers(dir: &Path, text: &str) {
     std::fs::create_dir_all(dir.join(".vis")).unwrap();
     std::fs::write(dir.join(".vis/mcp.toml"), text).unwrap();
 }
+
+/// `vis mcp` driven by hand over its stdin/stdout: raw bytes in, JSON lines out. For what no
+/// SDK client would send (broken lines, huge messages) and for killing the process itself.
+pub struct RawMcp {
+    pub child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// How long one answer may take before the test fails (a hang must not block CI).
+const ANSWER_WITHIN: Duration = Duration::from_secs(120);
+
+impl RawMcp {
+    /// Starts `vis mcp ARGS` in the env (its stderr goes to the test's stderr).
+    pub fn start(env: &TestEnv, args: &[&str]) -> RawMcp {
+        let mut child = env
+            .command(&[&["mcp"], args].concat())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        RawMcp {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    /// Starts it and completes the MCP handshake.
+    pub fn initialized(env: &TestEnv, args: &[&str]) -> RawMcp {
+        let mut mcp = RawMcp::start(env, args);
+        mcp.initialize();
+        mcp
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        self.send(br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-test","version":"0"}}}"#);
+        self.send(b"\n");
+        let answer = self.next();
+        assert_eq!(answer["id"], "init", "{answer}");
+        assert!(answer.get("result").is_some(), "{answer}");
+        self.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+        answer
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next JSON line `vis mcp` writes.
+    pub fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(ANSWER_WITHIN)
+            .unwrap_or_else(|e| panic!("vis mcp did not answer within {ANSWER_WITHIN:?}: {e}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// `tools/call python_execution {code}` with request id `id`; returns the answer.
+    pub fn call(&mut self, id: i64, code: &str) -> Value {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "python_execution", "arguments": {"code": code}}});
+        self.send(format!("{request}\n").as_bytes());
+        self.next()
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for RawMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

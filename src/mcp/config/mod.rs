@@ -5,6 +5,7 @@
 //! [mcp]
 //! call_timeout = 60          # seconds one tool call may take (default 60)
 //! startup_timeout = 30       # seconds a server gets to start and list its tools (default 30)
+//! max_message_mb = 16        # largest MCP message (a tool's answer; vis mcp's messages)
 //!
 //! [mcp.servers.github]       # a stdio server: vis starts the command
 //! command = "npx"
@@ -37,10 +38,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{validate_name, NameRule};
 
+mod errors;
+pub use errors::{ExpandError, McpConfigError, ServerNameError, ServerProblem};
+
 /// Default time one MCP tool call may take.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time a server gets to start and answer `tools/list`.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default largest MCP message, in MiB (`[mcp] max_message_mb`): an answer of an MCP server to
+/// vis, and a message between `vis mcp` and its client, in either direction.
+pub const DEFAULT_MAX_MESSAGE_MB: u64 = 16;
+/// The largest `max_message_mb` accepted: an answer must still fit the worker's frames
+/// (`runtime::MAX_FRAME_BYTES`, 64 MiB) once converted.
+pub const MAX_MESSAGE_MB_LIMIT: u64 = 32;
+
+/// Environment variables a stdio server inherits from the host (plus its own `env`); the
+/// same idea as the official SDKs' default environment, so keys of the host never leak.
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR",
+    "TZ",
+];
 
 /// Where a server was declared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +164,8 @@ fn shell_quote(s: &str) -> String {
 pub struct McpConfig {
     pub call_timeout: Option<Duration>,
     pub startup_timeout: Option<Duration>,
+    /// `[mcp] max_message_mb`.
+    pub max_message_mb: Option<u64>,
     /// `[mcp.servers.*]`, by name.
     pub servers: Vec<ServerSpec>,
 }
@@ -158,6 +177,12 @@ impl McpConfig {
 
     pub fn startup_timeout(&self) -> Duration {
         self.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT)
+    }
+
+    /// The largest MCP message, in bytes.
+    pub fn max_message_bytes(&self) -> usize {
+        let mb = self.max_message_mb.unwrap_or(DEFAULT_MAX_MESSAGE_MB);
+        usize::try_from(mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
     }
 }
 
@@ -189,115 +214,6 @@ const RESERVED_HEADERS: [&str; 4] = [
 
 const SERVER_KEYS: &str =
     "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
-
-/// A declaration of MCP servers that cannot be used. `at` is where (`line 7: `, possibly
-/// empty); every message names the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum McpConfigError {
-    #[error("{at}`{what}` must be a positive number of seconds (at most a day), got {value}; e.g. {} = 60", what.rsplit('.').next().unwrap_or(what))]
-    NotSeconds {
-        at: String,
-        what: String,
-        value: String,
-    },
-    #[error("{at}`mcp` must be a table ([mcp])")]
-    McpNotTable { at: String },
-    #[error("{at}`mcp.servers` must hold one table per server, e.g. [mcp.servers.github]")]
-    ServersNotTable { at: String },
-    #[error("{at}{problem}")]
-    Name {
-        at: String,
-        problem: ServerNameError,
-    },
-    #[error("{at}`mcp.servers.{name}` must be a table: write [mcp.servers.{name}] with command = \"…\" or url = \"…\" under it")]
-    ServerNotTable { at: String, name: String },
-    #[error("{at}[mcp.servers.{name}]: {message}; the keys are {SERVER_KEYS}")]
-    UnknownKey {
-        at: String,
-        name: String,
-        message: String,
-    },
-    #[error("{at}[mcp.servers.{name}]: {message}; see the documented keys in docs/mcp.md")]
-    BadValue {
-        at: String,
-        name: String,
-        message: String,
-    },
-    /// What is wrong inside one server's table.
-    #[error("{at}[mcp.servers.{name}]{problem}")]
-    Server {
-        at: String,
-        name: String,
-        problem: ServerProblem,
-    },
-    #[error("cannot read {}: {source}; fix its permissions or remove it", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid {}: {place}{message}; fix the TOML syntax", path.display())]
-    Syntax {
-        path: PathBuf,
-        place: String,
-        message: String,
-    },
-    /// A problem in a workspace's `.vis/mcp.toml`, named with the file.
-    #[error("invalid {}: {inner}", path.display())]
-    InFile {
-        path: PathBuf,
-        inner: Box<McpConfigError>,
-    },
-}
-
-/// What is wrong with one server's declaration (shown after `[mcp.servers.NAME]`).
-#[derive(Debug, thiserror::Error)]
-pub enum ServerProblem {
-    #[error(" has both `command` and `url`; keep `command` for a server vis starts, or `url` for a streamable HTTP server")]
-    CommandAndUrl,
-    #[error(" needs `command` (a server vis starts, e.g. command = \"npx\") or `url` (a streamable HTTP server, e.g. url = \"http://127.0.0.1:8000/mcp\")")]
-    NeitherCommandNorUrl,
-    #[error(": `command` is empty; name the program to run, e.g. command = \"npx\"")]
-    EmptyCommand,
-    #[error(": `headers` applies to HTTP servers (url = …) only; remove it or use `env` for the process")]
-    HeadersOnStdio,
-    #[error(
-        ": type = \"{0}\" does not fit `command`; a server with a command is type = \"stdio\""
-    )]
-    TypeNotStdio(String),
-    #[error(": url = \"{0}\" is not an http:// or https:// URL; write the server's full MCP endpoint, e.g. \"http://127.0.0.1:8000/mcp\"")]
-    NotHttpUrl(String),
-    #[error(": `{0}` applies to servers vis starts (command = …) only; remove it")]
-    StdioKeyOnHttp(&'static str),
-    #[error(": type = \"{0}\" does not fit `url`; vis speaks streamable HTTP (type = \"http\")")]
-    TypeNotHttp(String),
-    #[error(": header `{0}` is not a valid HTTP header (name or value); fix it in `headers`")]
-    BadHeader(String),
-    #[error(": header `{0}` is set by the MCP transport itself; remove it from `headers`")]
-    ReservedHeader(String),
-}
-
-/// A server name that cannot be a namespace.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerNameError {
-    #[error("MCP server name `{name}` must be one identifier (it becomes the namespace `{name}`), without `.`; rename it, e.g. [mcp.servers.{}]", name.replace('.', "_"))]
-    Dotted { name: String },
-    #[error("MCP server name `{name}` is not a valid namespace: {reason}; rename the table")]
-    NotIdentifier {
-        name: String,
-        reason: Box<crate::catalog::CatalogError>,
-    },
-}
-
-/// `${NAME}` in a server's declaration that cannot be expanded; `what` is the place.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExpandError {
-    #[error(
-        "{what}: `${{` without a closing `}}`; write ${{NAME}} to use an environment variable"
-    )]
-    Unclosed { what: String },
-    #[error("{what} uses ${{{name}}}, but the environment variable {name} is not set; set it or write the value")]
-    Unset { what: String, name: String },
-}
 
 fn line_of(text: &str, path: &[&str]) -> String {
     crate::config::line_of_key(text, path)
@@ -335,6 +251,20 @@ pub fn parse_mcp_table(
     for (key, value) in mcp {
         match key.as_str() {
             "servers" => {}
+            "max_message_mb" if source == ServerSource::Config => {
+                let at = line_of(text, &["mcp", key]);
+                match value.as_integer() {
+                    Some(n) if (1..=MAX_MESSAGE_MB_LIMIT as i64).contains(&n) => {
+                        out.max_message_mb = Some(n as u64);
+                    }
+                    _ => {
+                        return Err(McpConfigError::NotMegabytes {
+                            at,
+                            value: value.to_string(),
+                        })
+                    }
+                }
+            }
             "call_timeout" | "startup_timeout" if source == ServerSource::Config => {
                 let d =
                     positive_seconds(value, &format!("mcp.{key}"), &line_of(text, &["mcp", key]))?;
@@ -387,10 +317,16 @@ pub fn parse_mcp_table(
     Ok(out)
 }
 
-/// A server name is one namespace segment: a Python identifier, not a keyword.
+/// A server name is one namespace segment: a Python identifier, not a keyword, and not a
+/// dunder (a namespace `__builtins__` would replace the block's builtins).
 pub fn validate_server_name(name: &str) -> Result<(), ServerNameError> {
     if name.contains('.') {
         return Err(ServerNameError::Dotted {
+            name: name.to_string(),
+        });
+    }
+    if name.len() > 4 && name.starts_with("__") && name.ends_with("__") {
+        return Err(ServerNameError::Dunder {
             name: name.to_string(),
         });
     }
@@ -552,120 +488,4 @@ pub fn expand_env(value: &str, what: &str) -> Result<String, ExpandError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<McpConfig, String> {
-        let table: toml::Table = text.parse().unwrap();
-        parse_mcp_table(
-            &table,
-            text,
-            Path::new("/c/config.toml"),
-            ServerSource::Config,
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn reads_stdio_and_http_servers() {
-        let c = parse(
-            "[mcp]\ncall_timeout = 5\n[mcp.servers.gh]\ncommand = \"npx\"\nargs = [\"-y\", \"x y\"]\nenv = { T = \"1\" }\ntimeout = 2.5\n[mcp.servers.docs]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n",
-        )
-        .unwrap();
-        assert_eq!(c.call_timeout(), Duration::from_secs(5));
-        assert_eq!(c.servers.len(), 2);
-        let gh = c.servers.iter().find(|s| s.name == "gh").unwrap();
-        assert_eq!(gh.timeout, Some(Duration::from_millis(2500)));
-        assert_eq!(gh.launch_line(), "T=… npx -y 'x y'");
-        let docs = c.servers.iter().find(|s| s.name == "docs").unwrap();
-        assert_eq!(docs.transport_kind(), "http");
-        assert!(!docs.launch_line().contains("Bearer"));
-    }
-
-    #[test]
-    fn bad_tables_say_what_and_how() {
-        let cases = [
-            ("[mcp.servers.gh]\nargs = []\n", "needs `command`"),
-            (
-                "[mcp.servers.gh]\ncommand = \"a\"\nurl = \"http://x\"\n",
-                "both `command` and `url`",
-            ),
-            (
-                "[mcp.servers.gh]\ncommand = \"a\"\nargv = []\n",
-                "unknown field `argv`",
-            ),
-            (
-                "[mcp.servers.gh]\nurl = \"ftp://x\"\n",
-                "not an http:// or https:// URL",
-            ),
-            (
-                "[mcp.servers.gh]\ncommand = \"a\"\nheaders = {}\n",
-                "`headers` applies to HTTP",
-            ),
-            (
-                "[mcp.servers.gh]\nurl = \"http://x\"\nenv = {}\n",
-                "`env` applies to servers vis starts",
-            ),
-            (
-                "[mcp.servers.my-server]\ncommand = \"a\"\n",
-                "not a valid namespace",
-            ),
-            ("[mcp.servers.\"a.b\"]\ncommand = \"a\"\n", "without `.`"),
-            (
-                "[mcp.servers.gh]\ncommand = \"a\"\ntimeout = -1\n",
-                "positive number of seconds",
-            ),
-            (
-                "[mcp]\ncall_timeout = \"x\"\n",
-                "positive number of seconds",
-            ),
-            ("[mcp]\nservers = 3\n", "one table per server"),
-            ("[mcp.servers]\ngh = \"npx\"\n", "must be a table"),
-            ("[mcp.servers.gh]\ncommand = 5\n", "invalid type"),
-            (
-                "[mcp.servers.gh]\nurl = \"http://x\"\nheaders = { Accept = \"x\" }\n",
-                "set by the MCP transport",
-            ),
-        ];
-        for (text, want) in cases {
-            let e = parse(text).unwrap_err();
-            assert!(e.contains(want), "{text}: {e}");
-            assert_eq!(e.lines().count(), 1, "{e}");
-        }
-        let e = parse("\n[mcp.servers.gh]\nargs = []\n").unwrap_err();
-        assert!(e.starts_with("line 2: "), "{e}");
-    }
-
-    #[test]
-    fn fingerprints_change_with_what_runs() {
-        let a = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"1\"]\n").unwrap();
-        let b = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"2\"]\n").unwrap();
-        let a2 = parse("[mcp.servers.gh]\ncommand = \"a\"\nargs = [\"1\"]\ntimeout = 3\n").unwrap();
-        assert_ne!(a.servers[0].fingerprint(), b.servers[0].fingerprint());
-        assert_eq!(a.servers[0].fingerprint(), a2.servers[0].fingerprint());
-    }
-
-    #[test]
-    fn env_expansion() {
-        std::env::set_var("VIS_MCP_TEST_X", "secret");
-        assert_eq!(
-            expand_env("Bearer ${VIS_MCP_TEST_X}!", "h").unwrap(),
-            "Bearer secret!"
-        );
-        assert_eq!(
-            expand_env("${VIS_MCP_TEST_UNSET_Y}", "env of x").unwrap_err(),
-            ExpandError::Unset {
-                what: "env of x".into(),
-                name: "VIS_MCP_TEST_UNSET_Y".into()
-            }
-        );
-        assert!(expand_env("${VIS_MCP_TEST_UNSET_Y}", "env of x")
-            .unwrap_err()
-            .to_string()
-            .contains("VIS_MCP_TEST_UNSET_Y is not set"));
-        assert!(expand_env("${oops", "h")
-            .unwrap_err()
-            .to_string()
-            .contains("closing"));
-    }
-}
+mod tests;
