@@ -125,11 +125,11 @@ vistest!(servers_die_with_a_killed_vis_chat, |env| {
 });
 
 /// One HTTP/1.1 request on a fresh connection; the response's status line and body.
-fn http(port: u16, method: &str, path: &str, body: &str) -> (String, String) {
+fn http(port: u16, token: &str, method: &str, path: &str, body: &str) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -172,11 +172,17 @@ vistest!(servers_die_with_a_killed_vis_serve, |env| {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     assert!(up, "vis serve did not listen on {port}");
+    // A client with the token vis serve generated at its first start.
+    let token = std::fs::read_to_string(vis::config::serve_token_path(&env.db()))
+        .unwrap()
+        .trim()
+        .to_string();
     // The turn's block never ends: its request is left waiting while the host is killed.
     let turn = std::thread::spawn(move || {
         let message = serde_json::json!({"message": "start the server"}).to_string();
-        let _ =
-            std::panic::catch_unwind(|| http(port, "POST", "/api/sessions/served/turns", &message));
+        let _ = std::panic::catch_unwind(|| {
+            http(port, &token, "POST", "/api/sessions/served/turns", &message)
+        });
     });
     let pids = recorded_pids(&env, &mut host.0);
     kill_and_check(&mut host.0, &pids);
