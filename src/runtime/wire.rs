@@ -17,9 +17,16 @@ use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostMessage {
-    /// Re-create persisted definitions in a fresh namespace.
+    /// Re-create persisted definitions in a fresh namespace (see `runtime::restore`).
     Restore {
+        /// The definitions to restore, in order.
         defs: Vec<PersistedDef>,
+        /// Definitions the host does not restore (over a size limit, or they stopped an
+        /// earlier worker), without their source: listed by `defs()` as not restored.
+        skipped: Vec<PersistedDef>,
+        /// The cache file (relative to the worker's cache directory) that holds the compiled
+        /// code of exactly `defs`, when it exists.
+        cache: String,
     },
     /// Run one block; its result comes back with the same id.
     Exec {
@@ -68,13 +75,21 @@ pub enum WorkerMessage {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cache_writes: Vec<super::cache::CacheWrite>,
     },
+    /// Which persisted definition (its index in `restore`'s `defs`) the worker is about to
+    /// compile or run, so the one that kills or hangs it can be skipped.
+    Restoring { index: usize },
+    /// Every definition of a `restore` is compiled; sent before any of them runs.
+    Compiled {
+        /// The bytecode magic number of the worker's Python (hex).
+        magic: String,
+        /// Their code (marshalled, base64), one per definition, when it was compiled now and
+        /// all of it compiled; `null` when it came from the cache (or something failed).
+        #[serde(deserialize_with = "Option::deserialize")]
+        code: Option<Vec<String>>,
+    },
     Restored {
         #[serde(flatten)]
         report: RestoreReport,
-        /// Cache files the restore computed (the definitions' compiled code), for the host to
-        /// write, as with `ready`.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        cache_writes: Vec<super::cache::CacheWrite>,
     },
     /// The result of block `id` (boxed: it is by far the largest message).
     Result { id: u64, result: Box<BlockResult> },
@@ -97,6 +112,8 @@ impl WorkerMessage {
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerMessage::Ready { .. } => "ready",
+            WorkerMessage::Restoring { .. } => "restoring",
+            WorkerMessage::Compiled { .. } => "compiled",
             WorkerMessage::Restored { .. } => "restored",
             WorkerMessage::Result { .. } => "result",
             WorkerMessage::Request { .. } => "request",
@@ -112,9 +129,16 @@ mod tests {
 
     #[test]
     fn messages_are_tagged_json() {
-        let msg = HostMessage::Restore { defs: vec![] };
+        let msg = HostMessage::Restore {
+            defs: vec![],
+            skipped: vec![],
+            cache: "restore/0.json".into(),
+        };
         let json = serde_json::to_string(&msg).unwrap();
-        assert_eq!(json, r#"{"type":"restore","defs":[]}"#);
+        assert_eq!(
+            json,
+            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json"}"#
+        );
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],
             "isolation": Isolation::default(),
