@@ -16,6 +16,7 @@ mod chat;
 mod chat_tui;
 mod cli;
 mod defs;
+mod defs_attacks;
 mod discovery;
 mod editing;
 mod extensions;
