@@ -17,6 +17,7 @@ mod chat_tui;
 mod cli;
 mod defs;
 mod defs_attacks;
+mod defs_parse;
 mod discovery;
 mod editing;
 mod extensions;

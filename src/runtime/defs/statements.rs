@@ -251,11 +251,21 @@ fn simple_kind(tokens: &[Token], source: &str) -> StatementKind {
         return StatementKind::Other;
     }
     let equals: Vec<usize> = top_level_ops(tokens, source, "=");
-    let (annotation, value) = match (text(1), equals.as_slice()) {
-        ("=", [1]) => (&tokens[1..1], &tokens[2..]),
-        (":", [eq]) => (&tokens[2..*eq], &tokens[eq + 1..]),
+    let (annotation, value, more) = match (text(1), equals.as_slice()) {
+        ("=", [1, more @ ..]) => (&tokens[1..1], &tokens[2..], more),
+        (":", [eq, more @ ..]) => (&tokens[2..*eq], &tokens[eq + 1..], more),
         _ => return StatementKind::Other,
     };
+    // Another `=` outside brackets is a chained assignment (`A = B = 1`), unless it is a
+    // lambda's default (`F = lambda x=1: x`).
+    if let Some(&next) = more.first() {
+        let lambda = tokens
+            .iter()
+            .position(|t| t.kind == Kind::Name && t.text(source) == "lambda");
+        if lambda.is_none_or(|l| next < l) {
+            return StatementKind::Other;
+        }
+    }
     if value.is_empty() {
         return StatementKind::Other;
     }
@@ -639,6 +649,7 @@ mod tests {
         ] {
             assert_eq!(shape(other), Some(Other), "{other}");
         }
+        assert_eq!(shape("F = lambda x=1: x"), Some(Other));
         for not_assignment in [
             "A = B = 1",
             "A, B = 1, 2",
