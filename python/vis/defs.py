@@ -459,6 +459,11 @@ def defs() -> DefList:
     immutable value, or `NAME = module.func(literals)` such as `PAT = re.compile(r"\d+")`). Each entry
     is a dict with name, kind, signature, doc (first line) and source; the list prints as a
     compact listing.
+
+    A definition is kept up to 64 KiB of source, and a session's up to 512 KiB in all: a larger
+    one still works until the worker restarts, and the block says it is not kept (keep big data
+    in files). Entries marked `[not restored]` failed to come back; redefine them, or drop one
+    with `name = None`.
     """
     import vis
 
