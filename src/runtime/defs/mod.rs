@@ -4,8 +4,8 @@
 //! A worker that has run a block is controlled by whoever wrote the block, so what it reports
 //! is a claim, and persisted code runs again in every new worker of the session. The host
 //! therefore never takes code from the worker: it reads the block's own source as the
-//! worker's Python reads it ([`tokens`]: newlines, indentation, continuations, strings,
-//! f-strings), cuts out its top-level statements ([`statements`]) and keeps, of what the
+//! worker's Python reads it ([`tokens`]: newlines, indentation, continuations; [`strings`]:
+//! strings and f-strings), cuts out its top-level statements ([`statements`]) and keeps, of what the
 //! worker reported, only definitions that are one of those statements, stored as the host's
 //! cut ([`keep_reported`]). An import is stored as the one-name statement the host builds
 //! (`import os`, never the worker's text); a constant only with a literal value or a call on
@@ -23,6 +23,7 @@
 
 mod keep;
 mod statements;
+mod strings;
 mod tokens;
 
 pub use keep::{keep_reported, over_session_limit, too_big, Kept};
