@@ -31,11 +31,14 @@
 //! rebuilt.
 //!
 //! What a worker reports is only as clean as the code that ran in it before. Nothing of the
-//! session's runs before `ready` and `compiled`, but in a trusted workspace the workspace's own
-//! code does (its extensions, its venv's `.pth` files). So a worker of a trusted workspace
-//! reads and fills a cache directory of that workspace alone ([`trusted_dir`]): what it
-//! reports can only reach workers that run the same workspace code anyway, never another
-//! workspace's or an untrusted one's.
+//! session's runs before `ready` and `compiled`, but the workspace's may: in a trusted
+//! workspace its extensions and its venv's `.pth` files, in any workspace a module of it that
+//! start-up code imports (the workspace is on `sys.path`, after the standard library). So the
+//! workers of a workspace read and fill a cache directory of that workspace alone, one for
+//! while it is trusted and one for while it is not ([`workspace_dir`]): what a worker reports
+//! can only reach workers that run the same workspace code anyway, never another workspace's,
+//! and never this one's after its trust is revoked. Workers without a workspace share the
+//! directory itself.
 //!
 //! Where: `$VIS_CACHE_DIR`; else `$VIS_HOME/cache` when `VIS_HOME` is set (one Vis home holds
 //! everything, as tests rely on); else `$XDG_CACHE_HOME/vis`; else `~/.cache/vis`.
@@ -102,11 +105,14 @@ pub fn cache_dir() -> Option<PathBuf> {
     var("HOME").map(|home| PathBuf::from(home).join(".cache").join("vis"))
 }
 
-/// The cache directory of the workers of a trusted `workspace`, under Vis's cache directory
-/// `base`: `trusted/<32 hex digits of the workspace path's digest>`.
-pub fn trusted_dir(base: &Path, workspace: &Path) -> PathBuf {
+/// The cache directory of the workers of `workspace` (while it is `trusted`, or while it is
+/// not), under Vis's cache directory `base`: `workspaces/<32 hex digits of the workspace
+/// path's digest>/trusted` (or `untrusted`).
+pub fn workspace_dir(base: &Path, workspace: &Path, trusted: bool) -> PathBuf {
     let digest = blake3::hash(workspace.as_os_str().as_encoded_bytes());
-    base.join("trusted").join(hex(&digest.as_bytes()[..16]))
+    base.join("workspaces")
+        .join(hex(&digest.as_bytes()[..16]))
+        .join(if trusted { "trusted" } else { "untrusted" })
 }
 
 /// The format of `restore/` files (`python/vis/_codecache.py` reads the same number).

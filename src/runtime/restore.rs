@@ -12,6 +12,9 @@
 //! 3. the worker runs them in order, saying `restoring {index}` before each (and before each
 //!    compile), then sends `restored {ok, failed, unkept}`.
 //!
+//! The cache file lives in the workers' own cache directory (their workspace's, see
+//! `runtime::cache`).
+//!
 //! A worker that dies, hangs past the restore timeout or breaks the protocol while restoring
 //! is killed; the definition it was on is skipped (reported with why) and the others are
 //! restored in a new worker, up to [`MAX_RESTORE_ATTEMPTS`] times, after which none are.

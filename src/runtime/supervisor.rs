@@ -85,14 +85,15 @@ impl WorkerOptions {
         }
     }
 
-    /// The cache directory this options' workers read and the host fills for them: Vis's
-    /// cache directory, or in a trusted workspace that workspace's own under it (its code runs
-    /// in the worker before the worker reports what it cached; see `runtime::cache`).
+    /// The cache directory this options' workers read and the host fills for them: their
+    /// workspace's own under Vis's cache directory, one for while it is trusted and one for
+    /// while it is not (its code may run in the worker before the worker reports what it
+    /// cached; see `runtime::cache`); Vis's cache directory itself without a workspace.
     pub fn worker_cache_dir(&self) -> Option<std::path::PathBuf> {
         let dir = self.cache_dir.as_ref()?;
-        Some(match (&self.workspace, self.trusted) {
-            (Some(workspace), true) => super::cache::trusted_dir(dir, workspace),
-            _ => dir.clone(),
+        Some(match &self.workspace {
+            Some(workspace) => super::cache::workspace_dir(dir, workspace, self.trusted),
+            None => dir.clone(),
         })
     }
 }

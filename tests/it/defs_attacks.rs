@@ -215,41 +215,47 @@ vistest!(the_host_reads_top_level_statements_as_python_does, |env| {
     assert!(!next.stdout.contains("failed"), "{}", next.stdout);
 });
 
-/// A session in another workspace whose only definition is `def f(): return 1`, restored once
-/// (so its code cache exists): the workspace, and the cache file with its content.
-fn victim_with_a_code_cache(env: &TestEnv, cache_dir: &Path) -> (PathBuf, PathBuf, String) {
-    let victim = env.path().join("victim");
-    std::fs::create_dir_all(&victim).unwrap();
-    let victim = victim.canonicalize().unwrap();
-    assert_eq!(exec_in(env, &victim, "v", "def f():\n    return 1").code, 0);
-    assert_eq!(
-        exec_in(env, &victim, "v", "print(f())")
-            .stdout
-            .lines()
-            .last(),
-        Some("1")
-    );
-    let file = cache_dir.join(vis::runtime::cache::restore_path(
-        Some(victim.to_str().unwrap()),
+/// The restore cache file of a session in `workspace` whose only definition is
+/// `def f(): return 1` (relative to its workers' cache directory).
+fn cache_file_of_f(workspace: &Path) -> String {
+    vis::runtime::cache::restore_path(
+        Some(workspace.to_str().unwrap()),
         &[def("f", "function", "def f():\n    return 1\n")],
-    ));
-    let content = std::fs::read_to_string(&file).unwrap();
-    (victim, file, content)
+    )
 }
 
-/// Python that hands the host a cache file for `path` that makes `f` return 41: through
-/// `vis._extensions`' cache writes and, with `frames`, in every message that ever carried one.
-fn poison(path: &str, frames: bool) -> String {
+/// Session `session` in `workspace` defines `def f(): return 1` and restores it once, so its
+/// code cache exists under `cache_dir`: returns the file and its content.
+fn victim(env: &TestEnv, workspace: &Path, session: &str, cache_dir: &Path) -> (PathBuf, String) {
+    assert_eq!(
+        exec_in(env, workspace, session, "def f():\n    return 1").code,
+        0
+    );
+    let run = exec_in(env, workspace, session, "print(f())");
+    assert_eq!(run.stdout.lines().last(), Some("1"), "{}", run.stdout);
+    let file = cache_dir.join(cache_file_of_f(workspace));
+    let content = std::fs::read_to_string(&file).unwrap();
+    (file, content)
+}
+
+/// Python that hands the host, for each of `paths`, a cache file that makes `f` return 41:
+/// through `vis._extensions`' cache writes and, with `frames`, in every message that ever
+/// carried one.
+fn poison(paths: &[String], frames: bool) -> String {
     let code = format!(
         r#"import binascii, json, marshal
 from importlib.util import MAGIC_NUMBER
 from vis._extensions.registry import registry
 code = binascii.b2a_base64(marshal.dumps(compile("def f():\n    return 41\n", "<def f>", "exec")), newline=False).decode()
 content = {{"version": 2, "magic": MAGIC_NUMBER.hex(), "defs": [["f", "function", "def f():\n    return 1\n", code]]}}
-registry.cache_writes.append({{"path": {path:?}, "content": content}})
+# A loop, not a comprehension: this also runs as a class body.
+writes = []
+for path in {paths:?}:
+    writes.append({{"path": path, "content": content}})
+registry.cache_writes.extend(writes)
 frames = [
     {{"type": "compiled", "magic": MAGIC_NUMBER.hex(), "code": [code]}},
-    {{"type": "restored", "ok": [], "failed": [], "unkept": [], "cache_writes": [{{"path": {path:?}, "content": content}}]}},
+    {{"type": "restored", "ok": [], "failed": [], "unkept": [], "cache_writes": writes}},
 ]
 import os
 for msg in frames:
@@ -271,47 +277,57 @@ for msg in frames:
 
 #[test]
 fn a_restored_definition_cannot_poison_the_code_cache_of_another_session() {
-    // Both workspaces untrusted: their workers share Vis's cache directory.
     let env = TestEnv::untrusted();
-    let (victim, file, before) = victim_with_a_code_cache(&env, &env.cache_dir());
-    let relative = file
-        .strip_prefix(env.cache_dir())
-        .unwrap()
-        .to_str()
-        .unwrap();
-    // The attacker's class body runs at every restore of its own session.
-    let body: String = poison(relative, true)
+    let ws = env.workspace();
+    // Two sessions of one workspace share its workers' cache directory.
+    let dir = vis::runtime::cache::workspace_dir(&env.cache_dir(), &ws, false);
+    let (file, before) = victim(&env, &ws, "v", &dir);
+    // The attacker's class body runs at every restore of its own session, and hands the host
+    // the victim's cache file in every way it could; the `compiled` it forges would also make
+    // the attacker's own cached `Poison` define `f` instead.
+    let body: String = poison(&[cache_file_of_f(&ws)], true)
         .lines()
         .map(|l| format!("    {l}\n"))
         .collect();
     let attack = env.exec("a", &format!("class Poison:\n{body}"));
     assert_eq!(attack.code, 0, "{}{}", attack.stdout, attack.stderr);
-    let restored = env.exec("a", "print('Poison' in defs().__repr__())");
+    let restored = env.exec("a", "print('Poison' in globals())");
     assert_eq!(
         restored.stdout.lines().last(),
         Some("True"),
         "{}",
         restored.stdout
     );
+    let again = env.exec("a", "print('Poison' in globals(), 'f' in globals())");
+    assert_eq!(
+        again.stdout.lines().last(),
+        Some("True False"),
+        "{}",
+        again.stdout
+    );
     // The victim's next worker runs its own code, and its cache file is what it was.
-    let next = exec_in(&env, &victim, "v", "print(f())");
+    let next = env.exec("v", "print(f())");
     assert_eq!(next.stdout.lines().last(), Some("1"), "{}", next.stdout);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
 }
 
 vistest!(
-    a_trusted_workspaces_code_cannot_fill_the_cache_other_workspaces_read,
+    a_trusted_workspaces_code_cannot_fill_the_cache_other_workers_read,
     |env| {
-        let (victim, file, before) = victim_with_a_code_cache(&env, &env.cache_dir());
-        let relative = file
-            .strip_prefix(env.cache_dir())
-            .unwrap()
-            .to_str()
-            .unwrap();
-        // The env's workspace is trusted: its extension runs at every start of its workers.
-        let ext = env.workspace().join(".vis/extensions/poison.py");
+        let ws = env.workspace();
+        let other = env.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let other = other.canonicalize().unwrap();
+        // A session of another (untrusted) workspace, and one of this (trusted) one.
+        let other_dir = vis::runtime::cache::workspace_dir(&env.cache_dir(), &other, false);
+        let (other_file, before) = victim(&env, &other, "o", &other_dir);
+        victim(&env, &ws, "v", &env.worker_cache_dir());
+        // The trusted workspace's extension runs at every start of its workers and reports
+        // cache files for both, as a worker reports what it rebuilt while starting.
+        let ext = ws.join(".vis/extensions/poison.py");
         std::fs::create_dir_all(ext.parent().unwrap()).unwrap();
-        std::fs::write(&ext, poison(relative, false)).unwrap();
+        let paths = [cache_file_of_f(&other), cache_file_of_f(&ws)];
+        std::fs::write(&ext, poison(&paths, false)).unwrap();
         let started = env.exec("a", "print('started')");
         assert!(
             started.stdout.ends_with("started\n"),
@@ -319,12 +335,22 @@ vistest!(
             started.stdout,
             started.stderr
         );
-        // What it reported landed in its own workspace's cache, which only it reads.
-        let scoped = env.worker_cache_dir().join(relative);
-        assert!(scoped.exists(), "{}", scoped.display());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
-        let next = exec_in(&env, &victim, "v", "print(f())");
+        // What it reported landed in its own workspace's trusted cache only.
+        assert!(env.worker_cache_dir().join(&paths[0]).exists());
+        assert_eq!(std::fs::read_to_string(&other_file).unwrap(), before);
+        let next = exec_in(&env, &other, "o", "print(f())");
         assert_eq!(next.stdout.lines().last(), Some("1"), "{}", next.stdout);
+        // Its own trusted workers run its code anyway; once trust is revoked they do not, and
+        // nothing it cached reaches them.
+        let revoke = env.vis(&["trust", "--revoke", ws.to_str().unwrap()]);
+        assert_eq!(revoke.code, 0, "{}{}", revoke.stdout, revoke.stderr);
+        let revoked = env.exec("v", "print(f())");
+        assert_eq!(
+            revoked.stdout.lines().last(),
+            Some("1"),
+            "{}",
+            revoked.stdout
+        );
     }
 );
 
