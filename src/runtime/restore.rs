@@ -46,6 +46,10 @@ pub(crate) struct RestorePlan {
     skipped: Vec<(PersistedDef, String)>,
     /// The cache file for the code of `restore` (relative to the worker's cache directory).
     cache: String,
+    /// Whether the worker may load the code from that file (not after a worker was lost
+    /// restoring: a damaged file must not lose every later worker too; the file is written
+    /// again from what the next one compiles).
+    read_cache: bool,
     workspace: Option<String>,
 }
 
@@ -81,6 +85,7 @@ impl RestorePlan {
             restore,
             skipped,
             cache,
+            read_cache: true,
             workspace,
         }
     }
@@ -101,8 +106,18 @@ impl RestorePlan {
                     ..d.clone()
                 })
                 .collect(),
-            cache: self.cache.clone(),
+            // An empty name loads nothing.
+            cache: if self.read_cache {
+                self.cache.clone()
+            } else {
+                String::new()
+            },
         })
+    }
+
+    /// From now on the workers compile the definitions (and the file is written afresh).
+    pub fn stop_reading_cache(&mut self) {
+        self.read_cache = false;
     }
 
     /// Skips the definition at `index` of those restored (or all of them, when it is not
@@ -166,8 +181,13 @@ pub(crate) enum Outcome {
     /// The worker's report (a claim: it ran the session's code).
     Restored(RestoreReport),
     /// The worker stopped before reporting: which definition it was on (an index into those
-    /// restored), if it said, and what happened.
-    Stopped { during: Option<usize>, what: Stop },
+    /// restored), if it said, what happened, and whether it had the code from the cache file
+    /// (then the file, not the definition, may be to blame).
+    Stopped {
+        during: Option<usize>,
+        what: Stop,
+        from_cache: bool,
+    },
 }
 
 pub(crate) enum Stop {
@@ -183,13 +203,13 @@ impl Stop {
     /// Why a definition was skipped, once the worker ended with `exit`.
     pub fn why(&self, exit: ExitInfo) -> String {
         match self {
-            Stop::Died => format!("restoring definitions stopped the worker ({exit}) while this one ran; it was skipped"),
+            Stop::Died => format!("restoring definitions stopped the worker ({exit}) while this one ran; it was skipped (define it again, or drop it with `name = None`)"),
             Stop::Hung(limit) => format!(
-                "restoring definitions took longer than {} s while this one ran; it was skipped",
+                "restoring definitions took longer than {} s while this one ran; it was skipped (define it again, or drop it with `name = None`)",
                 limit.as_secs()
             ),
             Stop::Broken(detail) => format!(
-                "the worker broke the protocol ({detail}) while this one was restored; it was skipped"
+                "the worker broke the protocol ({detail}) while this one was restored; it was skipped (define it again, or drop it with `name = None`)"
             ),
         }
     }
@@ -222,7 +242,11 @@ pub(crate) async fn await_restored(
 ) -> Outcome {
     let deadline = Instant::now() + timeout;
     let mut during = None;
-    let mut compiled = false;
+    // Whether the code came from the cache file: said by the first `compiled` (no new code),
+    // or, before it, whether the file the worker was told to read exists.
+    let mut from_cache = None;
+    let cache_exists =
+        || plan.read_cache && cache_dir.is_some_and(|dir| dir.join(&plan.cache).is_file());
     loop {
         let incoming = match tokio::time::timeout_at(deadline, worker.channel.recv()).await {
             Ok(incoming) => incoming,
@@ -230,10 +254,15 @@ pub(crate) async fn await_restored(
                 return Outcome::Stopped {
                     during,
                     what: Stop::Hung(timeout),
+                    from_cache: from_cache.unwrap_or_else(cache_exists),
                 }
             }
         };
-        let stop = |what| Outcome::Stopped { during, what };
+        let stop = |what| Outcome::Stopped {
+            during,
+            what,
+            from_cache: from_cache.unwrap_or_else(cache_exists),
+        };
         match incoming {
             Incoming::Message(WorkerMessage::Restoring { index }) => {
                 during = (index < plan.restore.len()).then_some(index);
@@ -241,8 +270,8 @@ pub(crate) async fn await_restored(
             Incoming::Message(WorkerMessage::Compiled { magic, code }) => {
                 // Only the first: it is sent before any definition runs. Whatever comes
                 // later may come from a definition.
-                if !compiled {
-                    compiled = true;
+                if from_cache.is_none() {
+                    from_cache = Some(code.is_none() && plan.read_cache);
                     if let (Some(dir), Some(code)) = (cache_dir, code) {
                         plan.write_cache(dir, &magic, &code);
                     }
@@ -328,6 +357,16 @@ mod tests {
         assert!(plan.restore.is_empty());
         assert_eq!(plan.skipped.len(), 3);
         assert!(!plan.is_empty());
+        // Once told not to read the cache file, the worker gets no name to read.
+        let Some(HostMessage::Restore { cache, .. }) = plan.message() else {
+            panic!("no restore message");
+        };
+        assert_eq!(cache, plan.cache);
+        plan.stop_reading_cache();
+        let Some(HostMessage::Restore { cache, .. }) = plan.message() else {
+            panic!("no restore message");
+        };
+        assert_eq!(cache, "");
     }
 
     #[test]

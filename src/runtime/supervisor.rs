@@ -221,7 +221,9 @@ impl Supervisor {
     /// Waits for `worker` to restore `plan`. A definition that kills or hangs the worker, or
     /// makes it break the protocol, must not make the session unusable: that worker is killed,
     /// the definition is skipped (and reported), and a new worker restores the rest, up to
-    /// [`MAX_RESTORE_ATTEMPTS`] workers; then none are restored.
+    /// [`MAX_RESTORE_ATTEMPTS`] workers; then none are restored. A worker that had the code
+    /// from the cache file is first replaced by one that compiles it, before any definition
+    /// is blamed.
     async fn restore(
         &self,
         worker: &mut WorkerProcess,
@@ -241,21 +243,32 @@ impl Supervisor {
                 self.opts.restore_timeout,
             )
             .await;
-            let (during, stop) = match outcome {
+            let (during, stop, from_cache) = match outcome {
                 Outcome::Restored(report) => return Ok(plan.report(report, &self.defs)),
-                Outcome::Stopped { during, what } => (during, what),
+                Outcome::Stopped {
+                    during,
+                    what,
+                    from_cache,
+                } => (during, what, from_cache),
             };
             let exit = match stop {
                 Stop::Died => worker.wait_exit().await,
                 _ => worker.kill().await,
             };
-            attempts += 1;
-            if during.is_none() || attempts >= MAX_RESTORE_ATTEMPTS {
-                plan.skip(None, true, &stop.why_all(exit));
-                *worker = WorkerProcess::spawn(&self.opts, safe_mode, None).await?;
-                return Ok(plan.report(RestoreReport::default(), &self.defs));
+            if from_cache {
+                // The code came from the cache file, which may be what broke the worker (a
+                // damaged file would lose every later worker too): the same definitions again,
+                // compiled this time (and the file written afresh).
+                plan.stop_reading_cache();
+            } else {
+                attempts += 1;
+                if during.is_none() || attempts >= MAX_RESTORE_ATTEMPTS {
+                    plan.skip(None, true, &stop.why_all(exit));
+                    *worker = WorkerProcess::spawn(&self.opts, safe_mode, None).await?;
+                    return Ok(plan.report(RestoreReport::default(), &self.defs));
+                }
+                plan.skip(during, false, &stop.why(exit));
             }
-            plan.skip(during, false, &stop.why(exit));
             *worker = WorkerProcess::spawn(&self.opts, safe_mode, plan.message()).await?;
         }
     }

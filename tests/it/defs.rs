@@ -308,6 +308,26 @@ vistest!(a_damaged_restore_cache_is_compiled_around, |env| {
 });
 
 vistest!(
+    a_cache_file_that_kills_the_worker_is_compiled_around,
+    |env| {
+        env.exec("s", "def f():\n    return 1\ndef g():\n    return f() + 1");
+        env.exec("s", "pass");
+        let (path, cache) = restore_cache(&env);
+        // Code that ends the worker where `g` should be: the file, not `g`, is to blame.
+        let mut deadly = cache.clone();
+        deadly["defs"][1][3] = compiled("g", "import os\nos._exit(5)\n").into();
+        std::fs::write(&path, deadly.to_string()).unwrap();
+        let out = env.exec("s", "print(g())");
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        assert_eq!(
+            out.stdout,
+            "[vis] new worker: restored 2 definitions: f, g\n2\n"
+        );
+        assert_eq!(restore_cache(&env).1, cache);
+    }
+);
+
+vistest!(
     what_a_definition_does_at_restore_cannot_change_the_kept_code,
     |env| {
         // A class body runs when it is restored; here it breaks `marshal.dumps`. The code kept

@@ -536,7 +536,7 @@ vistest!(
                 .starts_with("the worker broke the protocol (")
                 && report.failed[0]
                     .1
-                    .ends_with(") while this one was restored; it was skipped"),
+                    .ends_with(") while this one was restored; it was skipped (define it again, or drop it with `name = None`)"),
             "{}",
             report.failed[0].1
         );
@@ -544,7 +544,7 @@ vistest!(
             report.failed[1],
             (
                 "Hang".to_string(),
-                "restoring definitions took longer than 3 s while this one ran; it was skipped"
+                "restoring definitions took longer than 3 s while this one ran; it was skipped (define it again, or drop it with `name = None`)"
                     .to_string()
             )
         );
@@ -574,8 +574,8 @@ vistest!(
         assert_eq!(
             failed,
             [
-                "restoring definitions stopped the worker (exited with code 3) while this one ran; it was skipped",
-                "restoring definitions stopped the worker (exited with code 3) while this one ran; it was skipped",
+                "restoring definitions stopped the worker (exited with code 3) while this one ran; it was skipped (define it again, or drop it with `name = None`)",
+                "restoring definitions stopped the worker (exited with code 3) while this one ran; it was skipped (define it again, or drop it with `name = None`)",
                 "restoring definitions stopped the worker (exited with code 3); none restored",
                 "restoring definitions stopped the worker (exited with code 3); none restored",
             ]

@@ -225,7 +225,7 @@ vistest!(
         assert_eq!(out.status, Status::Ok);
         // The definition the worker died on is skipped; the others come back in a new one.
         assert!(
-            out.output.starts_with("[vis] new worker: restored 1 definition: helper; 1 failed: boom (restoring definitions stopped the worker (exited with code 9) while this one ran; it was skipped)\n"),
+            out.output.starts_with("[vis] new worker: restored 1 definition: helper; 1 failed: boom (restoring definitions stopped the worker (exited with code 9) while this one ran; it was skipped (define it again, or drop it with `name = None`))\n"),
             "{}",
             out.output
         );
