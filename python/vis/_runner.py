@@ -240,17 +240,19 @@ class Runner:
 
     # -- restore ------------------------------------------------------------------------
 
-    def prepare_restore(self, defs: list[Definition], cache_path: str | None) -> PreparedRestore:
+    def prepare_restore(self, defs: list[Definition], cache_path: str | None, progress: bool = False) -> PreparedRestore:
         """Step one of a restore: every definition checked and compiled (`compile_definition`),
         or its code loaded from the cache file the host named, before any of them runs. The
-        worker hands `fresh` (new code, for the host to cache) to the host before step two."""
+        worker hands `fresh` (new code, for the host to cache) to the host before step two.
+        With `progress`, the host is told which definition is being compiled, then run
+        (`_native.restoring`), so one that kills or hangs the worker can be skipped."""
         codes: list[types.CodeType | None] = list(_codecache.load(cache_path, defs) or [])
         errors: dict[str, str] = {}
         fresh: list[str] | None = None
         if not codes:
             for index, d in enumerate(defs):
-                # Where the host looks when the worker dies or hangs here.
-                _native.restoring(index)
+                if progress:
+                    _native.restoring(index)
                 try:
                     codes.append(compile_definition(dict(d)))
                 except BaseException as e:  # noqa: BLE001
@@ -259,7 +261,7 @@ class Runner:
             compiled = [c for c in codes if c is not None]
             if defs and len(compiled) == len(defs) and _state.cache_dir:
                 fresh = _codecache.encode(compiled)
-        return PreparedRestore(defs, codes, errors, fresh)
+        return PreparedRestore(defs, codes, errors, fresh, progress)
 
     def restore(self, prepared: PreparedRestore, skipped: list[Definition]) -> RestoreReport:
         """Step two: re-creates the prepared definitions, in order; says which came back and
@@ -275,7 +277,8 @@ class Runner:
             for index, (d, code) in pending:
                 remember_source("<def %s>" % d["name"], d["source"])
                 if code is not None:
-                    _native.restoring(index)
+                    if prepared.progress:
+                        _native.restoring(index)
                     try:
                         self.registry.note_code(d["source"], code)
                         exec(code, self.ns)
@@ -328,6 +331,7 @@ class PreparedRestore:
         codes: list[types.CodeType | None],
         errors: dict[str, str],
         fresh: list[str] | None,
+        progress: bool,
     ) -> None:
         self.defs = defs
         #: One per definition; None where it did not compile or failed the check.
@@ -337,6 +341,8 @@ class PreparedRestore:
         self.fresh = fresh
         #: This Python's bytecode magic number (hex): the cached code is only valid for it.
         self.magic = _codecache.magic()
+        #: Tell the host which definition runs (`_native.restoring`).
+        self.progress = progress
 
 
 # Sources of blocks and restored definitions, for tracebacks and `inspect.getsource`. They

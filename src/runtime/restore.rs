@@ -2,22 +2,25 @@
 //! and how a definition that breaks the worker is skipped without locking the session out.
 //!
 //! The exchange, after the worker's `ready`:
-//! 1. the host sends `restore {defs, skipped, cache}`: the definitions within the size limits
-//!    ([`RestorePlan`]), those it skips (listed by `defs()` as not restored, never run), and
-//!    the cache file it names for their compiled code;
+//! 1. the host sends `restore {defs, skipped, cache, progress}`: the definitions within the
+//!    size limits ([`RestorePlan`]), those it skips (listed by `defs()` as not restored, never
+//!    run), the cache file it names for their compiled code, and whether to say where it is;
 //! 2. the worker checks every definition with Python's parser and compiles it (or loads the
 //!    code from that file), then sends `compiled {magic, code}` **before any definition
 //!    runs**: nothing a definition does can change it. The host writes the cache file from the
 //!    first `compiled` only, with its own copy of the definitions' names, kinds and sources;
-//! 3. the worker runs them in order, saying `restoring {index}` before each (and before each
-//!    compile), then sends `restored {ok, failed, unkept}`.
+//! 3. the worker runs them in order, then sends `restored {ok, failed, unkept}`. With
+//!    `progress`, it says `restoring {index}` before compiling and before running each.
 //!
 //! The cache file lives in the workers' own cache directory (their workspace's, see
 //! `runtime::cache`).
 //!
 //! A worker that dies, hangs past the restore timeout or breaks the protocol while restoring
-//! is killed; the definition it was on is skipped (reported with why) and the others are
-//! restored in a new worker, up to [`MAX_RESTORE_ATTEMPTS`] times, after which none are.
+//! is killed, and a new one restores the same definitions carefully: compiled rather than
+//! loaded from the cache file (which may be what broke the first), saying where it is. If
+//! that one is lost too, the definition it was on is skipped (reported with why) and the
+//! others are restored in a new worker, up to [`MAX_RESTORE_ATTEMPTS`] careful workers, after
+//! which none are. Progress costs a message per definition, so only a careful worker sends it.
 //! Everything after step 2 comes from a worker that ran the session's code: the report and the
 //! progress only steer which definitions the host reports and skips, never what it stores.
 
@@ -34,7 +37,7 @@ use super::process::WorkerProcess;
 use super::wire::{HostMessage, WorkerMessage};
 use crate::protocol::{ExitInfo, PersistedDef, RestoreReport};
 
-/// How many workers one restore may use: each failure skips the definition it was on.
+/// How many careful workers one restore may lose: each skips the definition it was on.
 pub const MAX_RESTORE_ATTEMPTS: usize = 3;
 
 /// What a new worker is asked to restore.
@@ -46,10 +49,10 @@ pub(crate) struct RestorePlan {
     skipped: Vec<(PersistedDef, String)>,
     /// The cache file for the code of `restore` (relative to the worker's cache directory).
     cache: String,
-    /// Whether the worker may load the code from that file (not after a worker was lost
-    /// restoring: a damaged file must not lose every later worker too; the file is written
-    /// again from what the next one compiles).
-    read_cache: bool,
+    /// Once a worker was lost restoring: the next ones compile (a damaged cache file must not
+    /// lose every later worker too; the file is written again from what they compile) and say
+    /// which definition they are on.
+    careful: bool,
     workspace: Option<String>,
 }
 
@@ -85,7 +88,7 @@ impl RestorePlan {
             restore,
             skipped,
             cache,
-            read_cache: true,
+            careful: false,
             workspace,
         }
     }
@@ -107,17 +110,22 @@ impl RestorePlan {
                 })
                 .collect(),
             // An empty name loads nothing.
-            cache: if self.read_cache {
-                self.cache.clone()
-            } else {
+            cache: if self.careful {
                 String::new()
+            } else {
+                self.cache.clone()
             },
+            progress: self.careful,
         })
     }
 
-    /// From now on the workers compile the definitions (and the file is written afresh).
-    pub fn stop_reading_cache(&mut self) {
-        self.read_cache = false;
+    pub fn is_careful(&self) -> bool {
+        self.careful
+    }
+
+    /// From now on workers compile the definitions and say which one they are on.
+    pub fn be_careful(&mut self) {
+        self.careful = true;
     }
 
     /// Skips the definition at `index` of those restored (or all of them, when it is not
@@ -181,13 +189,8 @@ pub(crate) enum Outcome {
     /// The worker's report (a claim: it ran the session's code).
     Restored(RestoreReport),
     /// The worker stopped before reporting: which definition it was on (an index into those
-    /// restored), if it said, what happened, and whether it had the code from the cache file
-    /// (then the file, not the definition, may be to blame).
-    Stopped {
-        during: Option<usize>,
-        what: Stop,
-        from_cache: bool,
-    },
+    /// restored), if it said, and what happened.
+    Stopped { during: Option<usize>, what: Stop },
 }
 
 pub(crate) enum Stop {
@@ -242,11 +245,7 @@ pub(crate) async fn await_restored(
 ) -> Outcome {
     let deadline = Instant::now() + timeout;
     let mut during = None;
-    // Whether the code came from the cache file: said by the first `compiled` (no new code),
-    // or, before it, whether the file the worker was told to read exists.
-    let mut from_cache = None;
-    let cache_exists =
-        || plan.read_cache && cache_dir.is_some_and(|dir| dir.join(&plan.cache).is_file());
+    let mut compiled = false;
     loop {
         let incoming = match tokio::time::timeout_at(deadline, worker.channel.recv()).await {
             Ok(incoming) => incoming,
@@ -254,15 +253,10 @@ pub(crate) async fn await_restored(
                 return Outcome::Stopped {
                     during,
                     what: Stop::Hung(timeout),
-                    from_cache: from_cache.unwrap_or_else(cache_exists),
                 }
             }
         };
-        let stop = |what| Outcome::Stopped {
-            during,
-            what,
-            from_cache: from_cache.unwrap_or_else(cache_exists),
-        };
+        let stop = |what| Outcome::Stopped { during, what };
         match incoming {
             Incoming::Message(WorkerMessage::Restoring { index }) => {
                 during = (index < plan.restore.len()).then_some(index);
@@ -270,8 +264,8 @@ pub(crate) async fn await_restored(
             Incoming::Message(WorkerMessage::Compiled { magic, code }) => {
                 // Only the first: it is sent before any definition runs. Whatever comes
                 // later may come from a definition.
-                if from_cache.is_none() {
-                    from_cache = Some(code.is_none() && plan.read_cache);
+                if !compiled {
+                    compiled = true;
                     if let (Some(dir), Some(code)) = (cache_dir, code) {
                         plan.write_cache(dir, &magic, &code);
                     }
@@ -357,16 +351,22 @@ mod tests {
         assert!(plan.restore.is_empty());
         assert_eq!(plan.skipped.len(), 3);
         assert!(!plan.is_empty());
-        // Once told not to read the cache file, the worker gets no name to read.
-        let Some(HostMessage::Restore { cache, .. }) = plan.message() else {
+        // A careful worker gets no cache file to read, and says where it is.
+        let Some(HostMessage::Restore {
+            cache, progress, ..
+        }) = plan.message()
+        else {
             panic!("no restore message");
         };
-        assert_eq!(cache, plan.cache);
-        plan.stop_reading_cache();
-        let Some(HostMessage::Restore { cache, .. }) = plan.message() else {
+        assert_eq!((cache.as_str(), progress), (plan.cache.as_str(), false));
+        plan.be_careful();
+        let Some(HostMessage::Restore {
+            cache, progress, ..
+        }) = plan.message()
+        else {
             panic!("no restore message");
         };
-        assert_eq!(cache, "");
+        assert_eq!((cache.as_str(), progress), ("", true));
     }
 
     #[test]

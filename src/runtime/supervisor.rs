@@ -221,9 +221,8 @@ impl Supervisor {
     /// Waits for `worker` to restore `plan`. A definition that kills or hangs the worker, or
     /// makes it break the protocol, must not make the session unusable: that worker is killed,
     /// the definition is skipped (and reported), and a new worker restores the rest, up to
-    /// [`MAX_RESTORE_ATTEMPTS`] workers; then none are restored. A worker that had the code
-    /// from the cache file is first replaced by one that compiles it, before any definition
-    /// is blamed.
+    /// [`MAX_RESTORE_ATTEMPTS`] workers; then none are restored. The first loss blames
+    /// nothing: a careful worker (no cache file, reporting progress) tries the same ones.
     async fn restore(
         &self,
         worker: &mut WorkerProcess,
@@ -243,23 +242,19 @@ impl Supervisor {
                 self.opts.restore_timeout,
             )
             .await;
-            let (during, stop, from_cache) = match outcome {
+            let (during, stop) = match outcome {
                 Outcome::Restored(report) => return Ok(plan.report(report, &self.defs)),
-                Outcome::Stopped {
-                    during,
-                    what,
-                    from_cache,
-                } => (during, what, from_cache),
+                Outcome::Stopped { during, what } => (during, what),
             };
             let exit = match stop {
                 Stop::Died => worker.wait_exit().await,
                 _ => worker.kill().await,
             };
-            if from_cache {
-                // The code came from the cache file, which may be what broke the worker (a
-                // damaged file would lose every later worker too): the same definitions again,
-                // compiled this time (and the file written afresh).
-                plan.stop_reading_cache();
+            if !plan.is_careful() {
+                // The same definitions again, compiled this time (the cache file may be what
+                // broke the worker) and saying where the worker is, so the next loss can be
+                // pinned on one definition.
+                plan.be_careful();
             } else {
                 attempts += 1;
                 if during.is_none() || attempts >= MAX_RESTORE_ATTEMPTS {

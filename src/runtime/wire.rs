@@ -25,8 +25,10 @@ pub enum HostMessage {
         /// earlier worker), without their source: listed by `defs()` as not restored.
         skipped: Vec<PersistedDef>,
         /// The cache file (relative to the worker's cache directory) that holds the compiled
-        /// code of exactly `defs`, when it exists.
+        /// code of exactly `defs`, when it exists; empty to compile them.
         cache: String,
+        /// Say `restoring {index}` before compiling and before running each definition.
+        progress: bool,
     },
     /// Run one block; its result comes back with the same id.
     Exec {
@@ -76,7 +78,8 @@ pub enum WorkerMessage {
         cache_writes: Vec<super::cache::CacheWrite>,
     },
     /// Which persisted definition (its index in `restore`'s `defs`) the worker is about to
-    /// compile or run, so the one that kills or hangs it can be skipped.
+    /// compile or run, so the one that kills or hangs it can be skipped (only when the
+    /// `restore` asked for progress).
     Restoring { index: usize },
     /// Every definition of a `restore` is compiled; sent before any of them runs.
     Compiled {
@@ -133,11 +136,12 @@ mod tests {
             defs: vec![],
             skipped: vec![],
             cache: "restore/0.json".into(),
+            progress: false,
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(
             json,
-            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json"}"#
+            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json","progress":false}"#
         );
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],

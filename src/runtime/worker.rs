@@ -501,6 +501,7 @@ fn serve(
                 defs,
                 skipped,
                 cache,
+                progress,
             } => {
                 // Everything is checked and compiled first, and the code goes to the host
                 // before any definition runs: nothing a restored definition does can change
@@ -508,7 +509,7 @@ fn serve(
                 let (prepared, magic, code) = Python::attach(|py| -> PyResult<_> {
                     let prepared = runner
                         .bind(py)
-                        .call_method1("prepare_restore", (defs, cache))?;
+                        .call_method1("prepare_restore", (defs, cache, progress))?;
                     let magic: String = prepared.getattr("magic")?.extract()?;
                     let code: Option<Vec<String>> = prepared.getattr("fresh")?.extract()?;
                     Ok((prepared.unbind(), magic, code))
