@@ -1,10 +1,10 @@
 """Runs the model's blocks with REPL semantics and records their top-level definitions.
 
 The worker calls `Runner.run` once per block and, after a start, `Runner.prepare_restore` then
-`Runner.restore` (compiled before anything runs; see `runtime::restore`). Both take and
+`Runner.restore` (all compiled before anything runs; see `runtime::restore`). They take and
 return plain dicts that the worker converts to and from its Rust types (`protocol::Block`,
 `protocol::BlockResult`, `protocol::PersistedDef`, `protocol::RestoreReport`) with pyo3, never
-JSON text. Output goes to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are
+JSON text (`prepare_restore` returns a `PreparedRestore` the worker hands back to `restore`). Output goes to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are
 one shared line-buffered stream so their order is kept.
 """
 from __future__ import annotations

@@ -72,8 +72,9 @@ pub enum WorkerMessage {
         manifest: Vec<crate::catalog::ManifestEntry>,
         /// Which process isolation the worker runs under (see `runtime::launcher`).
         isolation: Isolation,
-        /// Cache files the worker rebuilt while starting, for the host to write (the worker
-        /// cannot write the cache directory; see `runtime::cache`).
+        /// Cache files the worker rebuilt while starting, for the host to write into the
+        /// worker's own workspace's cache directory (the worker cannot write it; see
+        /// `runtime::cache`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cache_writes: Vec<super::cache::CacheWrite>,
     },
