@@ -6,7 +6,8 @@
 //! - compiles those sources to bytecode with the very Python the binary links (marshalled code
 //!   objects plus that Python's magic number), so a worker does not parse and compile the
 //!   prelude at every start. A worker whose Python has another magic number compiles the
-//!   sources instead; a build machine whose Python cannot run embeds no bytecode (same result).
+//!   sources instead; a build machine whose Python cannot run embeds no bytecode (same result);
+//! - records that Python's version (`VIS_PYTHON_VERSION`), whose tokenizer the host follows.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +84,13 @@ fn main() {
     if let Err(e) = std::fs::write(&out, src) {
         panic!("cannot write {}: {e}", out.display());
     }
+    // The host tokenizes blocks as the worker's Python does (`runtime::defs`), and the rules
+    // changed across versions (f-strings in 3.12, template strings in 3.14).
+    let version = pyo3_build_config::get().version();
+    println!(
+        "cargo:rustc-env=VIS_PYTHON_VERSION={}.{}",
+        version.major, version.minor
+    );
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=python");
     println!("cargo:rerun-if-changed=extensions");

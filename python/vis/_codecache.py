@@ -2,16 +2,21 @@
 
 Every start restores the session's persisted definitions, and compiling them is most of that
 (tens of microseconds each, milliseconds for a hundred). Their code objects are kept in Vis's
-cache directory as `restore/<32 hex>.json`, keyed by this Python's bytecode magic number, the
-workspace and every definition's name and source, so the next start of the same session loads
-them instead of compiling.
+cache directory, so the next start of the same session loads them instead of compiling.
 
-Trust: the worker only reads the cache; what it compiled goes to the host, which writes it
-(`runtime::cache`). The code is marshalled as soon as it is compiled, before any restored
-definition runs, so nothing a definition does while it is restored (a decorator, a class body)
-can change what is kept. An entry is used only when it lists the same definitions with the same
-sources, in order; anything else (another Python, a damaged or foreign file) is ignored and the
-definitions are compiled.
+Who decides what is in the file (`runtime::restore` on the host):
+- the host names it (`restore/<32 hex>.json`, a digest of the workspace and every definition's
+  name, kind and source) and sends that name with the definitions;
+- the worker compiles the definitions (each checked with Python's parser first) and hands the
+  code to the host in its `compiled` message, which it sends *before any definition runs*:
+  nothing a restored definition does (a decorator, a class body) can change it, and later
+  messages are ignored;
+- the host writes the file from its own copy of the names, kinds and sources and that code,
+  as `{"version": 2, "magic": hex, "defs": [[name, kind, source, base64 code], ...]}`.
+
+A file is used only when it has this format, this Python's bytecode magic number and exactly
+the session's definitions (names, kinds, sources) in order; anything else is compiled again.
+Code in it was checked when it was compiled, so it is not parsed again.
 """
 from __future__ import annotations
 
@@ -21,40 +26,34 @@ import sys
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Sequence
 
-from vis import _native, _state
-from vis._extensions.registry import registry
+from vis import _native
 
 if TYPE_CHECKING:
     from vis._runner import Definition
 
+FORMAT_VERSION = 2
 
-def _magic() -> bytes:
-    """The bytecode magic number of this interpreter (marshalled code is only valid for it)."""
+
+def magic() -> str:
+    """This interpreter's bytecode magic number, in hex (marshalled code is only valid for it)."""
     external = sys.modules.get("importlib._bootstrap_external")
-    magic = getattr(external, "MAGIC_NUMBER", None)
-    if isinstance(magic, bytes):
-        return magic
-    from importlib.util import MAGIC_NUMBER
+    number = getattr(external, "MAGIC_NUMBER", None)
+    if not isinstance(number, bytes):
+        from importlib.util import MAGIC_NUMBER
 
-    return MAGIC_NUMBER
-
-
-def cache_path(defs: Sequence[Definition]) -> str:
-    """The cache file for exactly these definitions in this workspace."""
-    parts = [_magic(), (_state.workspace or "").encode()]
-    for d in defs:
-        parts.append(d["name"].encode())
-        parts.append(d["source"].encode())
-    # Each part with its length, so no two lists of parts run together into the same bytes.
-    key = b"".join(len(p).to_bytes(8, "little") + p for p in parts)
-    return "restore/%s.json" % _native.digest(key)
+        number = MAGIC_NUMBER
+    return number.hex()
 
 
-def load(path: str, defs: Sequence[Definition]) -> list[CodeType] | None:
+def load(path: str | None, defs: Sequence[Definition]) -> list[CodeType] | None:
     """The cached code of `defs` from the cache file `path`, or None when there is no usable
     entry for exactly these definitions."""
+    if not path:
+        return None
     cached: Any = _native.read_cache(path)
-    entries = cached.get("defs") if isinstance(cached, dict) else None
+    if not isinstance(cached, dict) or cached.get("version") != FORMAT_VERSION or cached.get("magic") != magic():
+        return None
+    entries = cached.get("defs")
     if not isinstance(entries, list) or len(entries) != len(defs):
         return None
     codes: list[CodeType] = []
@@ -62,13 +61,14 @@ def load(path: str, defs: Sequence[Definition]) -> list[CodeType] | None:
         for d, entry in zip(defs, entries):
             if not (
                 isinstance(entry, list)
-                and len(entry) == 3
+                and len(entry) == 4
                 and entry[0] == d["name"]
-                and entry[1] == d["source"]
-                and isinstance(entry[2], str)
+                and entry[1] == d["kind"]
+                and entry[2] == d["source"]
+                and isinstance(entry[3], str)
             ):
                 return None
-            code = marshal.loads(binascii.a2b_base64(entry[2]))
+            code = marshal.loads(binascii.a2b_base64(entry[3]))
             if not isinstance(code, CodeType):
                 return None
             codes.append(code)
@@ -77,12 +77,6 @@ def load(path: str, defs: Sequence[Definition]) -> list[CodeType] | None:
     return codes
 
 
-def keep(path: str, defs: Sequence[Definition], codes: Sequence[CodeType]) -> None:
-    """Hands the freshly compiled code of `defs` to the host, to write as the cache file `path`."""
-    content = {
-        "defs": [
-            [d["name"], d["source"], binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")]
-            for d, code in zip(defs, codes)
-        ]
-    }
-    registry.cache_writes.append({"path": path, "content": content})
+def encode(codes: Sequence[CodeType]) -> list[str]:
+    """The code objects as the host caches them (marshalled, base64)."""
+    return [binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii") for code in codes]

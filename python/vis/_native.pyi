@@ -34,6 +34,17 @@ def read_cache(path: str) -> Any:
 def digest(data: bytes) -> str:
     """A 128-bit digest (xxh3) of `data` as 32 hex digits, for cache keys."""
 
+def restoring(index: int) -> None:
+    """Tell the host which persisted definition (its index in the restore) the worker is about
+    to compile or run, so one that kills or hangs the worker is skipped in the next one."""
+
+#: The largest source one persisted definition may have, in bytes.
+MAX_DEFINITION_BYTES: int
+#: The most source a session's persisted definitions may have in all, in bytes.
+MAX_SESSION_DEFINITION_BYTES: int
+#: The longest constant kept, in characters.
+MAX_CONSTANT_CHARS: int
+
 # --- the catalog (src/catalog/python.rs) ---
 
 class Manifest:

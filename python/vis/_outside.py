@@ -155,6 +155,17 @@ def interrupt_pending() -> bool:
     return False
 
 
+def restoring(index: int) -> None:
+    """No worker, so no restore to report on."""
+
+
+# The limits on persisted definitions, as in the worker (`runtime::defs`); nothing is persisted
+# outside one.
+MAX_DEFINITION_BYTES = 64 * 1024
+MAX_SESSION_DEFINITION_BYTES = 512 * 1024
+MAX_CONSTANT_CHARS = 2000
+
+
 def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
     """Worker only (`sh` caps output in Rust)."""
     _needs_worker("sh()", _RUST)

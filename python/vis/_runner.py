@@ -1,9 +1,10 @@
 """Runs the model's blocks with REPL semantics and records their top-level definitions.
 
-The worker calls `Runner.run` once per block and `Runner.restore` after a start. Both take and
+The worker calls `Runner.run` once per block and, after a start, `Runner.prepare_restore` then
+`Runner.restore` (all compiled before anything runs; see `runtime::restore`). They take and
 return plain dicts that the worker converts to and from its Rust types (`protocol::Block`,
 `protocol::BlockResult`, `protocol::PersistedDef`, `protocol::RestoreReport`) with pyo3, never
-JSON text. Output goes to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are
+JSON text (`prepare_restore` returns a `PreparedRestore` the worker hands back to `restore`). Output goes to fd 1 (the worker's capture file); `sys.stdout` and `sys.stderr` are
 one shared line-buffered stream so their order is kept.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import types
 from typing import TYPE_CHECKING, Any, cast
 
 from vis import _codecache, _native, _state
-from vis.defs import DefRegistry, describe
+from vis.defs import DefRegistry, compile_definition, describe
 
 if TYPE_CHECKING:
     # Types for checkers only: building TypedDicts costs a worker start for nothing.
@@ -239,37 +240,51 @@ class Runner:
 
     # -- restore ------------------------------------------------------------------------
 
-    def restore(self, defs: list[Definition]) -> RestoreReport:
-        """Re-creates persisted definitions, in order; says which came back and why others
-        did not."""
+    def prepare_restore(self, defs: list[Definition], cache_path: str | None, progress: bool = False) -> PreparedRestore:
+        """Step one of a restore: every definition checked and compiled (`compile_definition`),
+        or its code loaded from the cache file the host named, before any of them runs. The
+        worker hands `fresh` (new code, for the host to cache) to the host before step two.
+        With `progress`, the host is told which definition is being compiled, then run
+        (`_native.restoring`), so one that kills or hangs the worker can be skipped."""
+        codes: list[types.CodeType | None] = list(_codecache.load(cache_path, defs) or [])
         errors: dict[str, str] = {}
-        ok: list[str] = []
-        # Everything is compiled (or loaded compiled) before anything runs; see `_codecache`.
-        path = _codecache.cache_path(defs)
-        codes: list[types.CodeType | None] = list(_codecache.load(path, defs) or [])
+        fresh: list[str] | None = None
         if not codes:
-            for d in defs:
+            for index, d in enumerate(defs):
+                if progress:
+                    _native.restoring(index)
                 try:
-                    codes.append(compile(d["source"], "<def %s>" % d["name"], "exec", dont_inherit=True))
+                    codes.append(compile_definition(dict(d)))
                 except BaseException as e:  # noqa: BLE001
                     errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
                     codes.append(None)
             compiled = [c for c in codes if c is not None]
-            if defs and len(compiled) == len(defs):
-                _codecache.keep(path, defs, compiled)
-        pending = list(zip(defs, codes))
+            if defs and len(compiled) == len(defs) and _state.cache_dir:
+                fresh = _codecache.encode(compiled)
+        return PreparedRestore(defs, codes, errors, fresh, progress)
+
+    def restore(self, prepared: PreparedRestore, skipped: list[Definition]) -> RestoreReport:
+        """Step two: re-creates the prepared definitions, in order; says which came back and
+        why others did not. `skipped` are those the host did not send (over a size limit, or
+        they stopped an earlier worker): `defs()` lists them as not restored."""
+        defs = prepared.defs
+        errors = dict(prepared.errors)
+        ok: list[str] = []
+        pending = list(enumerate(zip(defs, prepared.codes)))
         # Two passes: a definition may need one defined after it (a decorator, a base class).
         for _ in range(2):
-            retry: list[tuple[Definition, types.CodeType | None]] = []
-            for d, code in pending:
+            retry: list[tuple[int, tuple[Definition, types.CodeType | None]]] = []
+            for index, (d, code) in pending:
                 remember_source("<def %s>" % d["name"], d["source"])
                 if code is not None:
+                    if prepared.progress:
+                        _native.restoring(index)
                     try:
                         self.registry.note_code(d["source"], code)
                         exec(code, self.ns)
                     except BaseException as e:  # noqa: BLE001
                         errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
-                        retry.append((d, code))
+                        retry.append((index, (d, code)))
                     else:
                         errors.pop(d["name"], None)
                         ok.append(d["name"])
@@ -277,6 +292,8 @@ class Runner:
             pending = retry
             if not pending:
                 break
+        for d in skipped:
+            self.registry.add(dict(d), restored=False)
         self.stream.flush()
         order = {d["name"]: i for i, d in enumerate(defs)}
         ok.sort(key=lambda n: order.get(n, 0))
@@ -303,6 +320,29 @@ class Runner:
             if missing:
                 out.append((d["name"], missing))
         return out
+
+
+class PreparedRestore:
+    """Definitions compiled for a restore, not run yet (`Runner.prepare_restore`)."""
+
+    def __init__(
+        self,
+        defs: list[Definition],
+        codes: list[types.CodeType | None],
+        errors: dict[str, str],
+        fresh: list[str] | None,
+        progress: bool,
+    ) -> None:
+        self.defs = defs
+        #: One per definition; None where it did not compile or failed the check.
+        self.codes = codes
+        self.errors = errors
+        #: The code just compiled (marshalled, base64), when every definition compiled.
+        self.fresh = fresh
+        #: This Python's bytecode magic number (hex): the cached code is only valid for it.
+        self.magic = _codecache.magic()
+        #: Tell the host which definition runs (`_native.restoring`).
+        self.progress = progress
 
 
 # Sources of blocks and restored definitions, for tracebacks and `inspect.getsource`. They
@@ -419,4 +459,4 @@ def network_hint(exc: BaseException) -> str | None:
     return None
 
 
-__all__ = ["Runner", "describe"]
+__all__ = ["PreparedRestore", "Runner", "describe"]

@@ -9,6 +9,16 @@ it: `NAME = <literal>` with an immutable value (numbers, strings, bytes, tuples,
 None, booleans), or `NAME = mod.func(<literals>)` where `mod` is a kept import (for example
 `PAT = re.compile(r"\d+")`). Any other global it reads (a list, a loaded file, a name set by a
 loop) is not kept, and the block that defines or uses it is told so, by name.
+
+What is kept is capped: one definition's source at `_native.MAX_DEFINITION_BYTES`, all of a
+session's at `_native.MAX_SESSION_DEFINITION_BYTES`. A larger one still works in this worker;
+the block says it is not kept (and an earlier definition of the same name is dropped, so a
+restart does not bring back a stale one).
+
+The host does not take this worker's word for any of it: it keeps only definitions that are
+top-level statements of the block's own source, cut out by itself (`runtime::defs`), and a new
+worker runs a stored source only once Python's parser reads it as exactly one statement of its
+kind binding its name (`compile_definition`).
 """
 from __future__ import annotations
 
@@ -17,6 +27,8 @@ import builtins
 from types import CodeType
 from typing import Any, Iterator
 
+from vis import _native
+
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 #: Immutable values a literal constant may have (a mutable one would come back as it was
@@ -24,7 +36,10 @@ _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
 
 #: Longest constant statement kept (larger data belongs in a file).
-_MAX_CONSTANT_CHARS = 2000
+_MAX_CONSTANT_CHARS: int = _native.MAX_CONSTANT_CHARS
+#: Nodes an annotation of a kept constant may have: names, attributes, subscripts, literals,
+#: tuples and `|` (nothing that calls or computes).
+_PLAIN_ANNOTATION = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Tuple, ast.BinOp, ast.BitOr, ast.Load)
 
 
 def describe(obj: Any, name: str) -> tuple[str, str]:
@@ -44,13 +59,27 @@ def describe(obj: Any, name: str) -> tuple[str, str]:
     return sig, first
 
 
-def _segment(lines: list[str], node: ast.stmt, start_line: int) -> str:
-    """Source of a top-level statement, decorators included."""
+def source_lines(code: str) -> list[str]:
+    """`code` split into lines as Python's tokenizer counts them (only `\\r\\n`, `\\r` and
+    `\\n` end a line, and each ends in `\\n` here), so `ast` line numbers index it."""
+    lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _segment(lines: list[str], node: ast.stmt, start_line: int, start_col: int | None = None) -> str:
+    """Source of a top-level statement, decorators included: from byte `start_col` of its first
+    line (or the line's first character that is not white space), to its last token. The host
+    cuts the same text out of the block (`runtime::defs`)."""
     end_line = node.end_lineno or start_line
     chunk = lines[start_line - 1 : end_line]
     if chunk and node.end_col_offset is not None:
         last = chunk[-1].encode("utf-8")[: node.end_col_offset].decode("utf-8", "replace")
         chunk[-1] = last
+    if chunk:
+        if start_col is None:
+            chunk[0] = chunk[0].lstrip(" \t\f")
+        else:
+            chunk[0] = chunk[0].encode("utf-8")[start_col:].decode("utf-8", "replace")
     text = "".join(chunk)
     return text if text.endswith("\n") else text + "\n"
 
@@ -133,6 +162,62 @@ def _stored_names(node: ast.stmt) -> set[str]:
     return names
 
 
+def _binds(node: ast.stmt, kind: str) -> str | None:
+    """The name `node` binds as a persisted definition of `kind`, or None when it is not one."""
+    if kind == "function" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name
+    if kind == "class" and isinstance(node, ast.ClassDef):
+        return node.name
+    if kind == "import" and isinstance(node, (ast.Import, ast.ImportFrom)) and len(node.names) == 1:
+        if isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__"):
+            return None
+        return next(_import_entries(node))[0]
+    if kind == "constant":
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+        if isinstance(node, ast.AnnAssign) and node.simple and node.value is not None and isinstance(node.target, ast.Name):
+            return node.target.id
+    return None
+
+
+def compile_definition(record: dict[str, Any]) -> CodeType:
+    """The code of a persisted definition (`name`, `kind`, `source`), once Python's own parser
+    has read the source as exactly one statement of that kind binding that name. Raises
+    ValueError otherwise (and SyntaxError when it does not parse): a stored source that holds
+    anything more is never run."""
+    name, kind = record["name"], record["kind"]
+    filename = "<def %s>" % name
+    tree = ast.parse(record["source"], filename, "exec")
+    if len(tree.body) != 1:
+        problem = "it holds %d statements" % len(tree.body)
+    else:
+        bound = _binds(tree.body[0], kind)
+        if bound == name:
+            return compile(tree, filename, "exec", dont_inherit=True)
+        problem = "it binds %s" % bound if bound else "it is a %s statement" % type(tree.body[0]).__name__
+    raise ValueError(
+        "the stored source is not one %s statement that defines %s (%s), so it was not run; define it again" % (kind, name, problem)
+    )
+
+
+def _size_problem(name: str, size: int, total: int) -> str | None:
+    """Why a definition of `size` bytes is not kept, when the session's would total `total`
+    with it (the host says the same when it refuses one: `runtime::defs`)."""
+    if size > _native.MAX_DEFINITION_BYTES:
+        return (
+            "[vis] `%s` is not kept across restarts: its source is %s bytes, over the %s limit for one "
+            "definition; keep large data in a file and read it when called, or split the code into smaller "
+            "definitions" % (name, format(size, ","), format(_native.MAX_DEFINITION_BYTES, ","))
+        )
+    if total > _native.MAX_SESSION_DEFINITION_BYTES:
+        return (
+            "[vis] `%s` is not kept across restarts: the session's definitions would total %s bytes, over "
+            "the %s limit; drop ones no longer needed (`del name`) or keep data in files"
+            % (name, format(total, ","), format(_native.MAX_SESSION_DEFINITION_BYTES, ","))
+        )
+    return None
+
+
 def _literal(node: ast.expr) -> bool:
     try:
         return isinstance(ast.literal_eval(node), _IMMUTABLE)
@@ -145,6 +230,8 @@ class DefRegistry:
 
     def __init__(self) -> None:
         self.entries: dict[str, dict[str, Any]] = {}
+        #: UTF-8 size of each entry's source (what the limits count).
+        self._sizes: dict[str, int] = {}
         self._lines: list[str] = []
         self._changed: dict[str, dict[str, Any] | None] = {}
         #: Constants blocks of this worker assigned, by name: kept once a definition reads one.
@@ -173,10 +260,17 @@ class DefRegistry:
         entry = dict(record)
         entry["restored"] = restored
         self.entries[record["name"]] = entry
+        self._sizes[record["name"]] = len(record["source"].encode("utf-8"))
+
+    def _drop(self, name: str) -> None:
+        """Removes `name` and records the removal for the host."""
+        del self.entries[name]
+        self._sizes.pop(name, None)
+        self._changed[name] = None
 
     def begin_block(self, code: str) -> None:
         """Starts collecting the changes of a block whose source is `code`."""
-        self._lines = code.splitlines(True)
+        self._lines = source_lines(code)
         self._changed = {}
 
     def record_statement(self, node: ast.stmt, ns: dict[str, Any], code: CodeType | None = None) -> None:
@@ -210,8 +304,7 @@ class DefRegistry:
         else:
             for name in _rebound_names(node):
                 if name in self.entries:
-                    del self.entries[name]
-                    self._changed[name] = None
+                    self._drop(name)
             stored = _stored_names(node)
             constant = self._constant(node)
             for name in stored:
@@ -231,8 +324,13 @@ class DefRegistry:
             return None
         if not isinstance(target, ast.Name):
             return None
+        if isinstance(node, ast.AnnAssign) and not all(
+            isinstance(n, _PLAIN_ANNOTATION) and (not isinstance(n, ast.BinOp) or isinstance(n.op, ast.BitOr))
+            for n in ast.walk(node.annotation)
+        ):
+            return None
         # The size first: a large literal is not worth evaluating a second time.
-        source = _segment(self._lines, node, node.lineno)
+        source = _segment(self._lines, node, node.lineno, node.col_offset)
         if len(source) > _MAX_CONSTANT_CHARS or not self._simple_value(value):
             return None
         return {"name": target.id, "kind": "constant", "source": source, "signature": _clip(source.strip(), 70), "doc": ""}
@@ -291,8 +389,17 @@ class DefRegistry:
         return missing
 
     def _set(self, record: dict[str, Any]) -> None:
+        name = record["name"]
+        size = len(record["source"].encode("utf-8"))
+        total = size + sum(s for n, s in self._sizes.items() if n != name)
+        problem = _size_problem(name, size, total)
+        if problem is not None:
+            print(problem)
+            if name in self.entries:
+                self._drop(name)
+            return
         self.add(record)
-        self._changed[record["name"]] = record
+        self._changed[name] = record
 
     def take_changes(self) -> dict[str, list[Any]]:
         """The block's changes, for the host to persist: {"set": [...], "deleted": [...]}.
@@ -352,6 +459,11 @@ def defs() -> DefList:
     immutable value, or `NAME = module.func(literals)` such as `PAT = re.compile(r"\d+")`). Each entry
     is a dict with name, kind, signature, doc (first line) and source; the list prints as a
     compact listing.
+
+    A definition is kept up to 64 KiB of source, and a session's up to 512 KiB in all: a larger
+    one still works until the worker restarts, and the block says it is not kept (keep big data
+    in files). Entries marked `[not restored]` failed to come back; redefine them, or drop one
+    with `name = None`.
     """
     import vis
 

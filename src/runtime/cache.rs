@@ -8,9 +8,11 @@
 //!   one extension registers, per digest of their source files
 //!   (`python/vis/_extensions/signatures.py`), so a start does not import `inspect`;
 //! - `restore/<32 hex>.json`: the compiled code of one session's persisted definitions, per
-//!   digest of the bytecode magic number, the workspace and the definitions
-//!   (`python/vis/_codecache.py`), so a restart does not compile them again. The worker hands
-//!   it over with its `restored` message; it marshals the code before any definition runs.
+//!   digest of the workspace and the definitions' names, kinds and sources ([`restore_path`],
+//!   computed by the host; `python/vis/_codecache.py`), so a restart does not compile them
+//!   again. The worker hands the code over in its `compiled` message, sent before any
+//!   definition runs, and the host writes the file with its own copy of the definitions
+//!   (`runtime::restore`).
 //!
 //! (The prelude's bytecode needs no cache: the build compiles it into the binary.)
 //!
@@ -21,11 +23,22 @@
 //! gives it no write access there, and that is on purpose: a cache a block could write would
 //! let one session steer another's start-up (an index entry names code that runs). A worker
 //! that found a cache missing, stale or corrupt rebuilds it while it starts, before any block
-//! runs, and reports the new content in its `ready` message; the host checks the path against
-//! the known cache kinds and the size cap, and writes it atomically (a temp file, then a
-//! rename), so a reader sees the old file or the new one, never half of one. Readers still
-//! treat every cache as untrusted input: one that does not parse or does not have the expected
-//! shape and key is rebuilt.
+//! or persisted definition runs, and reports the new content in its `ready` message (the
+//! restore's code in its `compiled` message); the host checks the path against the known
+//! cache kinds and the size cap, and writes it atomically (a temp file, then a rename), so a
+//! reader sees the old file or the new one, never half of one. Readers still treat every cache
+//! as untrusted input: one that does not parse or does not have the expected shape and key is
+//! rebuilt.
+//!
+//! What a worker reports is only as clean as the code that ran in it before. Nothing of the
+//! session's runs before `ready` and `compiled`, but the workspace's may: in a trusted
+//! workspace its extensions and its venv's `.pth` files, in any workspace a module of it that
+//! start-up code imports (the workspace is on `sys.path`, after the standard library). So the
+//! workers of a workspace read and fill a cache directory of that workspace alone, one for
+//! while it is trusted and one for while it is not ([`workspace_dir`]): what a worker reports
+//! can only reach workers that run the same workspace code anyway, never another workspace's,
+//! and never this one's after its trust is revoked. Workers without a workspace share the
+//! directory itself.
 //!
 //! Where: `$VIS_CACHE_DIR`; else `$VIS_HOME/cache` when `VIS_HOME` is set (one Vis home holds
 //! everything, as tests rely on); else `$XDG_CACHE_HOME/vis`; else `~/.cache/vis`.
@@ -90,6 +103,42 @@ pub fn cache_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(xdg).join("vis"));
     }
     var("HOME").map(|home| PathBuf::from(home).join(".cache").join("vis"))
+}
+
+/// The cache directory of the workers of `workspace` (while it is `trusted`, or while it is
+/// not), under Vis's cache directory `base`: `workspaces/<32 hex digits of the workspace
+/// path's digest>/trusted` (or `untrusted`).
+pub fn workspace_dir(base: &Path, workspace: &Path, trusted: bool) -> PathBuf {
+    let digest = blake3::hash(workspace.as_os_str().as_encoded_bytes());
+    base.join("workspaces")
+        .join(hex(&digest.as_bytes()[..16]))
+        .join(if trusted { "trusted" } else { "untrusted" })
+}
+
+/// The format of `restore/` files (`python/vis/_codecache.py` reads the same number).
+pub const RESTORE_FORMAT: u64 = 2;
+
+/// The `restore/` file for exactly these definitions (in this order) in `workspace`: a
+/// digest of the format, the workspace and each definition's name, kind and source.
+pub fn restore_path(workspace: Option<&str>, defs: &[crate::protocol::PersistedDef]) -> String {
+    let mut hasher = blake3::Hasher::new();
+    // Each part with its length, so no two lists of parts run together into the same bytes.
+    let mut part = |bytes: &[u8]| {
+        hasher.update(&(bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    part(&RESTORE_FORMAT.to_le_bytes());
+    part(workspace.unwrap_or_default().as_bytes());
+    for def in defs {
+        part(def.name.as_bytes());
+        part(def.kind.as_bytes());
+        part(def.source.as_bytes());
+    }
+    format!("restore/{}.json", hex(&hasher.finalize().as_bytes()[..16]))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The cache directory of this worker process (set once at start from `--cache-dir`).

@@ -11,7 +11,9 @@
 //! - `wire` and `frame`: the messages and their framing;
 //! - `worker` and `launcher`: the other end (the PID namespace, the embedded interpreter);
 //! - `output` caps what a block prints; `env` keeps secrets out of the worker;
-//! - `cache`: Vis's cache directory, written by the host for workers (which only read it).
+//! - `cache`: Vis's cache directory, written by the host for workers (which only read it);
+//! - `defs`: what a block may persist (the host's own cut of its source) and the size limits;
+//!   `restore`: bringing the definitions back in a new worker.
 //!
 //! A block is a [`crate::protocol::Block`] and ends as a [`crate::protocol::BlockResult`]: the
 //! same two types from the caller through the pipe into Python and back (see
@@ -19,6 +21,7 @@
 
 pub mod cache;
 pub mod channel;
+pub mod defs;
 mod env;
 pub mod frame;
 mod host;
@@ -27,6 +30,7 @@ mod native;
 mod output;
 mod process;
 mod promote;
+mod restore;
 mod supervisor;
 mod wire;
 mod worker;

@@ -60,6 +60,13 @@ fn digest(data: &[u8]) -> String {
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(data))
 }
 
+/// Tells the host which persisted definition (its index in the restore) the worker is about to
+/// compile or run, so one that kills or hangs the worker is skipped in the next one.
+#[pyfunction]
+fn restoring(index: usize) -> PyResult<()> {
+    super::worker::report_restoring(index).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// True when the host asked to interrupt the block now running. The runner checks it right
 /// after arming its SIGINT handler, so an interrupt that came just before is not lost.
 #[pyfunction]
@@ -73,6 +80,14 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_call, m)?)?;
     m.add_function(wrap_pyfunction!(read_cache, m)?)?;
     m.add_function(wrap_pyfunction!(digest, m)?)?;
+    m.add_function(wrap_pyfunction!(restoring, m)?)?;
+    // The limits on persisted definitions (the host enforces them too: `runtime::defs`).
+    m.add("MAX_DEFINITION_BYTES", super::defs::MAX_DEFINITION_BYTES)?;
+    m.add(
+        "MAX_SESSION_DEFINITION_BYTES",
+        super::defs::MAX_SESSION_DEFINITION_BYTES,
+    )?;
+    m.add("MAX_CONSTANT_CHARS", super::defs::MAX_CONSTANT_CHARS)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     crate::text::register_native(m)?;
     crate::catalog::register_native(m)?;

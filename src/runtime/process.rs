@@ -80,7 +80,7 @@ impl WorkerProcess {
         if opts.trusted {
             cmd.arg("--trusted");
         }
-        let cache_dir = opts.cache_dir.clone();
+        let cache_dir = opts.worker_cache_dir();
         if let Some(dir) = &cache_dir {
             cmd.arg("--cache-dir").arg(dir);
         }

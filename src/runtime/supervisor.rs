@@ -3,7 +3,9 @@
 //!
 //! [`Supervisor`] owns the session's persisted definitions while it runs (the store is the
 //! source of truth across processes; the caller hands them in and persists the changes each
-//! outcome reports) and restarts a dead worker lazily before the next block. Every way a
+//! outcome reports) and restarts a dead worker lazily before the next block. What a block's
+//! worker reports it defined is kept only as the host's own cut of the block's source
+//! (`runtime::defs`); restores go through `runtime::restore`. Every way a
 //! block can end becomes a [`BlockResult`] the model can read; `Err` is kept for blocks that
 //! could not run at all.
 //!
@@ -19,8 +21,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::{HostCall, HostCallSink, Incoming};
+use super::defs::{keep_reported, Dialect};
 use super::output::{cap_file, cap_output};
 use super::process::WorkerProcess;
+use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
 use super::wire::{HostMessage, Isolation, WorkerMessage};
 use super::RuntimeError;
 use crate::catalog::{Manifest, ManifestEntry};
@@ -82,6 +86,18 @@ impl WorkerOptions {
             data_dir: None,
             cache_dir: super::cache::cache_dir(),
         }
+    }
+
+    /// The cache directory this options' workers read and the host fills for them: their
+    /// workspace's own under Vis's cache directory, one for while it is trusted and one for
+    /// while it is not (its code may run in the worker before the worker reports what it
+    /// cached; see `runtime::cache`); Vis's cache directory itself without a workspace.
+    pub fn worker_cache_dir(&self) -> Option<std::path::PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        Some(match &self.workspace {
+            Some(workspace) => super::cache::workspace_dir(dir, workspace, self.trusted),
+            None => dir.clone(),
+        })
     }
 }
 
@@ -193,14 +209,12 @@ impl Supervisor {
         // An extension that kills or hangs the worker while it loads must not lock the
         // session out: start again with only the bundled extensions and say why.
         // The definitions go with the start, so the worker restores them right after `ready`.
-        let restore = (!self.defs.is_empty()).then(|| HostMessage::Restore {
-            defs: self.defs.clone(),
-        });
+        let mut plan = RestorePlan::new(&self.defs, self.opts.workspace.as_deref());
         let (mut worker, extensions_skipped) =
-            match WorkerProcess::spawn(&self.opts, false, restore.clone()).await {
+            match WorkerProcess::spawn(&self.opts, false, plan.message()).await {
                 Ok(worker) => (worker, None),
                 Err(RuntimeError::WorkerStart(first)) => {
-                    match WorkerProcess::spawn(&self.opts, true, restore.clone()).await {
+                    match WorkerProcess::spawn(&self.opts, true, plan.message()).await {
                         Ok(worker) => (worker, Some(first)),
                         Err(e) => {
                             return Err(RuntimeError::WorkerStart(format!(
@@ -212,47 +226,7 @@ impl Supervisor {
                 Err(e) => return Err(e),
             };
         let safe_mode = extensions_skipped.is_some();
-        let report = if restore.is_none() {
-            RestoreReport::default()
-        } else {
-            let answer =
-                tokio::time::timeout(self.opts.restore_timeout, worker.channel.recv()).await;
-            match answer {
-                Ok(Incoming::Message(WorkerMessage::Restored {
-                    report,
-                    cache_writes,
-                })) => {
-                    if let Some(dir) = &self.opts.cache_dir {
-                        super::cache::write_all(dir, &cache_writes);
-                    }
-                    report
-                }
-                Ok(Incoming::Message(other)) => {
-                    worker.kill().await;
-                    return Err(RuntimeError::Protocol(format!(
-                        "expected restored, got {}",
-                        other.kind()
-                    )));
-                }
-                Ok(Incoming::Invalid(_)) | Ok(Incoming::Closed) | Err(_) => {
-                    // A definition that hangs or crashes at definition time must not make the
-                    // session unusable: start clean and say which definitions were skipped.
-                    let exit = worker.kill().await;
-                    worker = WorkerProcess::spawn(&self.opts, safe_mode, None).await?;
-                    let why =
-                        format!("restoring definitions stopped the worker ({exit}); none restored");
-                    RestoreReport {
-                        ok: vec![],
-                        failed: self
-                            .defs
-                            .iter()
-                            .map(|d| (d.name.clone(), why.clone()))
-                            .collect(),
-                        unkept: vec![],
-                    }
-                }
-            }
-        };
+        let report = self.restore(&mut worker, &mut plan, safe_mode).await?;
         self.pending_notice = Some(RestoreNotice {
             restart_reason: self.restart_reason.take(),
             report,
@@ -266,6 +240,56 @@ impl Supervisor {
             self.send_mcp().await?;
         }
         Ok(())
+    }
+
+    /// Waits for `worker` to restore `plan`. A definition that kills or hangs the worker, or
+    /// makes it break the protocol, must not make the session unusable: that worker is killed,
+    /// the definition is skipped (and reported), and a new worker restores the rest, up to
+    /// [`MAX_RESTORE_ATTEMPTS`] workers; then none are restored. The first loss blames
+    /// nothing: a careful worker (no cache file, reporting progress) tries the same ones.
+    async fn restore(
+        &self,
+        worker: &mut WorkerProcess,
+        plan: &mut RestorePlan,
+        safe_mode: bool,
+    ) -> Result<RestoreReport, RuntimeError> {
+        if plan.is_empty() {
+            return Ok(RestoreReport::default());
+        }
+        let cache_dir = self.opts.worker_cache_dir();
+        let mut attempts = 0;
+        loop {
+            let outcome = await_restored(
+                worker,
+                plan,
+                cache_dir.as_deref(),
+                self.opts.restore_timeout,
+            )
+            .await;
+            let (during, stop) = match outcome {
+                Outcome::Restored(report) => return Ok(plan.report(report, &self.defs)),
+                Outcome::Stopped { during, what } => (during, what),
+            };
+            let exit = match stop {
+                Stop::Died => worker.wait_exit().await,
+                _ => worker.kill().await,
+            };
+            if !plan.is_careful() {
+                // The same definitions again, compiled this time (the cache file may be what
+                // broke the worker) and saying where the worker is, so the next loss can be
+                // pinned on one definition.
+                plan.be_careful();
+            } else {
+                attempts += 1;
+                if during.is_none() || attempts >= MAX_RESTORE_ATTEMPTS {
+                    plan.skip(None, true, &stop.why_all(exit));
+                    *worker = WorkerProcess::spawn(&self.opts, safe_mode, None).await?;
+                    return Ok(plan.report(RestoreReport::default(), &self.defs));
+                }
+                plan.skip(during, false, &stop.why(exit));
+            }
+            *worker = WorkerProcess::spawn(&self.opts, safe_mode, plan.message()).await?;
+        }
     }
 
     /// Sets the MCP servers' tools (namespaces and functions) the model's namespace has. A
@@ -420,15 +444,18 @@ impl Supervisor {
             self.worker = None;
             self.restart_reason = Some(reason);
         }
-        // The worker is not trusted to say what the block defined: a persisted definition
-        // must be code of this block (a forged result could otherwise plant code that runs in
-        // every new worker).
-        let before = result.defs_set.len();
-        result
-            .defs_set
-            .retain(|d| is_identifier(&d.name) && defined_by(&block.code, d));
-        let dropped = before - result.defs_set.len();
-        self.apply_def_changes(&result);
+        // The worker is not trusted to say what the block defined: what is persisted is the
+        // host's own cut of the block's source (a forged result could otherwise plant code
+        // that runs in every new worker).
+        for name in &result.defs_deleted {
+            self.defs.retain(|d| &d.name != name);
+        }
+        let kept = keep_reported(&block.code, &result.defs_set, &self.defs, Dialect::linked());
+        for def in &kept.defs {
+            self.defs.retain(|d| d.name != def.name);
+            self.defs.push(def.clone());
+        }
+        result.defs_set = kept.defs;
         if let Some(manifest) = result.manifest.take() {
             self.manifest = manifest;
             self.manifest_version += 1;
@@ -439,11 +466,8 @@ impl Supervisor {
             output.push('\n');
         }
         output.push_str(&result.output);
-        if dropped > 0 {
-            push_line(
-                &mut output,
-                &format!("[vis] ignored {dropped} definition(s) the worker reported that are not code of this block; they are not kept"),
-            );
+        for note in &kept.notes {
+            push_line(&mut output, note);
         }
         if let Some(trailer) = trailer {
             push_line(&mut output, &trailer);
@@ -452,16 +476,6 @@ impl Supervisor {
         result.restored = notice;
         result.wall = started.elapsed();
         Ok(result)
-    }
-
-    fn apply_def_changes(&mut self, result: &BlockResult) {
-        for name in &result.defs_deleted {
-            self.defs.retain(|d| &d.name != name);
-        }
-        for def in &result.defs_set {
-            self.defs.retain(|d| d.name != def.name);
-            self.defs.push(def.clone());
-        }
     }
 
     /// Stops the worker and everything it started.
@@ -747,97 +761,6 @@ fn seconds(d: Duration) -> String {
     }
 }
 
-/// True when `def` can come from `code`: a function or class is its source text verbatim; an
-/// import (stored one name per statement) is one line that imports a module the code names.
-fn defined_by(code: &str, def: &PersistedDef) -> bool {
-    let source = def.source.trim();
-    if source.is_empty() {
-        return false;
-    }
-    if def.kind != "import" {
-        let constant = def.kind == "constant";
-        return top_level_definitions(code)
-            .iter()
-            .any(|(is_constant, name, text)| {
-                *is_constant == constant && *name == def.name && same_definition(text, source)
-            });
-    }
-    let mut words = source.split_whitespace();
-    let module = match (words.next(), words.next()) {
-        (Some("import" | "from"), Some(module)) => module,
-        _ => return false,
-    };
-    !source.contains('\n') && !source.contains(';') && code.contains(module)
-}
-
-/// The top-level `def`/`class` statements (decorators included) and `NAME = value`
-/// assignments of `code` as (is a constant, name, source), the way the worker records them.
-/// Parsed here, so a result frame cannot pass off text that merely appears in the block (a
-/// string literal) as a definition.
-fn top_level_definitions(code: &str) -> Vec<(bool, String, &str)> {
-    let mut parser = tree_sitter::Parser::new();
-    if parser
-        .set_language(&tree_sitter_python::LANGUAGE.into())
-        .is_err()
-    {
-        return Vec::new();
-    }
-    let Some(tree) = parser.parse(code, None) else {
-        return Vec::new();
-    };
-    let root = tree.root_node();
-    let mut cursor = root.walk();
-    let mut out = Vec::new();
-    for node in root.children(&mut cursor) {
-        let (is_constant, name) = match node.kind() {
-            "function_definition" | "class_definition" => (false, node.child_by_field_name("name")),
-            "decorated_definition" => (
-                false,
-                node.child_by_field_name("definition")
-                    .and_then(|d| d.child_by_field_name("name")),
-            ),
-            "expression_statement" => (
-                true,
-                node.named_child(0)
-                    .filter(|a| a.kind() == "assignment" && node.named_child_count() == 1)
-                    .filter(|a| {
-                        a.child_by_field_name("right")
-                            .is_none_or(|right| right.kind() != "assignment")
-                    })
-                    .and_then(|a| a.child_by_field_name("left"))
-                    .filter(|left| left.kind() == "identifier"),
-            ),
-            _ => (false, None),
-        };
-        let name = name.and_then(|n| n.utf8_text(code.as_bytes()).ok());
-        if let (Some(name), Some(text)) = (name, code.get(node.start_byte()..node.end_byte())) {
-            out.push((is_constant, name.to_string(), text));
-        }
-    }
-    out
-}
-
-/// Whether the worker's `source` is the parsed statement `text`: equal, or `text` with only
-/// comments and blank lines after it (the parser counts a trailing comment into the body,
-/// Python's `ast` does not).
-fn same_definition(text: &str, source: &str) -> bool {
-    let text = text.trim();
-    text.strip_prefix(source).is_some_and(|rest| {
-        rest.lines().all(|line| {
-            let line = line.trim();
-            line.is_empty() || line.starts_with('#')
-        })
-    })
-}
-
-fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || unicode_ident::is_xid_start(c))
-        && chars.all(|c| c == '_' || unicode_ident::is_xid_continue(c))
-}
-
 /// Rejects blocks that cannot be meaningful code; the message is for the model or user.
 pub fn validate_code(code: &str) -> Result<(), RuntimeError> {
     if code.trim().is_empty() {
@@ -865,73 +788,6 @@ mod tests {
         let e = validate_code("x = 1\ny = '\0'").unwrap_err().to_string();
         assert!(e.contains("NUL byte (line 2"), "{e}");
         assert!(validate_code("print(1)").is_ok());
-    }
-
-    fn def(name: &str, kind: &str, source: &str) -> PersistedDef {
-        PersistedDef {
-            name: name.into(),
-            kind: kind.into(),
-            source: source.into(),
-            signature: String::new(),
-            doc: String::new(),
-        }
-    }
-
-    #[test]
-    fn definitions_are_taken_only_from_the_blocks_own_statements() {
-        let code = "import os\n@cache\ndef f(x):\n    return x\n    # done\n\nclass C:\n    pass\nevil = '''open('p', 'w')\ndef g():\n    pass'''\nif True:\n    def h():\n        pass\n";
-        assert!(defined_by(
-            code,
-            &def("f", "function", "@cache\ndef f(x):\n    return x\n")
-        ));
-        assert!(defined_by(code, &def("C", "class", "class C:\n    pass\n")));
-        assert!(defined_by(code, &def("os", "import", "import os\n")));
-        // Text inside a string literal, a nested def, a wrong name, a changed body.
-        assert!(!defined_by(
-            code,
-            &def("g", "function", "open('p', 'w')\ndef g():\n    pass")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("g", "function", "def g():\n    pass")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("h", "function", "def h():\n        pass")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("C", "function", "@cache\ndef f(x):\n    return x\n")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("f", "function", "@cache\ndef f(x):\n    return")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("os", "import", "import os; os.system('x')")
-        ));
-        let code =
-            "import re\nPAT = re.compile(r'\\d+')\nLIMIT: int = 3\nA = B = 1\nif x:\n    N = 2\n";
-        assert!(defined_by(
-            code,
-            &def("PAT", "constant", "PAT = re.compile(r'\\d+')\n")
-        ));
-        assert!(defined_by(
-            code,
-            &def("LIMIT", "constant", "LIMIT: int = 3\n")
-        ));
-        // Chained or nested assignments, another kind, another name.
-        assert!(!defined_by(code, &def("A", "constant", "A = B = 1\n")));
-        assert!(!defined_by(code, &def("N", "constant", "N = 2\n")));
-        assert!(!defined_by(
-            code,
-            &def("PAT", "function", "PAT = re.compile(r'\\d+')\n")
-        ));
-        assert!(!defined_by(
-            code,
-            &def("LIMIT", "constant", "PAT = re.compile(r'\\d+')\n")
-        ));
     }
 
     fn settle_block() -> Block {

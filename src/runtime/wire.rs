@@ -17,9 +17,18 @@ use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostMessage {
-    /// Re-create persisted definitions in a fresh namespace.
+    /// Re-create persisted definitions in a fresh namespace (see `runtime::restore`).
     Restore {
+        /// The definitions to restore, in order.
         defs: Vec<PersistedDef>,
+        /// Definitions the host does not restore (over a size limit, or they stopped an
+        /// earlier worker), without their source: listed by `defs()` as not restored.
+        skipped: Vec<PersistedDef>,
+        /// The cache file (relative to the worker's cache directory) that holds the compiled
+        /// code of exactly `defs`, when it exists; empty to compile them.
+        cache: String,
+        /// Say `restoring {index}` before compiling and before running each definition.
+        progress: bool,
     },
     /// Run one block; its result comes back with the same id.
     Exec {
@@ -63,18 +72,28 @@ pub enum WorkerMessage {
         manifest: Vec<crate::catalog::ManifestEntry>,
         /// Which process isolation the worker runs under (see `runtime::launcher`).
         isolation: Isolation,
-        /// Cache files the worker rebuilt while starting, for the host to write (the worker
-        /// cannot write the cache directory; see `runtime::cache`).
+        /// Cache files the worker rebuilt while starting, for the host to write into the
+        /// worker's own workspace's cache directory (the worker cannot write it; see
+        /// `runtime::cache`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cache_writes: Vec<super::cache::CacheWrite>,
+    },
+    /// Which persisted definition (its index in `restore`'s `defs`) the worker is about to
+    /// compile or run, so the one that kills or hangs it can be skipped (only when the
+    /// `restore` asked for progress).
+    Restoring { index: usize },
+    /// Every definition of a `restore` is compiled; sent before any of them runs.
+    Compiled {
+        /// The bytecode magic number of the worker's Python (hex).
+        magic: String,
+        /// Their code (marshalled, base64), one per definition, when it was compiled now and
+        /// all of it compiled; `null` when it came from the cache (or something failed).
+        #[serde(deserialize_with = "Option::deserialize")]
+        code: Option<Vec<String>>,
     },
     Restored {
         #[serde(flatten)]
         report: RestoreReport,
-        /// Cache files the restore computed (the definitions' compiled code), for the host to
-        /// write, as with `ready`.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        cache_writes: Vec<super::cache::CacheWrite>,
     },
     /// The result of block `id` (boxed: it is by far the largest message).
     Result { id: u64, result: Box<BlockResult> },
@@ -97,6 +116,8 @@ impl WorkerMessage {
     pub fn kind(&self) -> &'static str {
         match self {
             WorkerMessage::Ready { .. } => "ready",
+            WorkerMessage::Restoring { .. } => "restoring",
+            WorkerMessage::Compiled { .. } => "compiled",
             WorkerMessage::Restored { .. } => "restored",
             WorkerMessage::Result { .. } => "result",
             WorkerMessage::Request { .. } => "request",
@@ -112,9 +133,17 @@ mod tests {
 
     #[test]
     fn messages_are_tagged_json() {
-        let msg = HostMessage::Restore { defs: vec![] };
+        let msg = HostMessage::Restore {
+            defs: vec![],
+            skipped: vec![],
+            cache: "restore/0.json".into(),
+            progress: false,
+        };
         let json = serde_json::to_string(&msg).unwrap();
-        assert_eq!(json, r#"{"type":"restore","defs":[]}"#);
+        assert_eq!(
+            json,
+            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json","progress":false}"#
+        );
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],
             "isolation": Isolation::default(),

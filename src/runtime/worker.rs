@@ -400,6 +400,12 @@ fn send(msg: &WorkerMessage) -> Result<(), RuntimeError> {
     write_frame(&mut *writer, &payload).map_err(RuntimeError::Io)
 }
 
+/// Tells the host which persisted definition the restore is about to compile or run (see
+/// `runtime::restore`).
+pub(crate) fn report_restoring(index: usize) -> Result<(), RuntimeError> {
+    send(&WorkerMessage::Restoring { index })
+}
+
 /// Why a host call returned no answer.
 #[derive(Debug)]
 pub(crate) enum HostCallError {
@@ -523,23 +529,33 @@ fn serve(
     while let Ok(msg) = queue.recv() {
         match msg {
             HostMessage::Shutdown => break,
-            HostMessage::Restore { defs } => {
-                let (report, cache_writes) = Python::attach(|py| -> PyResult<_> {
-                    let report: RestoreReport = runner
+            HostMessage::Restore {
+                defs,
+                skipped,
+                cache,
+                progress,
+            } => {
+                // Everything is checked and compiled first, and the code goes to the host
+                // before any definition runs: nothing a restored definition does can change
+                // what the host caches (see `runtime::restore`).
+                let (prepared, magic, code) = Python::attach(|py| -> PyResult<_> {
+                    let prepared = runner
                         .bind(py)
-                        .call_method1("restore", (defs,))?
-                        .extract()?;
-                    let cache_writes: Vec<super::cache::CacheWrite> = py
-                        .import("vis._extensions")?
-                        .call_method0("take_cache_writes")?
-                        .extract()?;
-                    Ok((report, cache_writes))
+                        .call_method1("prepare_restore", (defs, cache, progress))?;
+                    let magic: String = prepared.getattr("magic")?.extract()?;
+                    let code: Option<Vec<String>> = prepared.getattr("fresh")?.extract()?;
+                    Ok((prepared.unbind(), magic, code))
                 })
                 .map_err(py_err)?;
-                send(&WorkerMessage::Restored {
-                    report,
-                    cache_writes,
-                })?;
+                send(&WorkerMessage::Compiled { magic, code })?;
+                let report = Python::attach(|py| -> PyResult<RestoreReport> {
+                    runner
+                        .bind(py)
+                        .call_method1("restore", (prepared.bind(py), skipped))?
+                        .extract()
+                })
+                .map_err(py_err)?;
+                send(&WorkerMessage::Restored { report })?;
             }
             HostMessage::Exec { id, block } => {
                 CURRENT_EXEC.store(id, Ordering::SeqCst);

@@ -193,9 +193,10 @@ vistest!(
     }
 );
 
-/// The one restore cache file of this env (`restore/<32 hex>.json`) and its JSON.
+/// The one restore cache file of this env's (trusted) workspace (`restore/<32 hex>.json`) and
+/// its JSON.
 fn restore_cache(env: &crate::support::TestEnv) -> (std::path::PathBuf, serde_json::Value) {
-    let files: Vec<_> = std::fs::read_dir(env.cache_dir().join("restore"))
+    let files: Vec<_> = std::fs::read_dir(env.worker_cache_dir().join("restore"))
         .unwrap()
         .map(|f| f.unwrap().path())
         .collect();
@@ -237,12 +238,13 @@ vistest!(
         let entries = cache["defs"].as_array().unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0][0], "f");
-        assert_eq!(entries[0][1], "def f():\n    return 1\n");
+        assert_eq!(entries[0][1], "function");
+        assert_eq!(entries[0][2], "def f():\n    return 1\n");
 
         // The next start takes the code from the cache, not from the source: code planted there
         // (with the source it claims to be) is what runs. Only the host writes this directory.
         let mut planted = cache.clone();
-        planted["defs"][0][2] = compiled("f", "def f():\n    return 41\n").into();
+        planted["defs"][0][3] = compiled("f", "def f():\n    return 41\n").into();
         std::fs::write(&path, planted.to_string()).unwrap();
         let from_cache = env.exec("s", "print(g())");
         assert!(
@@ -253,7 +255,7 @@ vistest!(
 
         // An entry whose sources are not the session's is not used (and is replaced).
         let mut other = planted.clone();
-        other["defs"][0][1] = "def f():\n    return 40\n".into();
+        other["defs"][0][2] = "def f():\n    return 40\n".into();
         std::fs::write(&path, other.to_string()).unwrap();
         let recompiled = env.exec("s", "print(g())");
         assert!(
@@ -275,15 +277,24 @@ vistest!(a_damaged_restore_cache_is_compiled_around, |env| {
     let mut truncated = cache.clone();
     truncated["defs"].as_array_mut().unwrap().pop();
     let mut not_code = cache.clone();
-    not_code["defs"][1][2] = "bm90IGNvZGU=".into();
+    not_code["defs"][1][3] = "bm90IGNvZGU=".into();
     let mut not_base64 = cache.clone();
-    not_base64["defs"][1][2] = "%%%".into();
+    not_base64["defs"][1][3] = "%%%".into();
+    let mut other_kind = cache.clone();
+    other_kind["defs"][1][1] = "class".into();
+    let mut other_python = cache.clone();
+    other_python["magic"] = "0d0d0d0a".into();
+    let mut old_format = cache.clone();
+    old_format["version"] = 1.into();
     for damaged in [
         "{\"defs\": [".to_string(),
         "[]".to_string(),
         truncated.to_string(),
         not_code.to_string(),
         not_base64.to_string(),
+        other_kind.to_string(),
+        other_python.to_string(),
+        old_format.to_string(),
     ] {
         std::fs::write(&path, &damaged).unwrap();
         let out = env.exec("s", "print(words('a b'))");
@@ -295,6 +306,26 @@ vistest!(a_damaged_restore_cache_is_compiled_around, |env| {
         assert_eq!(restore_cache(&env).1, cache, "{damaged}");
     }
 });
+
+vistest!(
+    a_cache_file_that_kills_the_worker_is_compiled_around,
+    |env| {
+        env.exec("s", "def f():\n    return 1\ndef g():\n    return f() + 1");
+        env.exec("s", "pass");
+        let (path, cache) = restore_cache(&env);
+        // Code that ends the worker where `g` should be: the file, not `g`, is to blame.
+        let mut deadly = cache.clone();
+        deadly["defs"][1][3] = compiled("g", "import os\nos._exit(5)\n").into();
+        std::fs::write(&path, deadly.to_string()).unwrap();
+        let out = env.exec("s", "print(g())");
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        assert_eq!(
+            out.stdout,
+            "[vis] new worker: restored 2 definitions: f, g\n2\n"
+        );
+        assert_eq!(restore_cache(&env).1, cache);
+    }
+);
 
 vistest!(
     what_a_definition_does_at_restore_cannot_change_the_kept_code,
@@ -312,7 +343,7 @@ vistest!(
             .as_array()
             .unwrap()
             .iter()
-            .map(|e| e[2].as_str().unwrap())
+            .map(|e| e[3].as_str().unwrap())
             .collect();
         assert_eq!(codes.len(), 3);
         let check = format!(

@@ -190,7 +190,7 @@ fn backdate(dir: &Path, seconds: u64) {
 
 /// The entry-point index of `dir` in the env's cache directory: (path, content).
 fn entry_point_index(env: &TestEnv, dir: &Path) -> (std::path::PathBuf, String) {
-    for file in std::fs::read_dir(env.cache_dir().join("entry-points")).unwrap() {
+    for file in std::fs::read_dir(env.worker_cache_dir().join("entry-points")).unwrap() {
         let path = file.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
         let index: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -251,7 +251,7 @@ vistest!(
 /// The signature cache entry that lists `function`: (path, content).
 fn signature_cache(env: &TestEnv, function: &str) -> (std::path::PathBuf, String) {
     let mut found = Vec::new();
-    for file in std::fs::read_dir(env.cache_dir().join("signatures")).unwrap() {
+    for file in std::fs::read_dir(env.worker_cache_dir().join("signatures")).unwrap() {
         let path = file.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
         let entry: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -305,7 +305,7 @@ vistest!(
             edited.output
         );
         assert!(edited.output.ends_with("\n15\n"), "{}", edited.output);
-        let entries = std::fs::read_dir(env.cache_dir().join("signatures"))
+        let entries = std::fs::read_dir(env.worker_cache_dir().join("signatures"))
             .unwrap()
             .count();
         assert!(

@@ -30,6 +30,8 @@ fn message_like() -> impl Strategy<Value = Vec<u8>> {
         Just("ready"),
         Just("request"),
         Just("restored"),
+        Just("restoring"),
+        Just("compiled"),
         Just("fatal"),
         Just("manifest"),
         Just("bogus"),

@@ -16,6 +16,8 @@ mod chat;
 mod chat_tui;
 mod cli;
 mod defs;
+mod defs_attacks;
+mod defs_parse;
 mod discovery;
 mod editing;
 mod extensions;

@@ -75,6 +75,13 @@ impl TestEnv {
         self.dir.path().join("home").join("cache")
     }
 
+    /// The cache directory the workers of this env's workspace use while it is trusted (as
+    /// `TestEnv::new` makes it): that workspace's own, under `cache_dir` (see
+    /// `vis::runtime::cache::workspace_dir`).
+    pub fn worker_cache_dir(&self) -> PathBuf {
+        vis::runtime::cache::workspace_dir(&self.cache_dir(), &self.workspace(), true)
+    }
+
     pub fn workspace(&self) -> PathBuf {
         self.dir.path().join("workspace").canonicalize().unwrap()
     }
