@@ -254,7 +254,11 @@ impl Registry {
         let settings = (self.settings_for)(provider.settings.clone(), &workspace)?;
         let id = crate::session::new_session_id();
         let store = Store::open(&self.db)?;
-        let session = ChatSession::create(store, &self.db, &id, vec![workspace], settings)?;
+        let approvals = Store::open(&self.db)?;
+        let mut session =
+            ChatSession::create(store, &self.db, &id, vec![workspace.clone()], settings)?;
+        // Its MCP servers from the start, as a session loaded from the store gets them.
+        self.attach_mcp(&mut session, &workspace, &*approvals)?;
         let slot = self.slot(&id);
         if let Ok(mut guard) = slot.session.try_lock() {
             *guard = Some(self.with_drain(session));

@@ -154,9 +154,6 @@ vistest!(servers_die_with_a_killed_vis_serve, |env| {
         ),
     );
     fake.push(calls(kind, "a", &[BLOCK]));
-    // The session exists before the server loads it (a session created through the API gets
-    // no MCP servers until it is loaded again; reported to the serve layer).
-    assert_eq!(env.exec("served", "print(1)").code, 0);
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -177,12 +174,22 @@ vistest!(servers_die_with_a_killed_vis_serve, |env| {
         .unwrap()
         .trim()
         .to_string();
+    // A session made through the API gets the workspace's MCP servers at once.
+    let created = serde_json::json!({"workspace": env.workspace()}).to_string();
+    let (status, body) = http(port, &token, "POST", "/api/sessions", &created);
+    assert!(
+        status.contains("201") || status.contains("200"),
+        "{status}: {body}"
+    );
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // The turn's block never ends: its request is left waiting while the host is killed.
     let turn = std::thread::spawn(move || {
         let message = serde_json::json!({"message": "start the server"}).to_string();
-        let _ = std::panic::catch_unwind(|| {
-            http(port, &token, "POST", "/api/sessions/served/turns", &message)
-        });
+        let path = format!("/api/sessions/{id}/turns");
+        let _ = std::panic::catch_unwind(|| http(port, &token, "POST", &path, &message));
     });
     let pids = recorded_pids(&env, &mut host.0);
     kill_and_check(&mut host.0, &pids);
