@@ -4,6 +4,7 @@
 use clap::{Args, Subcommand};
 
 use super::settings::{limits, load_config, worker_options, LimitArgs};
+use super::term::outln;
 use super::CliError;
 use crate::runtime::Runtime;
 
@@ -48,13 +49,13 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
     let layers = runtime.supervisor().isolation().clone();
     runtime.shutdown();
     let policy = &limits.sandbox;
-    println!(
+    outln!(
         "mode {}, network {}",
         policy.mode.as_str(),
         if policy.network { "on" } else { "off" }
     );
     let root = rustix::process::getuid().is_root();
-    println!(
+    outln!(
         "  user namespace    {}",
         if layers.user_namespace {
             "yes (only your uid and gid are mapped)"
@@ -64,16 +65,16 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             "no"
         }
     );
-    println!(
+    outln!(
         "  PID namespace     {} (nothing a block starts outlives the worker)",
         yes(layers.pid_namespace)
     );
-    println!("  mount namespace   {}", yes(layers.mount_namespace));
-    println!(
+    outln!("  mount namespace   {}", yes(layers.mount_namespace));
+    outln!(
         "  private /proc     {} (the host's processes are not visible)",
         yes(layers.private_proc)
     );
-    println!(
+    outln!(
         "  network off       {}",
         if policy.network {
             "no (the network is on by policy)".to_string()
@@ -81,7 +82,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             format!("{} (only loopback)", yes(layers.network_off))
         }
     );
-    println!(
+    outln!(
         "  landlock          {}",
         match (&layers.landlock, policy.mode) {
             (_, crate::sandbox::Mode::FullAccess) => "not used (full-access)".to_string(),
@@ -94,7 +95,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             (None, _) => "no".into(),
         }
     );
-    println!(
+    outln!(
         "  seccomp           {}",
         match policy.mode {
             crate::sandbox::Mode::FullAccess => "not used (full-access)".to_string(),
@@ -113,16 +114,16 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             _ => "no".into(),
         }
     );
-    println!("  resource limits   {}", yes(layers.rlimits));
+    outln!("  resource limits   {}", yes(layers.rlimits));
     if layers.missing.is_empty() {
-        println!("missing: nothing");
+        outln!("missing: nothing");
     } else {
-        println!("missing:");
+        outln!("missing:");
         for m in &layers.missing {
-            println!("  {m}");
+            outln!("  {m}");
         }
         if policy.require {
-            println!("[sandbox] require = true: workers refuse to start on this machine");
+            outln!("[sandbox] require = true: workers refuse to start on this machine");
             return Ok(1);
         }
     }

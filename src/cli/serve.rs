@@ -10,6 +10,7 @@ use clap::Args;
 use super::settings::{
     chat_settings, limits, load_config, provider_settings, serve_token, LimitArgs, ProviderArgs,
 };
+use super::term::errln;
 use super::CliError;
 use crate::serve::{ModelChoice, Registry, ServeOptions, SettingsError, SettingsFor};
 
@@ -100,7 +101,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             code: 1,
             message: format!("vis serve: cannot start the event loop: {e}"),
         })?;
-    eprintln!("vis serve: listening on http://{listen} (API at /api/sessions, OpenAPI at /openapi.json, metrics at /metrics)");
+    errln!("vis serve: listening on http://{listen} (API at /api/sessions, OpenAPI at /openapi.json, metrics at /metrics)");
     events
         .block_on(crate::serve::serve(opts))
         .map_err(|e| CliError {
@@ -110,6 +111,6 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             },
             message: format!("vis serve: {e}"),
         })?;
-    eprintln!("vis serve: stopped");
+    errln!("vis serve: stopped");
     Ok(0)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::settings::{current_dir, load_config};
-use super::term::escape_controls;
+use super::term::outln;
 use super::CliError;
 
 #[derive(Debug, Args)]
@@ -27,10 +27,10 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     if args.list {
         let dirs = crate::trust::trusted_dirs(&config);
         if dirs.is_empty() {
-            println!("no trusted workspaces yet (`vis trust DIR` adds one)");
+            outln!("no trusted workspaces yet (`vis trust DIR` adds one)");
         }
         for d in dirs {
-            println!("{}", escape_controls(&d.to_string_lossy()));
+            outln!("{}", d.display());
         }
         return Ok(0);
     }
@@ -41,7 +41,7 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     if args.revoke {
         let removed = crate::trust::revoke(&config.dir, &dir)
             .map_err(|e| CliError::usage(format!("vis trust: {e}")))?;
-        println!(
+        outln!(
             "{}",
             if removed {
                 format!("{} is no longer trusted", dir.display())
@@ -57,9 +57,9 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     let canonical = crate::trust::trust(&config.dir, &dir)
         .map_err(|e| CliError::usage(format!("vis trust: {e}")))?;
     let code = crate::trust::workspace_code(&canonical);
-    println!(
+    outln!(
         "trusted {}{}",
-        escape_controls(&canonical.to_string_lossy()),
+        canonical.display(),
         if code.is_empty() {
             String::new()
         } else {

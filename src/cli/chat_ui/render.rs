@@ -12,7 +12,6 @@
 //! The plain form (stdin or stdout not a terminal) prints the transcript `vis chat -m`
 //! prints: text as it streams, each block with its code and whole output.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -22,7 +21,7 @@ use super::highlight::highlight;
 use super::markdown::MarkdownStream;
 use super::style::{self, Style, ACCENT, BAD, DIM, GOOD, WARN};
 use crate::cli::chat::seconds;
-use crate::cli::term::escape_controls;
+use crate::cli::term::{escape_controls, print_styled};
 use crate::protocol::Event;
 use crate::store::IterationRow;
 
@@ -54,6 +53,8 @@ pub struct View {
     /// Something of the current attempt's answer was drawn (a retry must say it is void).
     drew_this_attempt: bool,
     stopping: bool,
+    /// The turn's stop token: cancelled when standard output's reader goes away.
+    stop: CancellationToken,
     /// Plain form: the last line printed is incomplete.
     mid_line: bool,
     /// What was drawn last, for the blank line between text and blocks.
@@ -80,6 +81,7 @@ impl View {
             frame: 0,
             drew_this_attempt: false,
             stopping: false,
+            stop: CancellationToken::new(),
             mid_line: false,
             last: Drawn::Nothing,
         }
@@ -112,6 +114,7 @@ impl View {
 
     /// Renders the events of one turn until its sender is dropped.
     pub async fn run(mut self, mut events: UnboundedReceiver<Event>, stop: CancellationToken) {
+        self.stop = stop.clone();
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -388,9 +391,10 @@ impl View {
         if buf.is_empty() {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(buf.as_bytes());
-        let _ = out.flush();
+        if print_styled(&buf).is_err() {
+            // Nobody reads the transcript any more: the turn is interrupted.
+            self.stop.cancel();
+        }
     }
 
     fn spinner_line(&self) -> Option<String> {
