@@ -16,6 +16,7 @@
 mod commands;
 mod editor;
 mod highlight;
+mod lines;
 mod markdown;
 mod render;
 mod status;
@@ -370,5 +371,30 @@ impl Drop for TurnMode {
         }
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(out, crossterm::cursor::Show);
+    }
+}
+
+/// Runs `work` (rendering a pathological input) on a thread and gives its result, failing the
+/// test if it has not finished after a bound: a super-linear renderer then fails instead of
+/// hanging the suite. The inputs are chosen so the quadratic code took minutes and the linear
+/// code takes well under a second; the bound (20 s, for a busy machine) is no claim about
+/// speed.
+#[cfg(test)]
+pub(crate) fn finishes<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let value = work();
+        let _ = tx.send(());
+        value
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("the rendering did not finish in 20 s: super-linear on this input?")
+        }
     }
 }

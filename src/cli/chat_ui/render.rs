@@ -18,6 +18,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use super::highlight::highlight;
+use super::lines::LineBuffer;
 use super::markdown::MarkdownStream;
 use super::style::{self, Style, ACCENT, BAD, DIM, GOOD, WARN};
 use crate::cli::chat::seconds;
@@ -45,7 +46,7 @@ pub struct View {
     current_block: Option<(i64, i64, usize)>,
     md: MarkdownStream,
     /// The incomplete last line of reasoning.
-    thinking: String,
+    thinking: LineBuffer,
     activity: Activity,
     /// A spinner line is on the screen (the cursor is on it).
     spinner: bool,
@@ -75,7 +76,7 @@ impl View {
             blocks_seen,
             current_block: None,
             md: MarkdownStream::default(),
-            thinking: String::new(),
+            thinking: LineBuffer::default(),
             activity: Activity::Idle,
             spinner: false,
             frame: 0,
@@ -165,10 +166,8 @@ impl View {
                 self.emit(&out);
             }
             Event::ReasoningDelta { text } => {
-                self.thinking.push_str(text);
                 let mut out = String::new();
-                while let Some(pos) = self.thinking.find('\n') {
-                    let line: String = self.thinking.drain(..=pos).collect();
+                for line in self.thinking.push(text).split_terminator('\n') {
                     out.push_str(&thinking_line(line.trim_end()));
                 }
                 if !out.is_empty() {
@@ -366,7 +365,7 @@ impl View {
     }
 
     fn flush_thinking(&mut self) -> String {
-        let rest = std::mem::take(&mut self.thinking);
+        let rest = self.thinking.take();
         if rest.trim().is_empty() {
             String::new()
         } else {
@@ -415,8 +414,8 @@ impl View {
         let mut line = ACCENT.paint(&head) + &DIM.paint(hint);
         let used = style::width(&line);
         let mut preview = self.md.preview();
-        if preview.is_empty() && !self.thinking.trim().is_empty() {
-            preview = format!("┊ {}", escape_controls(self.thinking.trim()));
+        if preview.is_empty() && !self.thinking.is_blank() {
+            preview = format!("┊ {}", escape_controls(&self.thinking.tail(width)));
         }
         if !preview.is_empty() && width > used + 8 {
             let room = width - used - 3;
