@@ -32,5 +32,6 @@ mod shell;
 mod store;
 mod structure;
 mod supervisor;
+mod terminal;
 mod text;
 mod web;
