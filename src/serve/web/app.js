@@ -438,13 +438,16 @@
     return t !== '' && t.split('|').every((c) => /^:?-+:?$/.test(c.trim()));
   }
 
-  const fenceClosers = new Map();
-  function fenceCloser(fence) {
-    const key = `${fence[0]}${fence.length}`;
-    if (!fenceClosers.has(key)) {
-      fenceClosers.set(key, new RegExp(`^ {0,3}${fence[0] === '`' ? '`' : '~'}{${fence.length},}\\s*$`));
-    }
-    return fenceClosers.get(key);
+  // The line closes a fence opened by `fence`: at most 3 spaces, at least as many of its
+  // marks, then only spaces.
+  function closesFence(line, fence) {
+    let k = 0;
+    while (k < 3 && line[k] === ' ') k += 1;
+    const start = k;
+    while (line[k] === fence[0]) k += 1;
+    if (k - start < fence.length) return false;
+    while (k < line.length && isSpace(line[k])) k += 1;
+    return k === line.length;
   }
 
   function cells(line) {
@@ -467,8 +470,7 @@
         const lang = m[2].toLowerCase();
         const body = [];
         i += 1;
-        const close = fenceCloser(fence);
-        while (i < lines.length && !close.test(lines[i])) {
+        while (i < lines.length && !closesFence(lines[i], fence)) {
           body.push(lines[i]);
           i += 1;
         }
