@@ -194,6 +194,7 @@ impl CliError {
 /// The whole program: parses the command line, runs it, reports a failure as one escaped line
 /// on standard error; returns the exit code.
 pub fn main() -> i32 {
+    std::panic::set_hook(Box::new(report_panic));
     let code = match Cli::try_parse() {
         Ok(cli) => match run(cli) {
             Ok(code) => code,
@@ -215,6 +216,19 @@ pub fn main() -> i32 {
         }
     };
     term::exit_code(code)
+}
+
+/// What the default panic hook prints, escaped: a panic's message may quote the text it was
+/// working on (a failed string slice quotes the string), and no path is known that panics on
+/// untrusted text, so this is defence in depth.
+fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let mut text = format!("thread '{}' {info}\n", thread.name().unwrap_or("<unnamed>"));
+    let backtrace = std::backtrace::Backtrace::capture();
+    if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+        text.push_str(&format!("{backtrace}\n"));
+    }
+    term::eprint_escaped(&text);
 }
 
 /// Runs a parsed command line; returns the process exit code.
