@@ -31,9 +31,6 @@ const CODE: Style = Style::fg(Color::Cyan);
 const LINK: Style = Style::fg(Color::Blue).underline();
 /// The gutter before lines of fenced code.
 pub const CODE_GUTTER: &str = "  │ ";
-/// How much of the held line [`MarkdownStream::preview`] shows at most (wider than any
-/// terminal's line).
-const PREVIEW_CHARS: usize = 400;
 
 #[derive(Default)]
 pub struct MarkdownStream {
@@ -85,8 +82,10 @@ impl MarkdownStream {
         *self = MarkdownStream::default();
     }
 
-    /// What is held but not drawn, as plain text for a one-line preview.
-    pub fn preview(&self) -> String {
+    /// What is held but not drawn, as plain text for a one-line preview: at most the last
+    /// `chars` characters of the held line (a terminal's width), so the spinner can ask on
+    /// every frame.
+    pub fn preview(&self, chars: usize) -> String {
         if let Some(fence) = &self.fence {
             let lang = if fence.lang.is_empty() {
                 "code".to_string()
@@ -98,7 +97,7 @@ impl MarkdownStream {
         if !self.table.is_empty() {
             return format!("writing a table, {} rows", self.table.len());
         }
-        escape_controls(&self.pending.tail(PREVIEW_CHARS)).replace('\t', " ")
+        escape_controls(&self.pending.tail(chars)).replace('\t', " ")
     }
 
     fn line(&mut self, line: &str, width: usize, out: &mut String) {
@@ -399,14 +398,15 @@ mod tests {
     fn lines_are_drawn_only_when_complete() {
         let mut md = MarkdownStream::default();
         assert_eq!(md.push("Hello **wor", 80), "");
-        assert_eq!(md.preview(), "Hello **wor");
+        assert_eq!(md.preview(80), "Hello **wor");
+        assert_eq!(md.preview(4), "…*wor");
         assert_eq!(strip(&md.push("ld**\nnext", 80)), "Hello world\n");
         assert_eq!(strip(&md.finish(80)), "next\n");
-        assert_eq!(md.preview(), "");
+        assert_eq!(md.preview(80), "");
         md.push("```py\nx = 1\n", 80);
-        assert_eq!(md.preview(), "writing py, 1 lines");
+        assert_eq!(md.preview(80), "writing py, 1 lines");
         md.discard();
-        assert_eq!(md.preview(), "");
+        assert_eq!(md.preview(80), "");
     }
 
     #[test]
@@ -446,7 +446,7 @@ mod tests {
                     cut += 1;
                 }
                 streamed.push_str(&md.push(&rest[..cut], 80));
-                assert!(md.preview().chars().count() <= PREVIEW_CHARS + 1);
+                assert!(md.preview(120).chars().count() <= 121);
                 rest = &rest[cut..];
             }
             streamed.push_str(&md.finish(80));

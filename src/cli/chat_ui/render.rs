@@ -413,7 +413,7 @@ impl View {
         let width = term_width().saturating_sub(1);
         let mut line = ACCENT.paint(&head) + &DIM.paint(hint);
         let used = style::width(&line);
-        let mut preview = self.md.preview();
+        let mut preview = self.md.preview(width);
         if preview.is_empty() && !self.thinking.is_blank() {
             preview = format!("┊ {}", escape_controls(&self.thinking.tail(width)));
         }
