@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::settings::{load_config, worker_options, workspace_or_current};
+use super::term::{errln, out};
 use super::CliError;
 use crate::catalog::{render_catalog, DEFAULT_BUDGET_TOKENS};
 use crate::runtime::Supervisor;
@@ -49,7 +50,7 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
         &*store,
     )?;
     for note in hub.notices() {
-        eprintln!("{}", super::term::escape_controls(&note));
+        errln!("{note}");
     }
     let mut supervisor = Supervisor::new(worker_options(&config, Some(&workspace))?, Vec::new());
     let events = super::event_loop("vis catalog")?;
@@ -88,6 +89,6 @@ pub fn run(args: CatalogArgs, db: &Path) -> Result<i32, CliError> {
             code: 1,
             message: format!("vis catalog: {e}"),
         })?;
-    print!("{}", snapshot.text());
+    out!("{}", snapshot.text());
     Ok(0)
 }

@@ -4,7 +4,6 @@
 //! goes to standard output (for scripts; exit 1 when a provider error ended a turn).
 //! Otherwise the interactive program in `chat_ui` runs.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -14,7 +13,7 @@ use super::settings::{
     chat_settings, current_dir, limits, load_config, provider_settings, resolve_workspace,
     LimitArgs, ProviderArgs,
 };
-use super::term::escape_controls;
+use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::config::Config;
 use crate::gateway::{ChatSession, GatewayError};
@@ -131,6 +130,9 @@ fn mcp_hub(
 }
 
 pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
+    // A reader that goes away (`vis chat -m … | head`) interrupts the turn; the worker stops
+    // and the turn is recorded before the process ends (as SIGPIPE would end it).
+    super::term::keep_running_when_stdout_closes();
     let events = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -150,7 +152,7 @@ async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
     let config = load_config()?;
     let (mut session, notes) = open_session(&args, &config, db)?;
     for note in notes {
-        eprintln!("{}", escape_controls(&note));
+        errln!("{note}");
     }
     let mut code = 0;
     for message in &args.messages {
@@ -162,9 +164,17 @@ async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
             }
         });
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        println!("> {}", escape_controls(message).replace('\n', "\n> "));
+        let shown = format!("> {}\n", escape_controls(message).replace('\n', "\n> "));
+        if print_styled(&shown).is_err() {
+            listener.abort();
+            break;
+        }
+        let closed = stop.clone();
         let printer = tokio::spawn(async move {
-            let mut printer = Transcript::default();
+            let mut printer = Transcript {
+                mid_line: false,
+                closed,
+            };
             while let Some(event) = rx.recv().await {
                 printer.print(&event);
             }
@@ -199,18 +209,20 @@ async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
 
 /// The plain transcript of `-m` mode: assistant text as it streams, each block with its code
 /// and whole output, errors and notices, one line per turn's end.
-#[derive(Default)]
 struct Transcript {
     /// The current line has text (so a block starts on a fresh line).
     mid_line: bool,
+    /// Cancelled when standard output's reader goes away: the turn is interrupted.
+    closed: CancellationToken,
 }
 
 impl Transcript {
     fn out(&mut self, text: &str) {
         let text = escape_controls(text);
-        print!("{text}");
+        if print_styled(&text).is_err() {
+            self.closed.cancel();
+        }
         self.mid_line = !text.is_empty() && !text.ends_with('\n');
-        let _ = std::io::stdout().flush();
     }
 
     fn line(&mut self, text: &str) {

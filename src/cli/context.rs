@@ -7,7 +7,7 @@ use clap::Args;
 use super::settings::{
     chat_settings, limits, load_config, provider_settings, LimitArgs, ProviderArgs,
 };
-use super::term::escape_controls;
+use super::term::{escape_json, out, outln};
 use super::CliError;
 use crate::gateway::ChatSession;
 use crate::protocol::{ContentBlock, HistoryItem};
@@ -73,7 +73,9 @@ pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
             .next_request_body()
             .map_err(|e| CliError::gateway("vis context", e))?;
         if args.json {
-            println!("{}", String::from_utf8_lossy(&body));
+            // The exact body, with the characters a terminal must not get as JSON escapes
+            // (the same JSON value).
+            outln!("{}", escape_json(&String::from_utf8_lossy(&body)));
             session.shutdown().await;
             return Ok(0);
         }
@@ -90,7 +92,7 @@ pub(super) fn print_readable(
 ) {
     let (prefix, entries) = session.context_parts();
     let settings = &session.settings().provider;
-    println!(
+    outln!(
         "session {} · next request to {}/{} · about {} tokens (o200k)",
         session.id(),
         settings.kind,
@@ -98,53 +100,48 @@ pub(super) fn print_readable(
         session.estimate_tokens()
     );
     if let Some(prefix) = prefix {
-        println!("\n== system ({} tokens with the tool) ==", prefix.tokens);
-        print!("{}", escape_controls(&prefix.system));
-        println!("\n== tool ==\n{}", escape_controls(&prefix.tool));
+        outln!("\n== system ({} tokens with the tool) ==", prefix.tokens);
+        out!("{}", prefix.system);
+        outln!("\n== tool ==\n{}", prefix.tool);
     }
-    println!("\n== messages ({}) ==", entries.len());
+    outln!("\n== messages ({}) ==", entries.len());
     for entry in entries {
         let place = match entry.iteration {
             Some(i) => format!("t{}/i{i}", entry.turn),
             None => format!("t{}", entry.turn),
         };
         match &entry.item {
-            HistoryItem::User { text } => println!("[user {place}]\n{}", escape_controls(text)),
-            HistoryItem::Notice { text } => println!("[notice {place}]\n{}", escape_controls(text)),
+            HistoryItem::User { text } => outln!("[user {place}]\n{text}"),
+            HistoryItem::Notice { text } => outln!("[notice {place}]\n{text}"),
             HistoryItem::ToolResult {
                 output, is_error, ..
-            } => println!(
+            } => outln!(
                 "[tool result {place}{}]\n{}",
                 if *is_error { ", error" } else { "" },
-                escape_controls(output.trim_end())
+                output.trim_end()
             ),
             HistoryItem::Assistant(message) => {
-                println!("[assistant {place}]");
+                outln!("[assistant {place}]");
                 for block in &message.blocks {
                     match block {
-                        ContentBlock::Text { text } => println!("{}", escape_controls(text)),
+                        ContentBlock::Text { text } => outln!("{text}"),
                         ContentBlock::ToolCall(call) => {
                             let code = crate::gateway::code_of(call)
                                 .unwrap_or_else(|_| call.arguments.clone());
-                            println!(
-                                "<{} call {}>\n{}",
-                                call.name,
-                                call.id,
-                                escape_controls(code.trim_end())
-                            );
+                            outln!("<{} call {}>\n{}", call.name, call.id, code.trim_end());
                         }
                         ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {
-                            println!("<thinking, kept with its signature>")
+                            outln!("<thinking, kept with its signature>")
                         }
                     }
                 }
             }
         }
     }
-    println!("\n== pending catalog update ==");
+    outln!("\n== pending catalog update ==");
     match pending {
-        Ok(None) => println!("(none)"),
-        Ok(Some(text)) => println!("{}", escape_controls(&text)),
-        Err(e) => println!("(unknown: {})", escape_controls(&e.to_string())),
+        Ok(None) => outln!("(none)"),
+        Ok(Some(text)) => outln!("{text}"),
+        Err(e) => outln!("(unknown: {e})"),
     }
 }

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::settings::{
     current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
 };
+use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::protocol::{Block, BlockResult, Status, TurnKind};
 use crate::runtime::{RuntimeError, Supervisor};
@@ -84,7 +85,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         )));
     }
     if created {
-        eprintln!("vis: new session {session_id} (continue it with --session {session_id})");
+        errln!("vis: new session {session_id} (continue it with --session {session_id})");
     }
 
     let defs = store.load_defs(&session_id)?;
@@ -218,15 +219,16 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     Ok(if outcome.status == Status::Ok { 0 } else { 1 })
 }
 
-/// Prints the block's output: as is into a pipe (it is exactly what the model would get),
-/// with control characters escaped on a terminal.
+/// Prints the block's output: as is into a pipe or a file (it is exactly what the model would
+/// get, for scripts), escaped on a terminal. It is printed after the block was recorded, so a
+/// reader that went away (which ends the process, as SIGPIPE would) loses nothing.
 fn print_output(out: &str) {
     use std::io::IsTerminal;
-    if std::io::stdout().is_terminal() {
-        print!("{}", super::term::escape_controls(out));
+    let _ = if std::io::stdout().is_terminal() {
+        print_styled(&escape_controls(out))
     } else {
-        print!("{out}");
-    }
+        print_styled(out)
+    };
 }
 
 /// What `vis exec` records before its block runs.
@@ -256,7 +258,7 @@ impl TurnPlan<'_> {
         let session_id = self.session_id;
         let closed = store.close_dangling_turns(session_id)?;
         if closed > 0 {
-            eprintln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
+            errln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
         }
         let turn = store.begin_turn(session_id, TurnKind::Exec, None)?;
         let iteration = store.next_iteration(session_id, turn)?;
@@ -270,7 +272,7 @@ impl TurnPlan<'_> {
             &**store,
         )?;
         for note in hub.notices() {
-            eprintln!("{}", super::term::escape_controls(&note));
+            errln!("{note}");
         }
         for (name, fingerprint) in hub.fingerprints() {
             if let Some(tools) = store.cached_mcp_tools(&name, &fingerprint)? {

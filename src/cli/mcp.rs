@@ -15,7 +15,7 @@ use super::settings::{
     current_dir, limits, load_config, resolve_workspace, worker_options, workspace_or_current,
     LimitArgs,
 };
-use super::term::escape_controls;
+use super::term::{errln, escape_controls, outln};
 use super::CliError;
 use crate::mcp::{serve, ServeOptions};
 use crate::runtime::Supervisor;
@@ -81,14 +81,14 @@ fn approve(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
         crate::mcp::ApproveError::Store(e) => e.into(),
     })?;
     if servers.is_empty() {
-        println!(
+        outln!(
             "{} declares no MCP servers (nothing to approve); declare them as [mcp.servers.NAME] tables there",
             escape_controls(&ws.join(".vis").join("mcp.toml").to_string_lossy())
         );
         return Ok(0);
     }
     for spec in &servers {
-        println!(
+        outln!(
             "approved `{}` for {}: {}",
             escape_controls(&spec.name),
             escape_controls(&ws.to_string_lossy()),
@@ -107,11 +107,11 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
         .map_err(|e| CliError::usage(format!("vis: [permissions] deny: {e}")))?;
     let plan = crate::mcp::plan(&config.mcp, &deny, Some(&ws), &*store)?;
     if plan.servers.is_empty() && plan.skipped.is_empty() {
-        println!("no MCP servers are declared (config.toml [mcp.servers.NAME] or .vis/mcp.toml)");
+        outln!("no MCP servers are declared (config.toml [mcp.servers.NAME] or .vis/mcp.toml)");
         return Ok(0);
     }
     for spec in &plan.servers {
-        println!(
+        outln!(
             "{}  runs  ({}, {}): {}",
             escape_controls(&spec.name),
             spec.source.as_str(),
@@ -121,14 +121,14 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
         print_review(&crate::mcp::review_lines(spec));
     }
     for s in &plan.skipped {
-        println!(
+        outln!(
             "{}  skipped: {}; {}",
             escape_controls(&s.name),
             escape_controls(&s.reason),
             escape_controls(&s.fix)
         );
         if let Some(launch) = &s.launch {
-            println!("  would run: {}", escape_controls(launch));
+            outln!("  would run: {}", launch);
         }
         print_review(&s.review);
     }
@@ -138,7 +138,7 @@ fn list(dir: Option<PathBuf>, db: &Path) -> Result<i32, CliError> {
 /// A server's directory and environment (or headers), indented under its line.
 fn print_review(lines: &[String]) {
     for line in lines {
-        println!("  {}", escape_controls(line));
+        outln!("  {}", line);
     }
 }
 
@@ -186,12 +186,12 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     let supervisor = Supervisor::new(opts, defs);
     let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
     let verb = if created { "new session" } else { "session" };
-    eprintln!(
+    errln!(
         "vis mcp: {verb} {session_id} (workspace {}; continue it with --session {session_id})",
         escape_controls(&roots[0])
     );
     for note in hub.notices() {
-        eprintln!("{}", escape_controls(&note));
+        errln!("{}", escape_controls(&note));
     }
     let hub = (!hub.is_empty()).then_some(hub);
     let events = tokio::runtime::Builder::new_multi_thread()

@@ -1,8 +1,10 @@
 //! The `vis` command line. Each subcommand lives in its own file; errors carry the exit code
 //! (2 for usage and configuration problems, 3 when the session database cannot be used) and
 //! one line naming the cause and the fix.
-// The command line is the one place that prints (see `docs/architecture.md`).
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+//!
+//! The command line is the one place that prints (see `docs/architecture.md`), and it prints
+//! only through [`term`]: everything is escaped for the terminal, clap's own messages too
+//! ([`main`]), and a reader that goes away ends the process quietly.
 
 mod catalog;
 mod chat;
@@ -31,7 +33,10 @@ pub use mcp::McpArgs;
 #[command(
     name = "vis",
     version,
-    about = "A coding gateway whose model has one tool: python_execution"
+    about = "A coding gateway whose model has one tool: python_execution",
+    // Plain text: clap's messages echo arguments and environment values, and go through the
+    // terminal escaper like everything else (`main`), which would show its colors as text.
+    styles = clap::builder::Styles::plain()
 )]
 pub struct Cli {
     /// The session database (default: $VIS_HOME/vis.db).
@@ -182,6 +187,46 @@ impl CliError {
             message: format!("{command}: {e}"),
         }
     }
+}
+
+/// The whole program: parses the command line, runs it, reports a failure as one escaped line
+/// on standard error; returns the exit code.
+pub fn main() -> i32 {
+    std::panic::set_hook(Box::new(report_panic));
+    let code = match Cli::try_parse() {
+        Ok(cli) => match run(cli) {
+            Ok(code) => code,
+            Err(e) => {
+                term::errln!("{e}");
+                e.code
+            }
+        },
+        // Usage errors, and --help and --version: clap's text, which may quote a crafted
+        // argument or environment value, escaped like everything else.
+        Err(e) => {
+            let text = e.render().ansi().to_string();
+            if e.use_stderr() {
+                term::eprint_escaped(&text);
+            } else {
+                term::print_escaped(&text);
+            }
+            e.exit_code()
+        }
+    };
+    term::exit_code(code)
+}
+
+/// What the default panic hook prints, escaped: a panic's message may quote the text it was
+/// working on (a failed string slice quotes the string), and no path is known that panics on
+/// untrusted text, so this is defence in depth.
+fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let mut text = format!("thread '{}' {info}\n", thread.name().unwrap_or("<unnamed>"));
+    let backtrace = std::backtrace::Backtrace::capture();
+    if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+        text.push_str(&format!("{backtrace}\n"));
+    }
+    term::eprint_escaped(&text);
 }
 
 /// Runs a parsed command line; returns the process exit code.

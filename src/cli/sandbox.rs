@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 
 use super::settings::{limits, load_config, worker_options, LimitArgs};
-use super::term::escape_controls;
+use super::term::outln;
 use super::CliError;
 use crate::runtime::Runtime;
 use crate::sandbox::Mode;
@@ -50,13 +50,13 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
     let layers = runtime.supervisor().isolation().clone();
     runtime.shutdown();
     let policy = &limits.sandbox;
-    println!(
+    outln!(
         "mode {}, network {}",
         policy.mode.as_str(),
         if policy.network { "on" } else { "off" }
     );
     let root = rustix::process::getuid().is_root();
-    println!(
+    outln!(
         "  user namespace    {}",
         if layers.user_namespace {
             "yes (only your uid and gid are mapped)"
@@ -66,17 +66,17 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             "no"
         }
     );
-    println!(
+    outln!(
         "  PID namespace     {} (nothing a block starts outlives the worker)",
         yes(layers.pid_namespace)
     );
-    println!("  mount namespace   {}", yes(layers.mount_namespace));
-    println!(
+    outln!("  mount namespace   {}", yes(layers.mount_namespace));
+    outln!(
         "  private /proc     {} (the host's processes are not visible)",
         yes(layers.private_proc)
     );
     let view = matches!(policy.mode, Mode::ReadOnly | Mode::WorkspaceWrite);
-    println!(
+    outln!(
         "  read-only root    {}",
         match (view, layers.read_only_root) {
             (false, _) => format!("not used ({})", policy.mode.as_str()),
@@ -88,7 +88,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             (true, false) => "no".to_string(),
         }
     );
-    println!(
+    outln!(
         "  private /tmp      {}",
         match (view, layers.private_tmp) {
             (false, _) => format!("not used ({})", policy.mode.as_str()),
@@ -99,7 +99,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             (true, false) => "no".to_string(),
         }
     );
-    println!(
+    outln!(
         "  no terminal       {}",
         if layers.no_terminal {
             "yes (a session of its own: /dev/tty cannot be opened)"
@@ -107,7 +107,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             "no"
         }
     );
-    println!(
+    outln!(
         "  capabilities      {}",
         match (policy.mode, layers.no_capabilities) {
             (Mode::Off, _) => "kept (sandbox off)",
@@ -115,7 +115,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             (_, false) => "some kept",
         }
     );
-    println!(
+    outln!(
         "  network off       {}",
         if policy.network {
             "no (the network is on by policy)".to_string()
@@ -123,7 +123,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             format!("{} (only loopback)", yes(layers.network_off))
         }
     );
-    println!(
+    outln!(
         "  landlock          {}",
         match (&layers.landlock, policy.mode) {
             (_, Mode::FullAccess) => "not used (full-access)".to_string(),
@@ -136,7 +136,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             (None, _) => "no".into(),
         }
     );
-    println!(
+    outln!(
         "  seccomp           {}",
         match policy.mode {
             Mode::FullAccess => "not used (full-access)".to_string(),
@@ -156,7 +156,7 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             _ => "no".into(),
         }
     );
-    println!(
+    outln!(
         "  unix sockets      {}",
         if layers.unix_sockets_off {
             "off (blocks cannot create them; [sandbox] allow_unix_sockets)"
@@ -166,28 +166,28 @@ pub fn run(args: SandboxArgs) -> Result<i32, CliError> {
             "allowed"
         }
     );
-    println!("  resource limits   {}", yes(layers.rlimits));
+    outln!("  resource limits   {}", yes(layers.rlimits));
     if !layers.hidden.is_empty() {
-        println!("hidden (empty in the worker's view; [sandbox] hide, allow_read):");
+        outln!("hidden (empty in the worker's view; [sandbox] hide, allow_read):");
         for path in &layers.hidden {
-            println!("  {}", escape_controls(path));
+            outln!("  {}", path);
         }
     }
     if view {
-        println!(
+        outln!(
             "protected (read-only inside every workspace root): {}, and the git directory a `gitdir:` file names",
             crate::sandbox::PROTECTED_IN_WORKSPACE.join(", ")
         );
     }
     if layers.missing.is_empty() {
-        println!("missing: nothing");
+        outln!("missing: nothing");
     } else {
-        println!("missing:");
+        outln!("missing:");
         for m in &layers.missing {
-            println!("  {m}");
+            outln!("  {m}");
         }
         if policy.require {
-            println!("[sandbox] require = true: workers refuse to start on this machine");
+            outln!("[sandbox] require = true: workers refuse to start on this machine");
             return Ok(1);
         }
     }

@@ -11,6 +11,7 @@ use super::settings::{
     chat_settings, default_model, limits, load_config, provider_settings, serve_token, LimitArgs,
     ProviderArgs,
 };
+use super::term::errln;
 use super::CliError;
 use crate::config::Config;
 use crate::providers::{ProviderKind, ProviderSettings};
@@ -126,11 +127,11 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             code: 1,
             message: format!("vis serve: {e}"),
         })?;
-        eprintln!("vis serve: listening on http://{bound} (API at /api/sessions, OpenAPI at /openapi.json, metrics at /metrics)");
-        eprintln!("vis serve: every request needs the token from {token_origin}, sent as `Authorization: Bearer <token>`");
-        eprintln!("vis serve: open the web view with this one-time login link: {login}");
+        errln!("vis serve: listening on http://{bound} (API at /api/sessions, OpenAPI at /openapi.json, metrics at /metrics)");
+        errln!("vis serve: every request needs the token from {token_origin}, sent as `Authorization: Bearer <token>`");
+        errln!("vis serve: open the web view with this one-time login link: {login}");
         if !bound.ip().is_loopback() && public_name.is_none() {
-            eprintln!("vis serve: note: only loopback names and this machine's addresses are accepted in Host; set [serve] public_name to the name clients use");
+            errln!("vis serve: note: only loopback names and this machine's addresses are accepted in Host; set [serve] public_name to the name clients use");
         }
         let opts = ServeOptions {
             access,
@@ -141,7 +142,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
         crate::serve::serve_on(listener, opts, crate::serve::shutdown_signal()).await;
         Ok::<(), CliError>(())
     })?;
-    eprintln!("vis serve: stopped");
+    errln!("vis serve: stopped");
     Ok(0)
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::term::escape_controls;
+use super::term::{escape_controls, escape_json, out, outln};
 use super::{format_time, CliError, SessionsAction};
 use crate::protocol::TurnStatus;
 use crate::store::Store;
@@ -11,7 +11,7 @@ pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
     if !db.exists() {
         return match action {
             SessionsAction::List => {
-                println!("no sessions yet ({} does not exist)", db.display());
+                outln!("no sessions yet ({} does not exist)", db.display());
                 Ok(0)
             }
             SessionsAction::Show { id } | SessionsAction::Export { id } => {
@@ -33,15 +33,19 @@ pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
 fn list(store: &Store) -> Result<i32, CliError> {
     let sessions = store.list_sessions()?;
     if sessions.is_empty() {
-        println!("no sessions yet");
+        outln!("no sessions yet");
         return Ok(0);
     }
-    println!(
+    outln!(
         "{:<20} {:<21} {:>5} {:>6} {:>5}  workspace",
-        "id", "last used", "turns", "iters", "defs"
+        "id",
+        "last used",
+        "turns",
+        "iters",
+        "defs"
     );
     for s in sessions {
-        println!(
+        outln!(
             "{:<20} {:<21} {:>5} {:>6} {:>5}  {}",
             s.id,
             format_time(s.updated_at),
@@ -54,6 +58,7 @@ fn list(store: &Store) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// `text` with `prefix` before each line (escaped first, so a `\r` shows as `\x0d`).
 fn indent(text: &str, prefix: &str) -> String {
     escape_controls(text)
         .lines()
@@ -65,11 +70,11 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     let session = store.require_session(id)?;
     let counts = store.counts(id)?;
     let defs = store.load_defs(id)?;
-    println!("session {}", session.id);
-    println!("  created   {}", format_time(session.created_at));
-    println!("  last used {}", format_time(session.updated_at));
-    println!("  workspace {}", session.workspace_roots.join(", "));
-    println!(
+    outln!("session {}", session.id);
+    outln!("  created   {}", format_time(session.created_at));
+    outln!("  last used {}", format_time(session.updated_at));
+    outln!("  workspace {}", session.workspace_roots.join(", "));
+    outln!(
         "  {} turns, {} iterations, {} definitions",
         counts.turns,
         counts.iterations,
@@ -82,30 +87,33 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
         } else {
             format!(" [{}]", turn.status)
         };
-        println!("\nturn {} ({}){state}", turn.turn, turn.kind);
+        outln!("\nturn {} ({}){state}", turn.turn, turn.kind);
         if let Some(text) = &turn.user_text {
-            print!("{}", indent(text, "  user: "));
+            out!("{}", indent(text, "  user: "));
         }
         for it in iterations.iter().filter(|i| i.turn == turn.turn) {
             let exec_ms = it.exec_us as f64 / 1000.0;
-            println!(
+            outln!(
                 "  t{}/i{}  {}  {} ms wall, {exec_ms:.1} ms in the worker",
-                it.turn, it.iteration, it.status, it.duration_ms
+                it.turn,
+                it.iteration,
+                it.status,
+                it.duration_ms
             );
-            print!("{}", indent(&it.code, "    > "));
-            print!("{}", indent(&it.output, "    | "));
+            out!("{}", indent(&it.code, "    > "));
+            out!("{}", indent(&it.output, "    | "));
             if let Some(a) = &it.artifact {
-                println!("    full output: {a}");
+                outln!("    full output: {a}");
             }
             if let Some(exit) = &it.worker_exit {
-                println!("    worker {exit}");
+                outln!("    worker {exit}");
             }
         }
     }
     let requests = store.requests(id)?;
     if !requests.is_empty() {
-        println!("\nmodel requests:");
-        println!(
+        outln!("\nmodel requests:");
+        outln!(
             "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>6}  status",
             "#",
             "turn",
@@ -121,10 +129,10 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
         for r in &requests {
             let n = |v: Option<i64>| v.map_or_else(|| "n/a".to_string(), |v| v.to_string());
             let status = match (&r.error_kind, &r.error) {
-                (Some(kind), Some(e)) => format!("{kind}: {}", escape_controls(e)),
+                (Some(kind), Some(e)) => format!("{kind}: {e}"),
                 _ => "ok".into(),
             };
-            println!(
+            outln!(
                 "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>6}  {status}",
                 r.seq,
                 r.turn,
@@ -138,14 +146,14 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 r.ttft_ms.map_or_else(|| "n/a".into(), |t| format!("{t}ms")),
             );
             if let Some(m) = &r.fold_measurement {
-                println!("        fold measurement: {}", escape_controls(m));
+                outln!("        fold measurement: {m}");
             }
         }
-        println!("  (n/a: the provider did not report it)");
+        outln!("  (n/a: the provider did not report it)");
     }
     let folds = store.folds(id)?;
     if !folds.is_empty() {
-        println!("\nfolds:");
+        outln!("\nfolds:");
         for f in &folds {
             let spans: Vec<serde_json::Value> = serde_json::from_str(&f.spans).unwrap_or_default();
             let labels: Vec<&str> = spans.iter().filter_map(|s| s["label"].as_str()).collect();
@@ -165,7 +173,7 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 Some(other) => other.to_string(),
                 None => "?".into(),
             };
-            println!(
+            outln!(
                 "  fold {} (t{}{}) {}{}{}  — {state}",
                 f.id,
                 f.turn,
@@ -176,18 +184,18 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                     .map(|a| format!(" [absorbed by fold {a}]"))
                     .unwrap_or_default(),
             );
-            print!("{}", indent(&f.gist, "      gist: "));
+            out!("{}", indent(&f.gist, "      gist: "));
         }
     }
     if !defs.is_empty() {
-        println!("\ndefinitions:");
+        outln!("\ndefinitions:");
         for d in defs {
             let doc = if d.doc.is_empty() {
                 String::new()
             } else {
                 format!("  — {}", d.doc)
             };
-            println!("  {}{doc}", d.signature.trim());
+            outln!("  {}{doc}", d.signature.trim());
         }
     }
     Ok(0)
@@ -205,6 +213,7 @@ fn export(store: &Store, id: &str) -> Result<i32, CliError> {
         "folds": store.folds(id)?,
     });
     let text = serde_json::to_string_pretty(&value).map_err(|e| CliError::usage(e.to_string()))?;
-    println!("{text}");
+    // Valid JSON with the same value, and safe on a terminal.
+    outln!("{}", escape_json(&text));
     Ok(0)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::settings::{current_dir, load_config};
-use super::term::escape_controls;
+use super::term::{out, outln};
 use super::CliError;
 
 #[derive(Debug, Args)]
@@ -28,10 +28,10 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     if args.list {
         let dirs = crate::trust::trusted_dirs(&config);
         if dirs.is_empty() {
-            println!("no trusted workspaces yet (`vis trust DIR` adds one)");
+            outln!("no trusted workspaces yet (`vis trust DIR` adds one)");
         }
         for d in dirs {
-            println!("{}", escape_controls(&d.to_string_lossy()));
+            outln!("{}", d.display());
         }
         return Ok(0);
     }
@@ -42,7 +42,7 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     if args.revoke {
         let removed = crate::trust::revoke(&config.dir, &dir)
             .map_err(|e| CliError::usage(format!("vis trust: {e}")))?;
-        println!(
+        outln!(
             "{}",
             if removed {
                 format!("{} is no longer trusted", dir.display())
@@ -58,13 +58,12 @@ pub fn run(args: TrustArgs) -> Result<i32, CliError> {
     let canonical = crate::trust::trust(&config.dir, &dir)
         .map_err(|e| CliError::usage(format!("vis trust: {e}")))?;
     let items = crate::trust::workspace_items(&canonical);
-    let path = canonical.to_string_lossy();
-    let shown = escape_controls(&path);
-    println!("trusted {shown}");
+    let shown = canonical.to_string_lossy();
+    outln!("trusted {shown}");
     if !items.is_empty() {
-        println!("It carries: {}", escape_controls(&items.join(", ")));
+        outln!("It carries: {}", items.join(", "));
     }
-    print!("{}", crate::trust::enables_text());
-    println!("(undo with `vis trust --revoke {shown}`)");
+    out!("{}", crate::trust::enables_text());
+    outln!("(undo with `vis trust --revoke {shown}`)");
     Ok(0)
 }

@@ -340,3 +340,86 @@ vistest!(
         assert_eq!(body, "{not json");
     }
 );
+
+/// `vis chat ARGS` (with `stdin` on its standard input) against a model that streams more
+/// text than a pipe holds and then runs a block that sleeps; the reader of its standard
+/// output reads a little and goes away while the block runs. The turn is interrupted and
+/// recorded, the worker stops, and the program ends as SIGPIPE would end it.
+fn reader_goes_away_mid_turn(env: &TestEnv, extra: &[&str], stdin: &str) {
+    use std::io::{Read, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let fake = FakeProvider::start();
+    let kind = ProviderKind::OpenAi;
+    let code = "import time\nopen('started', 'w').close()\ntime.sleep(60)";
+    fake.push(
+        Reply::openai()
+            .text(&"Many words. ".repeat(20_000))
+            .fragment(4096)
+            .tool_call(
+                "call_a",
+                "python_execution",
+                &serde_json::json!({ "code": code }).to_string(),
+            )
+            .build(),
+    );
+    let args = chat_args(&fake, kind);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(extra);
+    let mut child = env
+        .command(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    let mut reader = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    reader.read_exact(&mut first).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || env
+        .workspace()
+        .join("started")
+        .exists()));
+    // The transcript fills the pipe; its reader leaves while the block runs.
+    drop(reader);
+    let ended = wait_until(Duration::from_secs(30), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !ended {
+        let _ = child.kill();
+        panic!("vis chat {extra:?} went on after its reader went away");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // No request after the interrupt; the turn and its block are recorded as interrupted.
+    assert_eq!(fake.request_count(), 1);
+    let id = stderr
+        .split("new session ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session id in {stderr}"));
+    let show = env.vis(&["sessions", "show", id]).stdout;
+    assert!(show.contains("turn 1 (chat) [interrupted]"), "{show}");
+    assert!(show.contains("t1/i1  interrupted"), "{show}");
+    assert!(
+        crate::support::pids_with(&env.workspace().to_string_lossy()).is_empty(),
+        "a worker was left running"
+    );
+}
+
+vistest!(chat_m_ends_its_turn_when_its_reader_goes_away, |env| {
+    reader_goes_away_mid_turn(&env, &["-m", "talk"], "");
+});
+
+vistest!(piped_chat_ends_its_turn_when_its_reader_goes_away, |env| {
+    reader_goes_away_mid_turn(&env, &[], "talk\n");
+});

@@ -282,8 +282,15 @@ vistest!(
     escape_sequences_from_blocks_and_the_model_are_shown_not_run,
     |env| {
         let fake = FakeProvider::start();
-        fake.push(calls(KIND, "a", &["print('\\x1b]0;pwned\\x07\\x1b[2J')"]));
-        fake.push(answer(KIND, "Look: \u{1b}]0;title\u{7} and \u{1b}[2J done"));
+        fake.push(calls(
+            KIND,
+            "a",
+            &["print('\\x1b]0;pwned\\x07\\x1b[2J')\nprint('if x != \"user\\u202e \\u2066// admin\\u2069\\u200b\"')"],
+        ));
+        fake.push(answer(
+            KIND,
+            "Look: \u{1b}]0;title\u{7} and \u{1b}[2J done; \u{202e}reversed\u{202c} \u{feff}hidden\u{e0041}",
+        ));
         let tmux = start(&env, &fake, &[]);
         tmux.send_line("print escapes");
         let screen = wait_turns(&tmux, 1);
@@ -295,6 +302,20 @@ vistest!(
             screen.contains("Look: \\x1b]0;title\\x07 and \\x1b[2J done"),
             "{screen}"
         );
+        // Bidi controls and invisible characters are shown as escapes too, in the block's
+        // code and output and in the answer.
+        for shown in [
+            "    if x != \"user\\u{202e} \\u{2066}// admin\\u{2069}\\u{200b}\"\n",
+            "done; \\u{202e}reversed\\u{202c} \\u{feff}hidden\\u{e0041}",
+        ] {
+            assert!(screen.contains(shown), "{shown} not in\n{screen}");
+        }
+        for raw in ['\u{202e}', '\u{2066}', '\u{200b}', '\u{feff}', '\u{e0041}'] {
+            assert!(
+                !screen.contains(raw),
+                "{raw:?} reached the terminal:\n{screen}"
+            );
+        }
         // The screen was not cleared and the title not set.
         assert!(
             tmux.visible().contains("vis chat · openai/fake-model"),
@@ -308,6 +329,42 @@ vistest!(
         );
     }
 );
+
+vistest!(a_megabyte_of_pathological_markdown_streams_through, |env| {
+    // A megabyte of backticks in 64-byte deltas (before, every delta searched the held
+    // line again and every spinner frame escaped all of it: minutes), then lines that
+    // nest deeply or never close.
+    let fake = FakeProvider::start();
+    let mut text = format!("Look: {} done.\n", "`".repeat(1 << 20));
+    for line in [
+        "> ".repeat(5_000) + "deep quote",
+        "- ".repeat(5_000) + "deep list",
+        "*".repeat(20_000) + "a",
+        "_a ".repeat(5_000),
+        "[".repeat(20_000),
+        "![".repeat(5_000) + "x" + &"](u)".repeat(5_000),
+        "<".repeat(20_000),
+    ] {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text.push_str("after the runs\n");
+    fake.push(
+        Reply::openai()
+            .text(&text)
+            .fragment(64)
+            .usage(usage(1200, 1000, 10))
+            .build(),
+    );
+    let tmux = start(&env, &fake, &[]);
+    tmux.send_line("write long runs");
+    let screen = wait_turns(&tmux, 1);
+    assert!(screen.contains("Look: ````"), "the run is shown");
+    assert!(
+        screen.contains("after the runs"),
+        "the lines after the runs are shown"
+    );
+});
 
 vistest!(multi_line_input_is_one_message, |env| {
     let fake = FakeProvider::start();

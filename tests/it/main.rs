@@ -36,6 +36,7 @@ mod shell;
 mod store;
 mod structure;
 mod supervisor;
+mod terminal;
 mod text;
 mod untrusted_workspace;
 mod web;

@@ -438,3 +438,137 @@ vistest!(the_web_view_shows_every_page_of_a_long_session, |env| {
         assert_eq!(b.count("#transcript .block").await, 53);
     });
 });
+
+/// Inputs that made the page's renderer super-linear, a megabyte each, as JavaScript
+/// expressions (built in the page; `MB` is 2^20).
+const PATHOLOGICAL: &[(&str, &str)] = &[
+    // 3,000 of these took 15 s in the page: the code-span pattern backtracked in cubic time.
+    ("a backtick run in text", "'x ' + '`'.repeat(MB)"),
+    (
+        "backtick runs of every length",
+        "Array.from({length: 1400}, (_, k) => '`'.repeat(k + 1)).join(' x ')",
+    ),
+    ("stars", "'*'.repeat(MB)"),
+    ("unclosed emphasis", "'*a'.repeat(MB / 2)"),
+    ("underscores", "' _a'.repeat(MB / 3)"),
+    ("strike marks", "'~~a'.repeat(MB / 3)"),
+    ("brackets", "'['.repeat(MB)"),
+    (
+        "link labels without an end",
+        "'[a'.repeat(MB / 4) + '](' + 'x'.repeat(MB / 2)",
+    ),
+    ("angle brackets", "'<'.repeat(MB)"),
+    ("autolinks without an end", "'<http://'.repeat(MB / 8)"),
+    ("nested quotes", "'> '.repeat(MB / 2) + 'deep'"),
+    ("nested list items", "'- '.repeat(MB / 2) + 'deep'"),
+    (
+        "a list indented deeper each line",
+        "Array.from({length: 1000}, (_, k) => ' '.repeat(2 * k) + '- x').join('\\n')",
+    ),
+    ("a heading with a long gap", "'# a' + ' '.repeat(MB) + 'x'"),
+    ("an almost rule", "'- '.repeat(MB / 2) + 'x'"),
+    (
+        "an almost table rule",
+        "'a|b\\n' + '|-'.repeat(MB / 2) + 'x'",
+    ),
+    (
+        "unclosed Python strings",
+        "'```python\\n' + '\"\\\\'.repeat(MB / 2)",
+    ),
+];
+
+/// `b.js(script)`, failing the test when the page has not answered after `limit`: a renderer
+/// that does not finish keeps the page busy, and WebDriver itself may then never answer.
+async fn bounded(b: &Browser, what: &str, limit: Duration, script: &str) -> Value {
+    match tokio::time::timeout(limit, b.js(script, vec![])).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: the page was still busy after {limit:?}"),
+    }
+}
+
+vistest!(
+    the_web_views_markdown_renders_a_megabyte_of_pathological_input,
+    |env| {
+        let rt = events();
+        let fake = FakeProvider::start();
+        let server = TestServer::start(&env, &fake, ServerConfig::default());
+        rt.block_on(async {
+            let api = Api::new(&server);
+            let id = api.create(&env).await;
+            let b = Browser::start().await;
+            // A renderer that does not finish is stopped after 30 s, which fails the test.
+            b.client()
+                .update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+                    Some(Duration::from_secs(30)),
+                    Some(Duration::from_secs(60)),
+                    Some(Duration::ZERO),
+                ))
+                .await
+                .unwrap();
+            b.goto(&format!("{}#{id}", server.login_url())).await;
+            b.wait_text("#session-head", &id).await;
+            // Each renderer function on each input.
+            for (what, input) in PATHOLOGICAL {
+                let script = format!(
+                    "const MB = 1 << 20; const text = {input}; const r = window.visRender;
+                     const started = performance.now();
+                     const box = document.createElement('div');
+                     box.append(r.markdown(text));
+                     const spans = r.inline(text).length;
+                     const code = r.highlight(text).textContent.length;
+                     const ms = Math.round(performance.now() - started);
+                     return [text.length, box.childNodes.length, spans, code, ms];"
+                );
+                let v = bounded(&b, what, Duration::from_secs(45), &script).await;
+                let n = |i: usize| v[i].as_u64().unwrap_or_else(|| panic!("{what}: {v}"));
+                assert!(n(0) > 900_000, "{what}: a megabyte: {v}");
+                assert!(n(1) > 0 && n(2) > 0, "{what}: rendered: {v}");
+                assert_eq!(
+                    n(3),
+                    n(0),
+                    "{what}: highlighting keeps every character: {v}"
+                );
+                // For people reading the log; not a claim the test makes.
+                println!("{what}: markdown, inline and highlight in {} ms", n(4));
+            }
+            // A backtick run is text, all of it; the code span after it still pairs up.
+            let v = bounded(
+                &b,
+                "a run before a code span",
+                Duration::from_secs(45),
+                "const text = 'x ' + '`'.repeat(1 << 20) + ' and `code` done';
+                 const box = document.createElement('div');
+                 box.append(window.visRender.markdown(text));
+                 return [box.textContent === text.replace('`code`', 'code'),
+                         box.querySelectorAll('code').length];",
+            )
+            .await;
+            assert_eq!(v, json!([true, 1]));
+
+            // Streamed through the real path: a megabyte of backticks in 4 KB deltas.
+            let answer = format!("Look: {} done.\n\nafter the run", "`".repeat(1 << 20));
+            fake.push(
+                Reply::openai()
+                    .text(&answer)
+                    .fragment(4096)
+                    .usage(usage(1000, 0, 40))
+                    .build(),
+            );
+            b.type_into("#message", "print a long run").await;
+            b.click("#send").await;
+            let streamed = async {
+                b.wait_text("#turn-status", "finished: done").await;
+                b.wait_text("#transcript", "after the run").await
+            };
+            let t = tokio::time::timeout(Duration::from_secs(60), streamed)
+                .await
+                .expect("the streamed megabyte was still being rendered after 60 s");
+            assert!(
+                t.contains("Look: ```"),
+                "{}",
+                t.chars().take(200).collect::<String>()
+            );
+            b.close().await;
+        });
+    }
+);

@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use super::render::full_block;
+use super::show;
 use super::status;
 use super::style::{Style, ACCENT, DIM, WARN};
-use crate::cli::term::escape_controls;
+use crate::cli::term::{escape_controls, print_styled};
 use crate::cli::{context, format_time};
 use crate::gateway::ChatSession;
 
@@ -100,19 +101,19 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
         "/help" | "/?" => help(),
         "/status" => {
             for (key, value) in status::report(session) {
-                println!(
+                show(&format!(
                     "{} {}",
                     DIM.paint(&format!("{key:<15}")),
                     escape_controls(&value)
-                );
+                ));
             }
         }
         "/defs" => defs(session),
         "/sessions" => sessions(session, db),
         "/context" => {
             if session.prefix().is_none() {
-                println!(
-                    "no model request yet: the first message fixes the system prompt and the tool"
+                show(
+                    "no model request yet: the first message fixes the system prompt and the tool",
                 );
             } else {
                 let pending = session.pending_catalog_update().await;
@@ -132,13 +133,10 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
                 .filter(|(d, _)| *d <= 2)
                 .map(|(_, n)| format!(" (did you mean {n}?)"))
                 .unwrap_or_default();
-            println!(
-                "{}",
-                WARN.paint(&format!(
+            show(&WARN.paint(&format!(
                     "unknown command {}{near}; /help lists the commands, and // at the start sends the line as a message",
                     escape_controls(unknown)
-                ))
-            );
+                )));
         }
     }
     Flow::Continue
@@ -151,64 +149,52 @@ fn fold(session: &mut ChatSession, args: &str) {
         None => (args, ""),
     };
     if key.is_empty() || gist.is_empty() {
-        println!(
-            "{}",
-            WARN.paint("usage: /fold KEY GIST, e.g. /fold t2 \"found the bug in total(); fixed\" (keys: t2, t2/i4, t2/i4-i5, -t3, -t3/i9)")
-        );
+        show(&WARN.paint("usage: /fold KEY GIST, e.g. /fold t2 \"found the bug in total(); fixed\" (keys: t2, t2/i4, t2/i4-i5, -t3, -t3/i9)"));
         return;
     }
     match session.fold(key, gist) {
-        Ok(receipt) => println!(
-            "{}",
-            ACCENT.paint(&escape_controls(&crate::gateway::receipt_line(&receipt)))
-        ),
-        Err(e) => println!(
-            "{}",
-            WARN.paint(&format!("not folded: {}", escape_controls(&e.to_string())))
-        ),
+        Ok(receipt) => {
+            show(&ACCENT.paint(&escape_controls(&crate::gateway::receipt_line(&receipt))))
+        }
+        Err(e) => show(&WARN.paint(&format!("not folded: {}", escape_controls(&e.to_string())))),
     }
 }
 
 fn help() {
-    println!("{}", Style::PLAIN.bold().paint("commands"));
+    show(&Style::PLAIN.bold().paint("commands"));
     for (name, args, what) in COMMANDS {
         let head = if args.is_empty() {
             name.to_string()
         } else {
             format!("{name} {args}")
         };
-        println!("  {} {what}", ACCENT.paint(&format!("{head:<12}")));
+        show(&format!(
+            "  {} {what}",
+            ACCENT.paint(&format!("{head:<12}"))
+        ));
     }
-    println!("{}", Style::PLAIN.bold().paint("keys"));
+    show(&Style::PLAIN.bold().paint("keys"));
     for (key, what) in KEYS {
-        println!("  {} {what}", ACCENT.paint(&format!("{key:<27}")));
+        show(&format!("  {} {what}", ACCENT.paint(&format!("{key:<27}"))));
     }
-    println!(
-        "{}",
-        DIM.paint("A block's output is shown collapsed to its first lines; /expand K shows block K in full.")
-    );
+    show(&DIM.paint(
+        "A block's output is shown collapsed to its first lines; /expand K shows block K in full.",
+    ));
 }
 
 fn defs(session: &ChatSession) {
     let defs = match session.store().load_defs(session.id()) {
         Ok(d) => d,
-        Err(e) => {
-            return println!(
-                "{}",
-                WARN.paint(&format!("cannot read the definitions: {e}"))
-            )
-        }
+        Err(e) => return show(&WARN.paint(&format!("cannot read the definitions: {e}"))),
     };
     if defs.is_empty() {
-        println!(
-            "no definitions yet: top-level functions and classes a block defines are kept here"
-        );
+        show("no definitions yet: top-level functions and classes a block defines are kept here");
         return;
     }
-    println!(
+    show(&format!(
         "{} (restored after restarts):",
         plural(defs.len() as i64, "definition")
-    );
+    ));
     for d in defs {
         // Signatures read `def f(x)` / `class C`; a bare name gets its kind in front.
         let signature = if d.signature.trim().is_empty() {
@@ -221,58 +207,52 @@ fn defs(session: &ChatSession) {
         } else {
             DIM.paint(&format!("  — {}", escape_controls(&d.doc)))
         };
-        println!("  {}{doc}", ACCENT.paint(&escape_controls(&signature)));
+        show(&format!(
+            "  {}{doc}",
+            ACCENT.paint(&escape_controls(&signature))
+        ));
     }
 }
 
 fn sessions(session: &ChatSession, db: &Path) {
     let list = match session.store().list_sessions() {
         Ok(l) => l,
-        Err(e) => return println!("{}", WARN.paint(&format!("cannot list the sessions: {e}"))),
+        Err(e) => return show(&WARN.paint(&format!("cannot list the sessions: {e}"))),
     };
     const SHOWN: usize = 15;
-    println!(
-        "{}",
-        DIM.paint(&format!(
-            "  {:<20} {:<21} {:>5} {:>6} {:>5}  workspace",
-            "id", "last used", "turns", "iters", "defs"
-        ))
-    );
+    show(&DIM.paint(&format!(
+        "  {:<20} {:<21} {:>5} {:>6} {:>5}  workspace",
+        "id", "last used", "turns", "iters", "defs"
+    )));
     for s in list.iter().take(SHOWN) {
         let mark = if s.id == session.id() { "*" } else { " " };
-        println!(
+        show(&format!(
             "{mark} {:<20} {:<21} {:>5} {:>6} {:>5}  {}",
-            s.id,
+            escape_controls(&s.id),
             format_time(s.updated_at),
             s.turns,
             s.iterations,
             s.defs,
             escape_controls(&s.workspace_roots.join(", "))
-        );
+        ));
     }
     if list.len() > SHOWN {
-        println!(
-            "{}",
-            DIM.paint(&format!(
-                "  … {} more (vis --db {} sessions list shows all)",
-                list.len() - SHOWN,
-                db.display()
-            ))
-        );
+        show(&DIM.paint(&format!(
+            "  … {} more (vis --db {} sessions list shows all)",
+            list.len() - SHOWN,
+            db.display()
+        )));
     }
-    println!(
-        "{}",
-        DIM.paint("  * this session; vis chat --resume ID continues one")
-    );
+    show(&DIM.paint("  * this session; vis chat --resume ID continues one"));
 }
 
 fn expand(session: &ChatSession, args: &str) {
     let rows = match session.store().iterations(session.id()) {
         Ok(r) => r,
-        Err(e) => return println!("{}", WARN.paint(&format!("cannot read the blocks: {e}"))),
+        Err(e) => return show(&WARN.paint(&format!("cannot read the blocks: {e}"))),
     };
     if rows.is_empty() {
-        println!("no blocks yet in this session");
+        show("no blocks yet in this session");
         return;
     }
     let k = if args.is_empty() {
@@ -281,18 +261,15 @@ fn expand(session: &ChatSession, args: &str) {
         match args.trim_start_matches('#').parse::<usize>() {
             Ok(k) if (1..=rows.len()).contains(&k) => k,
             _ => {
-                println!(
-                    "{}",
-                    WARN.paint(&format!(
-                        "usage: /expand [K] with K from 1 to {} (the block's number in the session)",
-                        rows.len()
-                    ))
-                );
+                show(&WARN.paint(&format!(
+                    "usage: /expand [K] with K from 1 to {} (the block's number in the session)",
+                    rows.len()
+                )));
                 return;
             }
         }
     };
-    print!("{}", full_block(k, &rows[k - 1]));
+    let _ = print_styled(&full_block(k, &rows[k - 1]));
 }
 
 /// `1 turn`, `2 turns`.

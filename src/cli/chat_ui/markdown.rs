@@ -12,11 +12,17 @@
 //! tables, indentation of nested lists) is tracked here. Every piece of text is escaped with
 //! `term::escape_controls` after parsing, since entities like `&#27;` decode to control
 //! characters.
+//!
+//! Time is linear in the text, whatever it holds and however it is split: lines are cut from
+//! the deltas without searching text twice ([`LineBuffer`]), the preview reads only the end of
+//! the held line, and a line's styles and link texts are kept as it is rendered rather than
+//! recomputed per event (nested emphasis, quotes or images cost nothing more per level).
 
 use crossterm::style::Color;
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
 use super::highlight::highlight;
+use super::lines::LineBuffer;
 use super::style::{self, Style, ACCENT, DIM};
 use crate::cli::term::escape_controls;
 
@@ -29,7 +35,7 @@ pub const CODE_GUTTER: &str = "  │ ";
 #[derive(Default)]
 pub struct MarkdownStream {
     /// The incomplete last line.
-    pending: String,
+    pending: LineBuffer,
     fence: Option<Fence>,
     table: Vec<String>,
     /// The last line drawn was blank (runs of blank lines are drawn as one).
@@ -48,12 +54,9 @@ struct Fence {
 impl MarkdownStream {
     /// Adds a delta; returns what became complete, rendered (whole lines).
     pub fn push(&mut self, delta: &str, width: usize) -> String {
-        self.pending.push_str(delta);
         let mut out = String::new();
-        while let Some(pos) = self.pending.find('\n') {
-            let line: String = self.pending.drain(..=pos).collect();
-            let line = line.trim_end_matches('\n').trim_end_matches('\r');
-            self.line(line, width, &mut out);
+        for line in self.pending.push(delta).split_terminator('\n') {
+            self.line(line.trim_end_matches('\r'), width, &mut out);
         }
         out
     }
@@ -61,7 +64,7 @@ impl MarkdownStream {
     /// Renders everything still held (the response is complete) and starts afresh.
     pub fn finish(&mut self, width: usize) -> String {
         let mut out = String::new();
-        let rest = std::mem::take(&mut self.pending);
+        let rest = self.pending.take();
         if !rest.is_empty() {
             self.line(&rest, width, &mut out);
         }
@@ -79,8 +82,10 @@ impl MarkdownStream {
         *self = MarkdownStream::default();
     }
 
-    /// What is held but not drawn, as plain text for a one-line preview.
-    pub fn preview(&self) -> String {
+    /// What is held but not drawn, as plain text for a one-line preview: at most the last
+    /// `chars` characters of the held line (a terminal's width), so the spinner can ask on
+    /// every frame.
+    pub fn preview(&self, chars: usize) -> String {
         if let Some(fence) = &self.fence {
             let lang = if fence.lang.is_empty() {
                 "code".to_string()
@@ -92,7 +97,7 @@ impl MarkdownStream {
         if !self.table.is_empty() {
             return format!("writing a table, {} rows", self.table.len());
         }
-        escape_controls(self.pending.trim()).replace('\t', " ")
+        escape_controls(&self.pending.tail(chars)).replace('\t', " ")
     }
 
     fn line(&mut self, line: &str, width: usize, out: &mut String) {
@@ -233,81 +238,116 @@ fn table(rows: &[String], width: usize, out: &mut String) {
 
 /// One line of Markdown (no leading indentation) as styled text.
 pub fn inline(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut stack: Vec<Style> = Vec::new();
-    let mut list_number: Option<u64> = None;
-    let mut links: Vec<(String, usize)> = Vec::new();
-    let current = |stack: &[Style]| stack.iter().fold(Style::PLAIN, |a, s| a.merge(*s));
+    let mut line = Line::default();
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     for event in Parser::new_ext(text, options) {
+        line.event(event, width);
+    }
+    line.out
+}
+
+/// A line being rendered from pulldown-cmark's events.
+#[derive(Default)]
+struct Line {
+    out: String,
+    /// What `out` shows inside the open links, without styles: a link's text is compared
+    /// with its address.
+    shown: String,
+    /// The style of each open tag, each merged with the ones around it.
+    styles: Vec<Style>,
+    list_number: Option<u64>,
+    /// Open links and images: the address, and where the text starts in `shown`.
+    links: Vec<(String, usize)>,
+}
+
+impl Line {
+    fn current(&self) -> Style {
+        self.styles.last().copied().unwrap_or(Style::PLAIN)
+    }
+
+    fn open(&mut self, style: Style) {
+        self.styles.push(self.current().merge(style));
+    }
+
+    /// `text` (escaped here) in `style`.
+    fn put(&mut self, style: Style, text: &str) {
+        let text = escape_controls(text);
+        self.out.push_str(&style.paint(&text));
+        if !self.links.is_empty() {
+            self.shown.push_str(&text);
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>, width: usize) {
         match event {
-            Event::Start(tag) => match tag {
-                Tag::Heading { level, .. } => {
-                    let style = if level == pulldown_cmark::HeadingLevel::H1 {
-                        HEADING.underline()
-                    } else {
-                        HEADING
-                    };
-                    stack.push(style);
-                }
-                Tag::Emphasis => stack.push(Style::PLAIN.italic()),
-                Tag::Strong => stack.push(Style::PLAIN.bold()),
-                Tag::Strikethrough => stack.push(Style::PLAIN.strike()),
-                Tag::BlockQuote(_) => {
-                    out.push_str(&DIM.paint("│ "));
-                    stack.push(DIM.italic());
-                }
-                Tag::List(start) => list_number = start,
-                Tag::Item => match list_number.as_mut() {
-                    Some(n) => {
-                        out.push_str(&ACCENT.paint(&format!("{n}. ")));
-                        *n += 1;
-                    }
-                    None => out.push_str(&ACCENT.paint("• ")),
-                },
-                Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
-                    links.push((dest_url.to_string(), out.len()));
-                    stack.push(LINK);
-                }
-                Tag::CodeBlock(_) => stack.push(CODE),
-                _ => stack.push(Style::PLAIN),
-            },
-            Event::End(tag) => {
-                if matches!(tag, TagEnd::Link | TagEnd::Image) {
-                    if let Some((url, at)) = links.pop() {
-                        let shown = style::strip(&out[at.min(out.len())..]);
-                        if !url.is_empty() && shown != url && !url.starts_with('#') {
-                            stack.pop();
-                            out.push_str(&DIM.paint(&format!(" ({})", escape_controls(&url))));
-                            continue;
-                        }
-                    }
-                }
-                if !matches!(tag, TagEnd::List(_) | TagEnd::Item) {
-                    stack.pop();
-                }
-            }
-            Event::Text(t) => out.push_str(&current(&stack).paint(&escape_controls(&t))),
-            Event::Code(t) => {
-                out.push_str(&current(&stack).merge(CODE).paint(&escape_controls(&t)))
-            }
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(t) => self.put(self.current(), &t),
+            Event::Code(t) => self.put(self.current().merge(CODE), &t),
             Event::Html(t) | Event::InlineHtml(t) => {
-                out.push_str(&current(&stack).paint(&escape_controls(t.trim_end_matches('\n'))))
+                self.put(self.current(), t.trim_end_matches('\n'))
             }
-            Event::InlineMath(t) | Event::DisplayMath(t) => {
-                out.push_str(&CODE.paint(&escape_controls(&t)))
+            Event::InlineMath(t) | Event::DisplayMath(t) => self.put(CODE, &t),
+            Event::FootnoteReference(t) => self.put(DIM, &format!("[^{t}]")),
+            Event::SoftBreak | Event::HardBreak => self.put(Style::PLAIN, " "),
+            Event::Rule => self.put(DIM, &"─".repeat(width.clamp(3, 60))),
+            Event::TaskListMarker(done) => self.put(ACCENT, if done { "[x] " } else { "[ ] " }),
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        match tag {
+            Tag::Heading { level, .. } => self.open(if level == pulldown_cmark::HeadingLevel::H1 {
+                HEADING.underline()
+            } else {
+                HEADING
+            }),
+            Tag::Emphasis => self.open(Style::PLAIN.italic()),
+            Tag::Strong => self.open(Style::PLAIN.bold()),
+            Tag::Strikethrough => self.open(Style::PLAIN.strike()),
+            Tag::BlockQuote(_) => {
+                self.put(DIM, "│ ");
+                self.open(DIM.italic());
             }
-            Event::FootnoteReference(t) => {
-                out.push_str(&DIM.paint(&format!("[^{}]", escape_controls(&t))))
+            Tag::List(start) => self.list_number = start,
+            Tag::Item => match self.list_number.as_mut() {
+                Some(n) => {
+                    let marker = format!("{n}. ");
+                    *n += 1;
+                    self.put(ACCENT, &marker);
+                }
+                None => self.put(ACCENT, "• "),
+            },
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                self.links.push((dest_url.to_string(), self.shown.len()));
+                self.open(LINK);
             }
-            Event::SoftBreak | Event::HardBreak => out.push(' '),
-            Event::Rule => out.push_str(&DIM.paint(&"─".repeat(width.clamp(3, 60)))),
-            Event::TaskListMarker(done) => {
-                out.push_str(&ACCENT.paint(if done { "[x] " } else { "[ ] " }))
+            Tag::CodeBlock(_) => self.open(CODE),
+            _ => self.open(Style::PLAIN),
+        }
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::List(_) | TagEnd::Item => {}
+            TagEnd::Link | TagEnd::Image => {
+                self.styles.pop();
+                if let Some((url, at)) = self.links.pop() {
+                    // A comparison of lengths first: nested links cost no rescan.
+                    let text = self.shown.get(at..).unwrap_or("");
+                    if !url.is_empty() && text != url && !url.starts_with('#') {
+                        self.put(DIM, &format!(" ({url})"));
+                    }
+                }
+                if self.links.is_empty() {
+                    self.shown.clear();
+                }
+            }
+            _ => {
+                self.styles.pop();
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -358,14 +398,15 @@ mod tests {
     fn lines_are_drawn_only_when_complete() {
         let mut md = MarkdownStream::default();
         assert_eq!(md.push("Hello **wor", 80), "");
-        assert_eq!(md.preview(), "Hello **wor");
+        assert_eq!(md.preview(80), "Hello **wor");
+        assert_eq!(md.preview(4), "…*wor");
         assert_eq!(strip(&md.push("ld**\nnext", 80)), "Hello world\n");
         assert_eq!(strip(&md.finish(80)), "next\n");
-        assert_eq!(md.preview(), "");
+        assert_eq!(md.preview(80), "");
         md.push("```py\nx = 1\n", 80);
-        assert_eq!(md.preview(), "writing py, 1 lines");
+        assert_eq!(md.preview(80), "writing py, 1 lines");
         md.discard();
-        assert_eq!(md.preview(), "");
+        assert_eq!(md.preview(80), "");
     }
 
     #[test]
@@ -390,5 +431,85 @@ mod tests {
     #[test]
     fn blank_runs_collapse() {
         assert_eq!(strip(&render("\n\na\n\n\n\nb\n")), "a\n\nb\n");
+    }
+
+    /// Renders `text` in 64-byte deltas with a preview after each (as the spinner asks) and at
+    /// once; both must give the same screen.
+    fn streamed_and_whole(text: String) -> String {
+        crate::cli::chat_ui::finishes(move || {
+            let mut md = MarkdownStream::default();
+            let mut streamed = String::new();
+            let mut rest = text.as_str();
+            while !rest.is_empty() {
+                let mut cut = rest.len().min(64);
+                while !rest.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                streamed.push_str(&md.push(&rest[..cut], 80));
+                assert!(md.preview(120).chars().count() <= 121);
+                rest = &rest[cut..];
+            }
+            streamed.push_str(&md.finish(80));
+            let whole = render(&text);
+            // (Not assert_eq: a megabyte of difference is no help.)
+            assert!(
+                streamed == whole,
+                "streamed and whole differ: {} and {} bytes",
+                streamed.len(),
+                whole.len()
+            );
+            streamed
+        })
+    }
+
+    /// A megabyte of each input that made a step super-linear: searching the held line for
+    /// a newline on every delta and escaping all of it for every preview (a megabyte of
+    /// backticks in 16-byte deltas: over 60 s for its first 17%), moving the rest of the text
+    /// for every line cut off (a megabyte of short lines: 15.8 s), folding the whole style
+    /// stack for every piece of text and stripping a link's whole text again for every
+    /// nested link or image.
+    #[test]
+    fn a_megabyte_of_pathological_markdown_renders_in_linear_time() {
+        const MB: usize = 1 << 20;
+        let runs = ["`", "*", "_", "[", "<", "~", "\\", "&#"];
+        for run in runs {
+            let out = strip(&streamed_and_whole(format!(
+                "x {}\nafter\n",
+                run.repeat(MB / run.len())
+            )));
+            assert!(
+                out.ends_with("after\n"),
+                "{run}: {}",
+                &out[out.len().saturating_sub(200)..]
+            );
+        }
+        let nested = [
+            "> ".repeat(MB / 2),
+            "- ".repeat(MB / 2),
+            "  ".repeat(MB / 2) + "- deep",
+            format!("{}a{}", "![".repeat(MB / 8), "](u)".repeat(MB / 8)),
+            format!(
+                "{}a{}",
+                "**a *b ".repeat(MB / 16),
+                " b* a**".repeat(MB / 16)
+            ),
+            "a\n".repeat(MB / 2),
+            "| a ".repeat(MB / 4) + "|\n|---|\n",
+        ];
+        for text in nested {
+            let head: String = text.chars().take(12).collect();
+            let out = strip(&streamed_and_whole(text + "\nafter\n"));
+            assert!(out.ends_with("after\n"), "{head:?}…");
+        }
+    }
+
+    #[test]
+    fn a_nested_image_in_a_link_keeps_its_addresses() {
+        assert_eq!(
+            strip(&render(
+                "[![alt](img.png)](http://x.y) [same](same) [](http://e)\n"
+            )),
+            "alt (img.png) (http://x.y) same  (http://e)\n"
+        );
     }
 }

@@ -16,12 +16,13 @@
 mod commands;
 mod editor;
 mod highlight;
+mod lines;
 mod markdown;
 mod render;
 mod status;
 mod style;
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use futures::FutureExt;
@@ -29,7 +30,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use super::chat::{open_session, ChatArgs};
-use super::term::escape_controls;
+use super::term::{errln, escape_controls, print_styled, stdout_closed};
 use super::CliError;
 use crate::gateway::ChatSession;
 use crate::protocol::TurnStatus;
@@ -37,6 +38,12 @@ use commands::{Flow, Parsed};
 use editor::{Editor, Input};
 use render::View;
 use style::{ACCENT, BAD, DIM, WARN};
+
+/// Prints `text` (escaped pieces and `style`'s colors) and a newline. A reader that went away
+/// is noticed by the loops ([`stdout_closed`]).
+fn show(text: &str) {
+    let _ = print_styled(&format!("{text}\n"));
+}
 
 pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     let fancy = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
@@ -54,12 +61,12 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     let (mut session, notes) = open_session(&args, &config, &db)?;
     let code = if fancy {
         for note in notes {
-            println!("{}", DIM.paint(&escape_controls(&note)));
+            show(&DIM.paint(&note));
         }
         interactive(&mut session, &db, &mut sigint).await
     } else {
         for note in notes {
-            eprintln!("{}", escape_controls(&note));
+            errln!("{note}");
         }
         piped(&mut session, &db, &mut sigint).await
     };
@@ -70,7 +77,6 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
 /// Asks once whether to trust a workspace that carries its own code or instructions, before any
 /// of it could load (as Codex and Claude Code ask), listing what trusting enables.
 fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliError> {
-    use std::io::Write;
     let workspace = match &args.workspace {
         Some(w) => w.clone(),
         None => crate::cli::settings::current_dir()?,
@@ -85,32 +91,25 @@ fn ask_trust(args: &ChatArgs, config: &crate::config::Config) -> Result<(), CliE
     if items.is_empty() {
         return Ok(());
     }
-    println!(
-        "{}",
-        WARN.paint(&format!(
-            "This workspace is not trusted. It carries: {}.",
-            escape_controls(&items.join(", "))
-        ))
-    );
-    print!("{}", crate::trust::enables_text());
-    print!(
+    show(&WARN.paint(&format!(
+        "This workspace is not trusted. It carries: {}.",
+        items.join(", ")
+    )));
+    let _ = print_styled(&escape_controls(&crate::trust::enables_text()));
+    let _ = print_styled(&format!(
         "Trust {}? Only do this for a repository you trust. [y/N] ",
         escape_controls(&workspace.to_string_lossy())
-    );
-    let _ = std::io::stdout().flush();
+    ));
     let mut answer = String::new();
     let _ = std::io::stdin().read_line(&mut answer);
     if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
         crate::trust::trust(&config.dir, &workspace)
             .map_err(|e| CliError::usage(format!("vis chat: {e}")))?;
-        println!("{}", DIM.paint("trusted (undo with vis trust --revoke)"));
+        show(&DIM.paint("trusted (undo with vis trust --revoke)"));
     } else {
-        println!(
-            "{}",
-            DIM.paint(
-                "not trusted: the session starts without any of that (vis trust DIR trusts it later)"
-            )
-        );
+        show(&DIM.paint(
+            "not trusted: the session starts without any of that (vis trust DIR trusts it later)",
+        ));
     }
     Ok(())
 }
@@ -121,16 +120,16 @@ async fn interactive(
     sigint: &mut Signal,
 ) -> Result<i32, CliError> {
     let provider = &session.settings().provider;
-    println!(
+    show(&format!(
         "{} {}",
         ACCENT.bold().paint("vis chat"),
         DIM.paint(&format!(
             "· {}/{} · workspace {} · /help for commands, Ctrl-D to exit",
             provider.kind,
-            escape_controls(&provider.model),
-            escape_controls(&session.roots().join(", "))
+            provider.model,
+            session.roots().join(", ")
         ))
-    );
+    ));
     let history = history_path(db);
     let names = commands::COMMANDS
         .iter()
@@ -138,7 +137,7 @@ async fn interactive(
         .collect();
     let (mut editor, warning) = Editor::new(history, names);
     if let Some(warning) = warning {
-        println!("{}", DIM.paint(&escape_controls(&warning)));
+        show(&DIM.paint(&warning));
     }
     let mut blocks = block_count(session);
     // Set by a Ctrl-C at the prompt: the next one on an empty line exits.
@@ -168,13 +167,13 @@ async fn interactive(
                     break;
                 }
                 armed = true;
-                println!("{}", DIM.paint("(Ctrl-C again to exit, or Ctrl-D)"));
+                show(&DIM.paint("(Ctrl-C again to exit, or Ctrl-D)"));
                 continue;
             }
             Input::Line(line) => line,
             Input::Key(line) => {
                 // The prompt line stays as it is: the output starts below it.
-                println!();
+                show("");
                 line
             }
         };
@@ -194,16 +193,13 @@ async fn interactive(
             turn(session, &text, View::new(true, blocks), sigint).await?;
         }
         blocks = block_count(session);
-        println!("{}", DIM.paint(&escape_controls(&status::line(session))));
+        show(&DIM.paint(&status::line(session)));
     }
-    println!(
-        "{}",
-        DIM.paint(&format!(
-            "session {} is saved; vis chat --resume {} continues it",
-            session.id(),
-            session.id()
-        ))
-    );
+    show(&DIM.paint(&format!(
+        "session {} is saved; vis chat --resume {} continues it",
+        session.id(),
+        session.id()
+    )));
     Ok(0)
 }
 
@@ -247,15 +243,25 @@ async fn piped(session: &mut ChatSession, db: &Path, sigint: &mut Signal) -> Res
         let text = match commands::parse(&line) {
             Parsed::Command { name, args } => match commands::run(name, args, session, db).await {
                 Flow::Exit => break,
+                Flow::Continue if stdout_closed() => break,
                 Flow::Continue => continue,
             },
             Parsed::Message(text) => text.into_owned(),
         };
-        println!("> {}", escape_controls(&text).replace('\n', "\n> "));
-        let _ = std::io::stdout().flush();
+        show(&escape_controls(&format!(
+            "> {}",
+            text.replace('\n', "\n> ")
+        )));
+        if stdout_closed() {
+            break;
+        }
         let outcome = turn(session, &text, View::new(false, blocks), sigint).await?;
         blocks = block_count(session);
-        println!("{}", escape_controls(&status::line(session)));
+        show(&escape_controls(&status::line(session)));
+        if stdout_closed() {
+            // The reader went away (the turn was interrupted for it): end as SIGPIPE would.
+            break;
+        }
         // As with `-m`: Ctrl-C ends a script's run, a failed turn makes its exit code 1.
         if outcome.interrupted {
             return Ok(130);
@@ -307,10 +313,7 @@ async fn turn(
         },
         Err(e) => {
             // The session itself failed (store, worker); the program goes on.
-            println!(
-                "{}",
-                BAD.paint(&format!("✗ vis chat: {}", escape_controls(&e.to_string())))
-            );
+            show(&BAD.paint(&format!("✗ vis chat: {e}")));
             Outcome {
                 interrupted: false,
                 failed: true,
@@ -369,5 +372,30 @@ impl Drop for TurnMode {
         }
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(out, crossterm::cursor::Show);
+    }
+}
+
+/// Runs `work` (rendering a pathological input) on a thread and gives its result, failing the
+/// test if it has not finished after a bound: a super-linear renderer then fails instead of
+/// hanging the suite. The inputs are chosen so the quadratic code took minutes and the linear
+/// code takes well under a second; the bound (20 s, for a busy machine) is no claim about
+/// speed.
+#[cfg(test)]
+pub(crate) fn finishes<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    use std::sync::mpsc::RecvTimeoutError;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let value = work();
+        let _ = tx.send(());
+        value
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Ok(value) => value,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(RecvTimeoutError::Timeout) => {
+            panic!("the rendering did not finish in 20 s: super-linear on this input?")
+        }
     }
 }

@@ -12,17 +12,17 @@
 //! The plain form (stdin or stdout not a terminal) prints the transcript `vis chat -m`
 //! prints: text as it streams, each block with its code and whole output.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use super::highlight::highlight;
+use super::lines::LineBuffer;
 use super::markdown::MarkdownStream;
 use super::style::{self, Style, ACCENT, BAD, DIM, GOOD, WARN};
 use crate::cli::chat::seconds;
-use crate::cli::term::escape_controls;
+use crate::cli::term::{escape_controls, print_styled};
 use crate::protocol::Event;
 use crate::store::IterationRow;
 
@@ -46,7 +46,7 @@ pub struct View {
     current_block: Option<(i64, i64, usize)>,
     md: MarkdownStream,
     /// The incomplete last line of reasoning.
-    thinking: String,
+    thinking: LineBuffer,
     activity: Activity,
     /// A spinner line is on the screen (the cursor is on it).
     spinner: bool,
@@ -54,6 +54,8 @@ pub struct View {
     /// Something of the current attempt's answer was drawn (a retry must say it is void).
     drew_this_attempt: bool,
     stopping: bool,
+    /// The turn's stop token: cancelled when standard output's reader goes away.
+    stop: CancellationToken,
     /// Plain form: the last line printed is incomplete.
     mid_line: bool,
     /// What was drawn last, for the blank line between text and blocks.
@@ -74,12 +76,13 @@ impl View {
             blocks_seen,
             current_block: None,
             md: MarkdownStream::default(),
-            thinking: String::new(),
+            thinking: LineBuffer::default(),
             activity: Activity::Idle,
             spinner: false,
             frame: 0,
             drew_this_attempt: false,
             stopping: false,
+            stop: CancellationToken::new(),
             mid_line: false,
             last: Drawn::Nothing,
         }
@@ -112,6 +115,7 @@ impl View {
 
     /// Renders the events of one turn until its sender is dropped.
     pub async fn run(mut self, mut events: UnboundedReceiver<Event>, stop: CancellationToken) {
+        self.stop = stop.clone();
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -162,10 +166,8 @@ impl View {
                 self.emit(&out);
             }
             Event::ReasoningDelta { text } => {
-                self.thinking.push_str(text);
                 let mut out = String::new();
-                while let Some(pos) = self.thinking.find('\n') {
-                    let line: String = self.thinking.drain(..=pos).collect();
+                for line in self.thinking.push(text).split_terminator('\n') {
                     out.push_str(&thinking_line(line.trim_end()));
                 }
                 if !out.is_empty() {
@@ -363,7 +365,7 @@ impl View {
     }
 
     fn flush_thinking(&mut self) -> String {
-        let rest = std::mem::take(&mut self.thinking);
+        let rest = self.thinking.take();
         if rest.trim().is_empty() {
             String::new()
         } else {
@@ -388,9 +390,10 @@ impl View {
         if buf.is_empty() {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(buf.as_bytes());
-        let _ = out.flush();
+        if print_styled(&buf).is_err() {
+            // Nobody reads the transcript any more: the turn is interrupted.
+            self.stop.cancel();
+        }
     }
 
     fn spinner_line(&self) -> Option<String> {
@@ -410,9 +413,9 @@ impl View {
         let width = term_width().saturating_sub(1);
         let mut line = ACCENT.paint(&head) + &DIM.paint(hint);
         let used = style::width(&line);
-        let mut preview = self.md.preview();
-        if preview.is_empty() && !self.thinking.trim().is_empty() {
-            preview = format!("┊ {}", escape_controls(self.thinking.trim()));
+        let mut preview = self.md.preview(width);
+        if preview.is_empty() && !self.thinking.is_blank() {
+            preview = format!("┊ {}", escape_controls(&self.thinking.tail(width)));
         }
         if !preview.is_empty() && width > used + 8 {
             let room = width - used - 3;

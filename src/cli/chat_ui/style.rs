@@ -1,10 +1,13 @@
 //! The styling `vis chat` adds itself: a small style value painted with crossterm's SGR
-//! sequences. Untrusted text is escaped (`term::escape_controls`) before it is painted, so the
-//! only escape sequences on the screen are the ones made here.
+//! sequences. [`Style::paint`] escapes what it paints (`term::escape_controls`, which changes
+//! nothing in text escaped already), so the only escape sequences on the screen are the ones
+//! made here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crossterm::style::{Attribute, Attributes, Color, ContentStyle};
+
+use crate::cli::term::escape_controls;
 
 /// Colors are on unless `NO_COLOR` is set (<https://no-color.org>).
 static COLOR: AtomicBool = AtomicBool::new(true);
@@ -77,10 +80,11 @@ impl Style {
         }
     }
 
-    /// `text` (already escaped) wrapped in this style's SGR sequences and a reset.
+    /// `text`, escaped, wrapped in this style's SGR sequences and a reset.
     pub fn paint(self, text: &str) -> String {
+        let text = escape_controls(text);
         if text.is_empty() || self == Style::PLAIN || !COLOR.load(Ordering::Relaxed) {
-            return text.to_string();
+            return text.into_owned();
         }
         let mut attributes = Attributes::default();
         for (on, attribute) in [
@@ -185,6 +189,8 @@ mod tests {
         assert_eq!(strip(&s), "héllo");
         assert_eq!(width(&s), 5);
         assert_eq!(Style::PLAIN.paint("x"), "x");
+        let painted = Style::fg(Color::Red).paint("\u{1b}]0;title\u{7}\u{202e}");
+        assert_eq!(strip(&painted), "\\x1b]0;title\\x07\\u{202e}");
     }
 
     #[test]
