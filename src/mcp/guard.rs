@@ -86,7 +86,7 @@ pub fn run_guard(channel_fd: RawFd, command: &[String]) -> Result<i32, GuardErro
     let status = watch(&mut channel, &signals, server);
     end_tree();
     match status {
-        Some(status) => exit_like(status),
+        Some(status) => crate::runtime::exit_like(status),
         None => Ok(0),
     }
 }
@@ -262,29 +262,6 @@ impl SignalFd {
                 return stop;
             }
         }
-    }
-}
-
-/// Exits with `status`'s code, or dies by its signal (without a core file).
-fn exit_like(status: libc::c_int) -> ! {
-    // SAFETY: plain syscalls; re-raising a fatal signal with its default action.
-    unsafe {
-        if libc::WIFSIGNALED(status) {
-            let sig = libc::WTERMSIG(status);
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-            libc::signal(sig, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::raise(sig);
-            libc::_exit(128 + sig);
-        }
-        libc::_exit(libc::WEXITSTATUS(status))
     }
 }
 

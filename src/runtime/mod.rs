@@ -4,47 +4,36 @@
 //! because a block can hang, `os._exit`, segfault or exhaust memory, and the host must
 //! survive all of it.
 //!
-//! - `supervisor`: the async host side (start, restore, run a block with deadlines, interrupt,
-//!   kill, restart); `host` wraps it for synchronous callers;
-//! - `process`: spawning a worker and killing it with everything it started;
-//! - `channel`: the host's end of the pipes (one reader, host calls routed by id);
-//! - `wire` and `frame`: the messages and their framing;
-//! - `worker` and `launcher`: the other end (the PID namespace, the embedded interpreter);
-//! - `output` caps what a block prints; `env` keeps secrets out of the worker;
-//! - `cache`: Vis's cache directory, written by the host for workers (which only read it);
-//! - `defs`: what a block may persist (the host's own cut of its source) and the size limits;
-//!   `restore`: bringing the definitions back in a new worker.
+//! The code is split by the side it runs on:
+//! - `host/`: what runs in the gateway (supervisor, spawning, the channel, restore);
+//! - `child/`: what runs in `vis worker` (the launcher and its sandbox, the interpreter
+//!   threads, the native module);
+//! - shared by both: `wire` (the messages and their frame codec), `output` (capping what a
+//!   block prints), `cache` (Vis's cache directory: written by the host, read by workers),
+//!   `defs` (what a block may persist: the host's own cut of its source, the size limits),
+//!   `process` (killing a process and everything it started; ending like another process ended).
 //!
 //! A block is a [`crate::protocol::Block`] and ends as a [`crate::protocol::BlockResult`]: the
 //! same two types from the caller through the pipe into Python and back (see
 //! `crate::protocol` for who fills in what). The runtime owns no look-alikes of them.
 
 pub mod cache;
-pub mod channel;
+pub mod child;
 pub mod defs;
-mod env;
-pub mod frame;
-mod host;
-mod launcher;
-mod native;
+pub mod host;
 mod output;
-mod process;
-mod promote;
-mod restore;
-mod supervisor;
-mod wire;
-mod worker;
+pub mod process;
+pub mod wire;
 
 pub use cache::cache_dir;
-pub use channel::{CallAnswer, CallError, HostCall, HostCallSink};
-pub use host::{HostHandler, Interrupter, NoHostCalls, Runtime};
-pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
-pub use process::kill_tree;
-pub use supervisor::{
-    validate_code, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+pub use child::{run_worker, WorkerArgs};
+pub use host::{
+    validate_code, CallAnswer, CallError, HostCall, HostCallSink, HostHandler, Interrupter,
+    NoHostCalls, Runtime, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };
+pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
+pub use process::{exit_like, kill_tree};
 pub use wire::Isolation;
-pub use worker::{run_worker, WorkerArgs};
 
 /// Errors of the runtime. `InvalidBlock` is for the model (it sent a block that cannot run);
 /// the others mean the runtime itself failed and the caller should abort or retry.

@@ -10,6 +10,7 @@
 //! no field of a worker message has a default, so a missing one is a protocol error.
 
 use serde::{Deserialize, Serialize};
+use tokio_util::codec::LengthDelimitedCodec;
 
 use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 
@@ -125,6 +126,43 @@ impl WorkerMessage {
             WorkerMessage::Fatal { .. } => "fatal",
         }
     }
+}
+
+/// Frames larger than this are a protocol violation, not data (block output is capped long
+/// before it gets here).
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// The frame codec of both ends: 4-byte little-endian lengths, at most [`MAX_FRAME_BYTES`].
+pub fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .little_endian()
+        .length_field_length(4)
+        .max_frame_length(MAX_FRAME_BYTES)
+        .new_codec()
+}
+
+/// A frame from the worker that is not a message: the worker broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a frame of {len} bytes is not a worker message: {detail}")]
+pub struct BadFrame {
+    pub len: usize,
+    /// The parser's complaint, clipped, control characters blanked.
+    pub detail: String,
+}
+
+/// One frame from the worker as a message. The frame is untrusted input: the error names what
+/// is wrong without quoting it (its bytes would reach the user's terminal).
+pub fn decode_message(frame: &[u8]) -> Result<WorkerMessage, BadFrame> {
+    serde_json::from_slice::<WorkerMessage>(frame).map_err(|e| {
+        let detail = crate::protocol::clip(&e.to_string(), 120);
+        BadFrame {
+            len: frame.len(),
+            detail: detail
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Bounded fuzzing (proptest) of the worker protocol's decoding, which takes untrusted input: a
 //! block can write any bytes to the protocol pipe. Byte streams (well-formed frames, garbage,
-//! huge length headers) arrive in random chunkings; the worker's `FrameDecoder` and the host's
-//! codec must agree on every frame, never panic, and stop cleanly at a bad header; every frame
+//! huge length headers) arrive in random chunkings; the worker's blocking `FrameReader` and the
+//! host's codec must agree on every frame, never panic, and stop cleanly at a bad header; every frame
 //! must decode to a message or to a short error free of control characters. Counts are
 //! printed with `--nocapture`.
 
@@ -11,8 +11,8 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tokio_util::codec::Decoder;
-use vis::runtime::channel::{codec, decode_message};
-use vis::runtime::frame::{FrameDecoder, MAX_FRAME_BYTES};
+use vis::runtime::child::frames::FrameReader;
+use vis::runtime::wire::{codec, decode_message, MAX_FRAME_BYTES};
 
 static STREAMS: AtomicUsize = AtomicUsize::new(0);
 static FRAMES: AtomicUsize = AtomicUsize::new(0);
@@ -102,21 +102,42 @@ fn chunks<'a>(bytes: &'a [u8], cuts: &[usize]) -> impl Iterator<Item = &'a [u8]>
     })
 }
 
-/// Frames out of the worker's decoder, fed in the given chunking, and whether it hit an error.
-fn worker_side(bytes: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, bool) {
-    let mut decoder = FrameDecoder::new();
-    let mut frames = Vec::new();
-    for chunk in chunks(bytes, cuts) {
-        decoder.push(chunk);
-        loop {
-            match decoder.next_frame() {
-                Ok(Some(frame)) => frames.push(frame),
-                Ok(None) => break,
-                Err(_) => return (frames, true),
+/// A pipe that delivers `chunks` one read at a time, as the kernel might.
+struct Chunked<'a> {
+    chunks: std::vec::IntoIter<&'a [u8]>,
+    current: &'a [u8],
+}
+
+impl std::io::Read for Chunked<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.next() {
+                Some(next) => self.current = next,
+                None => return Ok(0),
             }
         }
+        let n = out.len().min(self.current.len());
+        out[..n].copy_from_slice(&self.current[..n]);
+        self.current = &self.current[n..];
+        Ok(n)
     }
-    (frames, false)
+}
+
+/// Frames out of the worker's reader, fed in the given chunking, and whether it hit an error.
+fn worker_side(bytes: &[u8], cuts: &[usize]) -> (Vec<Vec<u8>>, bool) {
+    let pipe = Chunked {
+        chunks: chunks(bytes, cuts).collect::<Vec<_>>().into_iter(),
+        current: &[],
+    };
+    let mut reader = FrameReader::new(pipe);
+    let mut frames = Vec::new();
+    loop {
+        match reader.read_frame() {
+            Ok(Some(frame)) => frames.push(frame.to_vec()),
+            Ok(None) => return (frames, false),
+            Err(_) => return (frames, true),
+        }
+    }
 }
 
 /// The same through the host's codec.

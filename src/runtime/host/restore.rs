@@ -30,12 +30,12 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::cache::{self, CacheWrite};
 use super::channel::Incoming;
-use super::defs::{MAX_DEFINITION_BYTES, MAX_SESSION_DEFINITION_BYTES};
-use super::process::WorkerProcess;
-use super::wire::{HostMessage, WorkerMessage};
+use super::spawn::WorkerProcess;
 use crate::protocol::{ExitInfo, PersistedDef, RestoreReport};
+use crate::runtime::cache::{self, CacheWrite};
+use crate::runtime::defs::{MAX_DEFINITION_BYTES, MAX_SESSION_DEFINITION_BYTES};
+use crate::runtime::wire::{HostMessage, WorkerMessage};
 
 /// How many careful workers one restore may lose: each skips the definition it was on.
 pub const MAX_RESTORE_ATTEMPTS: usize = 3;
@@ -69,14 +69,14 @@ impl RestorePlan {
             if size > MAX_DEFINITION_BYTES {
                 skipped.push((def.clone(), format!(
                     "its source is {} bytes, over the {} limit for one definition; it was not restored (it is still stored): define it again smaller, keeping data in files, or drop it (`{} = None`)",
-                    super::group_thousands(size),
-                    super::group_thousands(MAX_DEFINITION_BYTES),
+                    crate::runtime::group_thousands(size),
+                    crate::runtime::group_thousands(MAX_DEFINITION_BYTES),
                     def.name
                 )));
             } else if total + size > MAX_SESSION_DEFINITION_BYTES {
                 skipped.push((def.clone(), format!(
                     "the session's definitions are over the {} limit in all; it was not restored (it is still stored): drop definitions no longer needed (`name = None`)",
-                    super::group_thousands(MAX_SESSION_DEFINITION_BYTES)
+                    crate::runtime::group_thousands(MAX_SESSION_DEFINITION_BYTES)
                 )));
             } else {
                 total += size;

@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::channel::CallAnswer;
 use super::supervisor::{Supervisor, WorkerOptions};
-use super::RuntimeError;
 use crate::catalog::{Manifest, ManifestEntry};
 use crate::protocol::{Block, BlockResult, ExitInfo, PersistedDef};
+use crate::runtime::RuntimeError;
 
 /// Answers the calls a block makes back into the host while it runs.
 pub trait HostHandler {

@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use super::output::cap_output;
+use crate::runtime::output::cap_output;
 
 /// Caps `raw` like block output; returns `(text, total_chars, cut_chars)`. When something was
 /// cut, the marker names `artifact` (the caller saves the full text there).
@@ -45,10 +45,10 @@ fn host_call<'py>(
 /// the file is not a known cache file, missing, too large or not JSON (see `runtime::cache`).
 #[pyfunction]
 fn read_cache<'py>(py: Python<'py>, path: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let Some(dir) = super::cache::worker_cache_dir() else {
+    let Some(dir) = crate::runtime::cache::worker_cache_dir() else {
         return Ok(None);
     };
-    match super::cache::read(dir, path) {
+    match crate::runtime::cache::read(dir, path) {
         Some(value) => crate::protocol::json_into_py(std::borrow::Cow::Owned(value), py).map(Some),
         None => Ok(None),
     }
@@ -82,12 +82,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest, m)?)?;
     m.add_function(wrap_pyfunction!(restoring, m)?)?;
     // The limits on persisted definitions (the host enforces them too: `runtime::defs`).
-    m.add("MAX_DEFINITION_BYTES", super::defs::MAX_DEFINITION_BYTES)?;
+    m.add(
+        "MAX_DEFINITION_BYTES",
+        crate::runtime::defs::MAX_DEFINITION_BYTES,
+    )?;
     m.add(
         "MAX_SESSION_DEFINITION_BYTES",
-        super::defs::MAX_SESSION_DEFINITION_BYTES,
+        crate::runtime::defs::MAX_SESSION_DEFINITION_BYTES,
     )?;
-    m.add("MAX_CONSTANT_CHARS", super::defs::MAX_CONSTANT_CHARS)?;
+    m.add(
+        "MAX_CONSTANT_CHARS",
+        crate::runtime::defs::MAX_CONSTANT_CHARS,
+    )?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     crate::text::register_native(m)?;
     crate::catalog::register_native(m)?;

@@ -21,17 +21,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::{HostCall, HostCallSink, Incoming};
-use super::defs::{keep_reported, Dialect};
-use super::output::{cap_file, cap_output};
-use super::process::WorkerProcess;
 use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
-use super::wire::{HostMessage, Isolation, WorkerMessage};
-use super::RuntimeError;
+use super::spawn::WorkerProcess;
 use crate::catalog::{Manifest, ManifestEntry};
 use crate::protocol::{
     Block, BlockResult, ExitInfo, McpFunction, McpNamespace, PersistedDef, RestoreNotice,
     RestoreReport, Status,
 };
+use crate::runtime::defs::{keep_reported, Dialect};
+use crate::runtime::output::{cap_file, cap_output};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::RuntimeError;
 
 /// Default block timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -65,7 +65,7 @@ pub struct WorkerOptions {
     /// Vis's data directory (`$VIS_HOME`): hidden from blocks.
     pub data_dir: Option<std::path::PathBuf>,
     /// Vis's cache directory (see `runtime::cache`): the worker reads it, the host writes what
-    /// the worker rebuilt; `None` caches nothing. Defaults to [`super::cache::cache_dir`].
+    /// the worker rebuilt; `None` caches nothing. Defaults to [`crate::runtime::cache::cache_dir`].
     pub cache_dir: Option<std::path::PathBuf>,
 }
 
@@ -84,7 +84,7 @@ impl WorkerOptions {
             trusted: false,
             sandbox: crate::sandbox::Policy::default(),
             data_dir: None,
-            cache_dir: super::cache::cache_dir(),
+            cache_dir: crate::runtime::cache::cache_dir(),
         }
     }
 
@@ -95,7 +95,7 @@ impl WorkerOptions {
     pub fn worker_cache_dir(&self) -> Option<std::path::PathBuf> {
         let dir = self.cache_dir.as_ref()?;
         Some(match &self.workspace {
-            Some(workspace) => super::cache::workspace_dir(dir, workspace, self.trusted),
+            Some(workspace) => crate::runtime::cache::workspace_dir(dir, workspace, self.trusted),
             None => dir.clone(),
         })
     }

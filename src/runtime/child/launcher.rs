@@ -322,7 +322,7 @@ fn run_launcher(init: libc::pid_t, status_read: libc::c_int) -> ! {
             } else {
                 status
             };
-        exit_like(worker_status)
+        crate::runtime::process::exit_like(worker_status)
     }
 }
 
@@ -350,32 +350,5 @@ fn run_init(worker: libc::pid_t, status_write: libc::c_int) -> ! {
                 libc::_exit(71);
             }
         }
-    }
-}
-
-/// Exits with `status`'s code, or dies by its signal.
-fn exit_like(status: libc::c_int) -> ! {
-    // SAFETY: plain syscalls; re-raising a fatal signal with its default action.
-    unsafe {
-        if libc::WIFSIGNALED(status) {
-            let sig = libc::WTERMSIG(status);
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-            libc::signal(sig, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::kill(libc::getpid(), sig);
-            libc::_exit(128 + sig);
-        }
-        libc::_exit(if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            71
-        })
     }
 }

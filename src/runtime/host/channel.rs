@@ -16,10 +16,9 @@ use serde_json::Value;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tokio_util::codec::{FramedRead, FramedWrite};
 
-use super::frame::MAX_FRAME_BYTES;
-use super::wire::{HostMessage, WorkerMessage};
+use crate::runtime::wire::{codec, decode_message, HostMessage, WorkerMessage};
 
 /// A host call's refusal: the message the block sees, raised there as a Python exception. It
 /// is an error for the model to read and act on, never one that aborts the session.
@@ -94,15 +93,6 @@ pub enum Incoming {
     Invalid(String),
     /// The pipe closed: the worker exited or is exiting.
     Closed,
-}
-
-/// The host's frame codec: 4-byte little-endian lengths, at most [`MAX_FRAME_BYTES`].
-pub fn codec() -> LengthDelimitedCodec {
-    LengthDelimitedCodec::builder()
-        .little_endian()
-        .length_field_length(4)
-        .max_frame_length(MAX_FRAME_BYTES)
-        .new_codec()
 }
 
 pub struct HostChannel {
@@ -206,30 +196,6 @@ async fn read_loop(
         }
     }
     let _ = incoming.send(Incoming::Closed);
-}
-
-/// A frame from the worker that is not a message: the worker broke the protocol.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a frame of {len} bytes is not a worker message: {detail}")]
-pub struct BadFrame {
-    pub len: usize,
-    /// The parser's complaint, clipped, control characters blanked.
-    pub detail: String,
-}
-
-/// One frame from the worker as a message. The frame is untrusted input: the error names what
-/// is wrong without quoting it (its bytes would reach the user's terminal).
-pub fn decode_message(frame: &[u8]) -> Result<WorkerMessage, BadFrame> {
-    serde_json::from_slice::<WorkerMessage>(frame).map_err(|e| {
-        let detail = crate::protocol::clip(&e.to_string(), 120);
-        BadFrame {
-            len: frame.len(),
-            detail: detail
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect(),
-        }
-    })
 }
 
 fn route_request(

@@ -37,12 +37,12 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::frame::{write_frame, FrameReader};
-use super::output::{cap_file, cap_output};
-use super::wire::{HostMessage, Isolation, WorkerMessage};
-use super::RuntimeError;
+use super::frames::{write_frame, FrameReader};
 use crate::catalog::manifest_entries_of;
 use crate::protocol::{Block, BlockResult, RestoreReport, Status};
+use crate::runtime::output::{cap_file, cap_output};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::RuntimeError;
 
 /// Settings the host passes on the worker's command line.
 #[derive(Debug, Clone)]
@@ -90,7 +90,7 @@ static CURRENT_EXEC: AtomicU64 = AtomicU64::new(0);
 /// The id of the last block the host asked to interrupt.
 static INTERRUPT_FOR: AtomicU64 = AtomicU64::new(0);
 
-static BOOTSTRAP: &str = include_str!("../../python/_bootstrap.py");
+static BOOTSTRAP: &str = include_str!("../../../python/_bootstrap.py");
 include!(concat!(env!("OUT_DIR"), "/prelude_sources.rs"));
 
 /// Runs the worker until the host closes the pipe or says `shutdown`. Returns the exit code.
@@ -375,7 +375,7 @@ fn read_host(mut reader: FrameReader<File>, queue: mpsc::Sender<HostMessage>) {
 fn exit_now(code: i32) -> ! {
     if !IN_PID_NAMESPACE.load(Ordering::SeqCst) {
         // SAFETY: getpid cannot fail.
-        super::process::kill_tree(unsafe { libc::getpid() }, false);
+        crate::runtime::process::kill_tree(unsafe { libc::getpid() }, false);
     }
     // SAFETY: _exit skips destructors on purpose: other threads may hold the GIL.
     unsafe { libc::_exit(code) }
@@ -514,7 +514,7 @@ fn serve(
     let (manifest, cache_writes) = Python::attach(|py| -> PyResult<_> {
         let extensions = py.import("vis._extensions")?;
         let manifest = manifest_entries_of(&extensions.call_method0("manifest")?)?;
-        let cache_writes: Vec<super::cache::CacheWrite> =
+        let cache_writes: Vec<crate::runtime::cache::CacheWrite> =
             extensions.call_method0("take_cache_writes")?.extract()?;
         Ok((manifest, cache_writes))
     })
@@ -605,7 +605,7 @@ fn prelude_digest() -> String {
 
 fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, String)> {
     let native = pyo3::types::PyModule::new(py, "vis._native")?;
-    super::native::register(&native)?;
+    super::python::register(&native)?;
     let sys = py.import("sys")?;
     sys.getattr("modules")?.set_item("vis._native", &native)?;
     let sources = PyDict::new(py);
@@ -666,7 +666,7 @@ fn start_prelude(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, Stri
     state.setattr("in_worker", true)?;
     state.setattr("prelude_digest", prelude_digest())?;
     if let Some(dir) = &args.cache_dir {
-        super::cache::set_worker_cache_dir(dir.clone());
+        crate::runtime::cache::set_worker_cache_dir(dir.clone());
     }
     state.setattr(
         "cache_dir",

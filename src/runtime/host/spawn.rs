@@ -1,0 +1,315 @@
+//! Spawning a worker process and ending it for good.
+//!
+//! The worker is the same binary (`vis worker`) in its own process group, with a cleaned
+//! environment, a filesystem view planned here (`sandbox::plan_view`), and a capture file for
+//! its fd 1 and 2. The capture file has no name (`O_TMPFILE`): the host reads it only through
+//! its own descriptor, so a block can neither swap it for a link to the host's secrets, a FIFO
+//! or `/dev/zero`, nor reach another session's. Ending the worker kills the whole tree under it
+//! (`runtime::process_tree`).
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::channel::{HostChannel, Incoming};
+use super::env::worker_env;
+use super::supervisor::WorkerOptions;
+use crate::catalog::ManifestEntry;
+use crate::protocol::ExitInfo;
+use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::RuntimeError;
+
+fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => ExitInfo::Code(c),
+        (None, Some(s)) => ExitInfo::Signal(s),
+        _ => ExitInfo::Unknown,
+    }
+}
+
+/// One live worker process.
+pub(crate) struct WorkerProcess {
+    child: Child,
+    pub pid: i32,
+    pub channel: HostChannel,
+    /// fd 1 and 2 of the worker: a file without a name, read only through this descriptor.
+    capture: File,
+    pub python_version: String,
+    pub manifest: Vec<ManifestEntry>,
+    pub isolation: Isolation,
+    /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
+    /// removed with the worker, and swept by the next spawn if the host was killed.
+    _tmp: tempfile::TempDir,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its `ready`. `first` is sent as soon as the process
+    /// exists: the worker handles it right after `ready` without waiting for the host (a
+    /// restore, at a start), and the caller then reads its answer.
+    pub async fn spawn(
+        opts: &WorkerOptions,
+        safe_mode: bool,
+        first: Option<HostMessage>,
+    ) -> Result<WorkerProcess, RuntimeError> {
+        let capture = capture_file().map_err(RuntimeError::Io)?;
+        let stderr = capture.try_clone().map_err(RuntimeError::Io)?;
+        let mut cmd = Command::new(&opts.program);
+        cmd.arg("worker")
+            .arg("--memory-limit-mb")
+            .arg(opts.memory_limit_mb.to_string());
+        if let Some(ws) = &opts.workspace {
+            cmd.arg("--workspace").arg(ws);
+            cmd.current_dir(ws);
+        }
+        if let Some(dir) = &opts.config_dir {
+            cmd.arg("--config-dir").arg(dir);
+        }
+        for name in &opts.deny {
+            cmd.arg("--deny").arg(name);
+        }
+        if safe_mode {
+            cmd.arg("--safe-mode");
+        }
+        if opts.trusted {
+            cmd.arg("--trusted");
+        }
+        let cache_dir = opts.worker_cache_dir();
+        if let Some(dir) = &cache_dir {
+            cmd.arg("--cache-dir").arg(dir);
+        }
+        let tmp = private_tmp().map_err(RuntimeError::Io)?;
+        let policy = worker_policy(opts, tmp.path());
+        cmd.arg("--sandbox").arg(
+            serde_json::to_string(&policy).map_err(|e| RuntimeError::Protocol(e.to_string()))?,
+        );
+        cmd.env_clear()
+            .envs(worker_env(&opts.env))
+            .env("VIS_WORKER", "1")
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            // Its own process group: a terminal Ctrl-C reaches the host only.
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+            program: opts.program.clone(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout), Some(pid)) =
+            (child.stdin.take(), child.stdout.take(), child.id())
+        else {
+            return Err(RuntimeError::Worker("worker pipes missing".into()));
+        };
+        let mut worker = WorkerProcess {
+            child,
+            pid: pid as i32,
+            channel: HostChannel::new(stdin, stdout),
+            capture,
+            python_version: String::new(),
+            manifest: Vec::new(),
+            isolation: Isolation::default(),
+            _tmp: tmp,
+        };
+        if let Some(message) = first {
+            worker.channel.send(message);
+        }
+        let ready = tokio::time::timeout(opts.startup_timeout, worker.channel.recv()).await;
+
+        match ready {
+            Ok(Incoming::Message(WorkerMessage::Ready {
+                python_version,
+                manifest,
+                isolation,
+                cache_writes,
+                ..
+            })) => {
+                if let Some(dir) = &cache_dir {
+                    crate::runtime::cache::write_all(dir, &cache_writes);
+                }
+                worker.python_version = python_version;
+                worker.manifest = manifest;
+                worker.isolation = isolation;
+                Ok(worker)
+            }
+            Ok(Incoming::Message(WorkerMessage::Fatal { message })) => {
+                worker.kill().await;
+                Err(RuntimeError::WorkerStart(message))
+            }
+            Ok(Incoming::Message(other)) => {
+                worker.kill().await;
+                Err(RuntimeError::WorkerStart(format!(
+                    "expected ready from the worker, got {}",
+                    other.kind()
+                )))
+            }
+            Ok(Incoming::Invalid(detail)) => {
+                worker.kill().await;
+                Err(RuntimeError::WorkerStart(format!(
+                    "the worker sent an invalid message while starting ({detail}); output: {}",
+                    worker.capture_text().trim()
+                )))
+            }
+            Err(_) => {
+                worker.kill().await;
+                Err(RuntimeError::WorkerStart(format!(
+                    "no ready signal within {:?}; output: {}",
+                    opts.startup_timeout,
+                    worker.capture_text().trim()
+                )))
+            }
+            Ok(Incoming::Closed) => {
+                let exit = worker.wait_exit().await;
+                Err(RuntimeError::WorkerStart(format!(
+                    "the worker {exit}: {}",
+                    worker.capture_text().trim()
+                )))
+            }
+        }
+    }
+
+    /// What the worker printed (shown when it fails to start): its first 64 KiB.
+    pub fn capture_text(&self) -> String {
+        let mut raw = vec![0u8; 64 * 1024];
+        match self.capture.read_at(&mut raw, 0) {
+            Ok(n) => String::from_utf8_lossy(&raw[..n]).into_owned(),
+            Err(e) => format!("(cannot read the worker's output: {e})"),
+        }
+    }
+
+    /// The worker's fd 1 and 2, as the host opened it.
+    pub fn capture(&self) -> &File {
+        &self.capture
+    }
+
+    /// Waits for a worker that closed its pipe to finish exiting (killing it if it lingers).
+    pub async fn wait_exit(&mut self) -> ExitInfo {
+        match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
+            Ok(Ok(status)) => {
+                // The worker is gone; anything it left behind (no PID namespace) goes too.
+                if !self.isolation.pid_namespace {
+                    crate::runtime::process::kill_tree(self.pid, false);
+                }
+                exit_info(status)
+            }
+            _ => self.kill().await,
+        }
+    }
+
+    /// Kills the worker and everything it started, and reaps it.
+    pub async fn kill(&mut self) -> ExitInfo {
+        if self.isolation.pid_namespace {
+            // Killing the launcher's group is enough: init dies with the launcher (its
+            // parent-death signal), and the kernel kills everything left in the namespace.
+            // That spares a walk over /proc at every `vis exec`.
+            if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
+                // Already gone is fine.
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
+        } else {
+            crate::runtime::process::kill_tree(self.pid, true);
+        }
+        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
+            Ok(Ok(status)) => exit_info(status),
+            _ => ExitInfo::Unknown,
+        }
+    }
+}
+
+/// The unnamed file a worker's fd 1 and 2 point at (append mode, so every writer adds at the
+/// end even after the worker empties it between blocks).
+fn capture_file() -> std::io::Result<File> {
+    let file = tempfile::tempfile()?;
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags | rustix::fs::OFlags::APPEND)?;
+    Ok(file)
+}
+
+/// Prefix of the worker temp directories in the host's temp dir; the host's pid follows.
+const TMP_PREFIX: &str = "vis-tmp-";
+
+/// A temp directory of the worker's own, mode 0700, named after this process so a later
+/// spawn can sweep it if this process is killed before it removes it.
+fn private_tmp() -> std::io::Result<tempfile::TempDir> {
+    sweep_stale_tmp(&std::env::temp_dir());
+    tempfile::Builder::new()
+        .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
+/// Removes the worker temp directories of hosts that are gone (a `kill -9` leaves them).
+fn sweep_stale_tmp(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = rustix::process::geteuid();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == me.as_raw());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The policy a worker enters: the options' one, with its filesystem view planned and the
+/// paths Landlock alone lets it write where the kernel gives it no view.
+fn worker_policy(opts: &WorkerOptions, tmp: &Path) -> crate::sandbox::Policy {
+    use crate::sandbox::Mode;
+    let mut policy = opts.sandbox.clone();
+    let roots: Vec<PathBuf> = opts
+        .workspace
+        .iter()
+        .cloned()
+        .chain(policy.extra_roots.iter().cloned())
+        .collect();
+    let vis = crate::sandbox::VisPlaces {
+        data_dir: opts.data_dir.clone(),
+        config_dir: opts.config_dir.clone(),
+        cache_dir: opts.cache_dir.clone(),
+    };
+    let worker_reads: Vec<PathBuf> = opts
+        .config_dir
+        .iter()
+        .flat_map(|dir| [dir.join("extensions"), dir.join("skills")])
+        .collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if matches!(policy.mode, Mode::ReadOnly | Mode::WorkspaceWrite) {
+        policy.view = Some(crate::sandbox::plan_view(
+            &policy,
+            &roots,
+            home.as_deref(),
+            &vis,
+            &worker_reads,
+        ));
+    }
+    let mut writable = policy.session_dirs.clone();
+    writable.push(tmp.to_path_buf());
+    if policy.mode == Mode::WorkspaceWrite {
+        writable.extend(roots);
+        writable.extend(policy.writable.iter().cloned());
+        // Where tools write scratch files by habit, as in Codex's workspace-write.
+        writable.push("/tmp".into());
+        writable.push("/var/tmp".into());
+    }
+    writable.sort();
+    writable.dedup();
+    policy.writable = writable;
+    policy
+}
