@@ -161,7 +161,7 @@ fn iteration(i: usize) -> [Entry; 2] {
 }
 
 fn bench_assembly_with_folds() {
-    let tool = vis::gateway::prompt::tool_spec();
+    let tool = vis::protocol::tool_spec();
     let system = "x ".repeat(1500);
     let header = openai_request::header(&openai_request::OpenAiRequest {
         model: "m",

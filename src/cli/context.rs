@@ -126,7 +126,7 @@ pub(super) fn print_readable(
                     match block {
                         ContentBlock::Text { text } => outln!("{text}"),
                         ContentBlock::ToolCall(call) => {
-                            let code = crate::gateway::code_of(call)
+                            let code = crate::protocol::code_of(call)
                                 .unwrap_or_else(|_| call.arguments.clone());
                             outln!("<{} call {}>\n{}", call.name, call.id, code.trim_end());
                         }

@@ -583,7 +583,7 @@ pub fn mechanical_gist(view: &[Entry], turns: &[i64]) -> String {
                         conclusion = clip_line(&text, 240);
                     }
                     for call in m.tool_calls() {
-                        if let Ok(code) = super::turn::code_of(call) {
+                        if let Ok(code) = crate::protocol::code_of(call) {
                             codes.push(code);
                         }
                     }
@@ -718,7 +718,7 @@ pub fn original_text(rows: &[HistoryRow], spans: &[(i64, i64, String)]) -> Strin
                             ));
                         }
                         for call in m.tool_calls() {
-                            let code = super::turn::code_of(call)
+                            let code = crate::protocol::code_of(call)
                                 .unwrap_or_else(|_| call.arguments.clone());
                             out.push_str(&format!(
                                 "[t{} call {}]\n{}\n",

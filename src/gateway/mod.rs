@@ -42,8 +42,7 @@ pub use folding::{
     receipt_line, FoldError, LimitError, MAX_FOLDS_PER_REQUEST, MAX_GATEWAY_CALLS_PER_BLOCK,
 };
 pub use folds::DEFAULT_GIST_MAX_TOKENS;
-pub use prompt::TOOL_NAME;
-pub use turn::{code_of, EventSink, ExecEnd, ToolCallError, TurnEnd};
+pub use turn::{EventSink, ExecEnd, TurnEnd};
 
 /// Default cap on iterations (tool calls) per turn.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
@@ -419,7 +418,7 @@ impl ChatSession {
             .workspace()
             .and_then(|w| prompt::withheld_section(&w, trusted));
         let system = prompt::system_text(&snapshot, agents.as_deref(), withheld.as_deref());
-        let tool = prompt::tool_spec();
+        let tool = crate::protocol::tool_spec();
         let tool_json = serde_json::to_string(&tool).unwrap_or_default();
         let tokens =
             crate::catalog::count_tokens(&system)? + crate::catalog::count_tokens(&tool_json)?;
@@ -583,7 +582,8 @@ fn shown_state(
 }
 
 fn new_assembler(prefix: &ChatPrefix, settings: &ChatSettings, session_id: &str) -> Assembler {
-    let tool: ToolSpec = serde_json::from_str(&prefix.tool).unwrap_or_else(|_| prompt::tool_spec());
+    let tool: ToolSpec =
+        serde_json::from_str(&prefix.tool).unwrap_or_else(|_| crate::protocol::tool_spec());
     match settings.provider.kind {
         ProviderKind::OpenAi => Assembler::new(
             Wire::OpenAi,

@@ -13,35 +13,15 @@
 
 use std::path::Path;
 
-use serde_json::json;
-
 use crate::catalog::Snapshot;
-use crate::protocol::ToolSpec;
 
 /// The system prompt (documented in `docs/gateway.md`): every token of it is paid in every
 /// request, so it stays short.
 pub const SYSTEM_PROMPT: &str = include_str!("system_prompt.md");
 
-/// The tool's name.
-pub const TOOL_NAME: &str = "python_execution";
-
 /// `AGENTS.md` beyond this many bytes is cut (with a note), so one file cannot crowd out the
 /// conversation.
 pub const AGENTS_MD_LIMIT: usize = 32 * 1024;
-
-/// The one tool, exactly as every request describes it.
-pub fn tool_spec() -> ToolSpec {
-    ToolSpec {
-        name: TOOL_NAME.into(),
-        description: "Run a Python block in this session's persistent interpreter and get back what it printed (stdout and stderr, capped) and the value of a final expression. The prelude (cat, grep, patch, sh, defs, apropos, doc, Path) is imported; apropos and doc find everything else.".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "Python source to run."}},
-            "required": ["code"],
-            "additionalProperties": false,
-        }),
-    }
-}
 
 /// The system text: prompt, catalog, the project's instructions, and what an untrusted
 /// workspace's instructions are withheld (see [`withheld_section`]).

@@ -12,6 +12,7 @@ mod conversation;
 mod events;
 mod mcp;
 mod session;
+mod tool;
 
 pub use block::{
     json_from_py, json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice,
@@ -23,6 +24,7 @@ pub use conversation::{
 pub use events::{Event, TurnStatus};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
 pub use session::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
+pub use tool::{code_of, tool_spec, ToolCallError, TOOL_NAME};
 
 /// `text` cut to at most `max` characters (with `…` when cut), for naming things in
 /// one-line messages.

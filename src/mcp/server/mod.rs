@@ -39,7 +39,7 @@ mod snapshot;
 
 use super::framing::{LineTransport, Side};
 use super::McpHub;
-use crate::gateway::code_of;
+use crate::protocol::code_of;
 use crate::protocol::ToolCall;
 use crate::runtime::{RuntimeError, Supervisor};
 use crate::store::{Store, StoreError};
@@ -213,7 +213,7 @@ impl ServerHandler for VisServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         from_json(json!({"tools": [{
-            "name": crate::gateway::TOOL_NAME,
+            "name": crate::protocol::TOOL_NAME,
             "description": TOOL_DESCRIPTION,
             "inputSchema": {
                 "type": "object",
@@ -233,7 +233,7 @@ impl ServerHandler for VisServer {
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.clone().unwrap_or_default()).to_string(),
         };
-        if call.name != crate::gateway::TOOL_NAME {
+        if call.name != crate::protocol::TOOL_NAME {
             return Err(ErrorData::invalid_params(
                 format!(
                     "there is no tool '{}': the only tool is python_execution (arguments: {{\"code\": \"<Python source>\"}})",
