@@ -87,7 +87,7 @@ fn iteration(i: usize) -> [Entry; 2] {
 }
 
 fn bench_assembly() {
-    let tool = vis::gateway::prompt::tool_spec();
+    let tool = vis::protocol::tool_spec();
     let system = "x ".repeat(1500);
     let mut entries = vec![Entry {
         seq: 0,
