@@ -16,7 +16,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use vis::protocol::Block;
 use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
@@ -108,7 +107,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Block {
             code: TIMING.to_string(),
             filename: "<t1/i1>".into(),
-            session: json!({"turn": 1, "iteration": 1}),
+            session: vis::protocol::SessionInfo::new(
+                "s",
+                1,
+                1,
+                vis::protocol::SessionCounts::default(),
+                vis::protocol::Utilization::without_requests(),
+            ),
             output_limit: 20_000,
             artifact_path: art.join("t1-i1.txt"),
             artifact_dir: art,

@@ -31,9 +31,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use vis::catalog::count_tokens;
 use vis::gateway::assemble::{Assembler, Wire};
-use vis::gateway::folds::{self, Span};
+use vis::gateway::fold;
 use vis::gateway::history::{estimate_item, Entry};
 use vis::gateway::{ChatSession, ChatSettings};
+use vis::protocol::FoldSpan as Span;
 use vis::protocol::{AssistantMessage, ContentBlock, HistoryItem, ToolCall, Usage};
 use vis::providers::{openai_request, ProviderKind};
 use vis::runtime::WorkerOptions;
@@ -118,7 +119,7 @@ fn bench_receipt(rt: &tokio::runtime::Runtime) {
             )
             .unwrap();
         times.push(start.elapsed().as_secs_f64() * 1000.0);
-        removed.push(receipt["tokens_removed"].as_u64().unwrap());
+        removed.push(receipt.tokens_removed);
     }
     println!(
         "1. fold receipt for a {}-token range ({per_turn} iterations), store write included: median {:.2} ms (target ≤ 20 ms)",
@@ -195,7 +196,7 @@ fn bench_assembly_with_folds() {
                 f * 20 + 10
             ),
         };
-        folds::apply(&mut view, f + 1, &[span]);
+        fold::apply(&mut view, f + 1, &[span]);
     }
     let mut assembler = Assembler::new(Wire::OpenAi, header);
     let start = Instant::now();
@@ -215,7 +216,7 @@ fn bench_assembly_with_folds() {
         label: "t1/i15".into(),
         text: "[vis] fold 51 replaces t1/i15: nothing".into(),
     };
-    let changed = folds::apply(&mut view, 51, &[span]).unwrap();
+    let changed = fold::apply(&mut view, 51, &[span]).unwrap();
     assembler.invalidate_from(changed);
     let start = Instant::now();
     std::hint::black_box(assembler.body(&view));
@@ -358,8 +359,13 @@ fn replay(rt: &tokio::runtime::Runtime, fold: bool) -> Replay {
         .folds("s-economy")
         .unwrap()
         .iter()
-        .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.measurement).ok())
-        .filter_map(|m| m["net_reduction_tokens"].as_i64())
+        .filter_map(|f| match f.measurement {
+            vis::protocol::Measurement::Measured {
+                net_reduction_tokens,
+                ..
+            } => Some(net_reduction_tokens),
+            _ => None,
+        })
         .collect();
     let (inputs, cached, after_fold) = std::mem::take(&mut *stats.lock().unwrap());
     Replay {

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use vis::protocol::Block;
 use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
@@ -35,7 +35,13 @@ fn block(dir: &Path, code: &str) -> Block {
     Block {
         code: code.into(),
         filename: "<t1/i1>".into(),
-        session: json!({"turn": 1, "iteration": 1, "utilization": {}, "extensions": {}}),
+        session: vis::protocol::SessionInfo::new(
+            "s",
+            1,
+            1,
+            vis::protocol::SessionCounts::default(),
+            vis::protocol::Utilization::without_requests(),
+        ),
         output_limit: 20_000,
         artifact_path: dir.join("a.txt"),
         artifact_dir: dir.to_path_buf(),

@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use vis::protocol::{Block, PersistedDef};
 use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
@@ -78,7 +77,13 @@ fn block(dir: &std::path::Path, code: &str) -> Block {
     Block {
         code: code.into(),
         filename: "<t1/i1>".into(),
-        session: json!({"turn": 1, "iteration": 1, "utilization": {}, "extensions": {}}),
+        session: vis::protocol::SessionInfo::new(
+            "s",
+            1,
+            1,
+            vis::protocol::SessionCounts::default(),
+            vis::protocol::Utilization::without_requests(),
+        ),
         output_limit: 20_000,
         artifact_path: dir.join("a.txt"),
         artifact_dir: dir.to_path_buf(),
@@ -178,21 +183,24 @@ fn main() {
             .expect("turn");
         let defs = hundred_defs();
         store
-            .record_iteration(&vis::store::IterationRecord {
-                session_id: "bench",
-                turn,
-                iteration: 1,
-                code: "",
-                output: "",
-                status: vis::protocol::IterationStatus::Ended(vis::protocol::Status::Ok),
-                started_at: 0,
-                duration_ms: 0,
-                exec_us: 0,
-                artifact: None,
-                worker_exit: None,
-                defs_set: &defs,
-                defs_deleted: &[],
-            })
+            .finish_iteration(
+                &vis::store::IterationRecord {
+                    session_id: "bench",
+                    turn,
+                    iteration: 1,
+                    code: "",
+                    output: "",
+                    status: vis::protocol::IterationStatus::Ended(vis::protocol::Status::Ok),
+                    started_at: 0,
+                    duration_ms: 0,
+                    exec_us: 0,
+                    artifact: None,
+                    worker_exit: None,
+                    defs_set: &defs,
+                    defs_deleted: &[],
+                },
+                None,
+            )
             .expect("defs");
     }
     let mut cold = Vec::new();

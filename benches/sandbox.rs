@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use vis::protocol::Block;
 use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 use vis::sandbox::{Mode, Policy};
@@ -37,7 +36,13 @@ fn block(dir: &Path) -> Block {
     Block {
         code: "x = 1".into(),
         filename: "<t1/i1>".into(),
-        session: json!({"turn": 1, "iteration": 1}),
+        session: vis::protocol::SessionInfo::new(
+            "s",
+            1,
+            1,
+            vis::protocol::SessionCounts::default(),
+            vis::protocol::Utilization::without_requests(),
+        ),
         output_limit: 20_000,
         artifact_path: dir.join("a.txt"),
         artifact_dir: dir.to_path_buf(),

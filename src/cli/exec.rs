@@ -11,10 +11,12 @@ use super::settings::{
 };
 use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
-use crate::protocol::{Block, BlockResult, Status, TurnKind};
-use crate::runtime::{RuntimeError, Supervisor};
-use crate::session::{new_session_id, session_dict, validate_session_id};
-use crate::store::{now_millis, IterationRecord, Store};
+use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization};
+use crate::runtime::{
+    BlockLimits, BlockRunner, BlockSpec, NoConversation, RunError, RuntimeError, Supervisor,
+};
+use crate::session::{new_session_id, validate_session_id};
+use crate::store::{now_millis, Store};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -99,13 +101,12 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         session_id: &session_id,
         code: &code,
         roots: &roots,
-        artifact_dir,
-        limits: &limits,
+        artifact_dir: &artifact_dir,
         config: &config,
     };
 
     let events = super::event_loop("vis exec")?;
-    let (turn, iteration, started_at, outcome) = events.block_on(async {
+    let ran = events.block_on(async {
         // Ctrl-C interrupts the block (also while the worker is still starting: then the
         // block does not run), not the program.
         let stop = CancellationToken::new();
@@ -120,53 +121,77 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         // written (the database work runs whenever the start waits on the worker).
         let (started, prepared) =
             tokio::join!(supervisor.start(), async { turn_plan.record(&mut store) });
-        let outcome = match prepared {
-            Err(e) => Err(e),
-            Ok(prepared) => {
-                let outcome = match started {
-                    Ok(()) => {
-                        run_block(
-                            &mut supervisor,
-                            prepared.request,
-                            prepared.hub.as_ref(),
-                            &*store,
-                            stop,
-                        )
-                        .await
-                    }
-                    Err(e) => Err(e),
-                };
-                Ok((
-                    prepared.turn,
-                    prepared.iteration,
-                    prepared.started_at,
-                    outcome,
-                ))
-            }
+        let prepared = prepared?;
+        let mut runner = BlockRunner::new(
+            &session_id,
+            store,
+            supervisor,
+            artifact_dir.clone(),
+            roots.clone(),
+            BlockLimits {
+                output_limit: limits.output_limit,
+                timeout: limits.timeout,
+                artifact_quota: limits.sandbox.artifact_quota,
+            },
+        );
+        if let Some(hub) = prepared.hub {
+            runner.set_tools(std::sync::Arc::new(hub));
+        }
+        let spec = BlockSpec {
+            turn: prepared.turn,
+            iteration: prepared.iteration,
+            code: code.clone(),
+            utilization: Utilization::without_requests(),
         };
-        supervisor.shutdown().await;
+        let ran = match started {
+            // MCP servers never seen before start now, once, so their tools are known.
+            Ok(()) => match runner.start(false).await {
+                Ok(()) => {
+                    let mut no_conversation = NoConversation {
+                        what: "`vis exec`, which runs blocks without a model",
+                    };
+                    let ran = runner.run_block(spec, &mut no_conversation, stop).await;
+                    // Servers a block started: their tool lists are kept for the next run.
+                    let _ = runner.sync_tools().await;
+                    ran.map(Ok).map_err(|e| match e {
+                        RunError::Store(e) => CliError::from(e),
+                        RunError::Runtime(e) => CliError {
+                            code: 1,
+                            message: format!("vis exec: {e}"),
+                        },
+                    })
+                }
+                Err(e) => Ok(Err(e)),
+            },
+            Err(e) => Ok(Err(e)),
+        };
+        let ended = match &ran {
+            Ok(Ok(_)) | Ok(Err(_)) => {
+                runner
+                    .store()
+                    .end_turn(&session_id, prepared.turn, TurnStatus::Done)
+            }
+            Err(_) => Ok(()),
+        };
+        if let Ok(Err(e)) = &ran {
+            let message = format!("[vis] the block could not run: {e}");
+            let _ = runner.record_not_run(
+                prepared.turn,
+                prepared.iteration,
+                &code,
+                &message,
+                Status::Crashed.into(),
+                None,
+            );
+        }
+        runner.shutdown().await;
         listener.abort();
-        outcome
+        ran.map(|ran| (ran, ended))
     })?;
-    let outcome = match outcome {
-        Ok(o) => o,
+    let (ran, ended) = ran;
+    let ran = match ran {
+        Ok(ran) => ran,
         Err(e) => {
-            let _ = store.finish_iteration(&IterationRecord {
-                session_id: &session_id,
-                turn,
-                iteration,
-                code: &code,
-                output: &format!("[vis] the block could not run: {e}"),
-                status: Status::Crashed.into(),
-                started_at,
-                duration_ms: 0,
-                exec_us: 0,
-                artifact: None,
-                worker_exit: None,
-                defs_set: &[],
-                defs_deleted: &[],
-            });
-            let _ = store.finish_turn(&session_id, turn);
             let code = if matches!(e, RuntimeError::InvalidBlock(_)) {
                 2
             } else {
@@ -178,45 +203,28 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             });
         }
     };
-    let worker_exit = outcome.worker_lost.map(|e| e.to_string());
-    let artifact = outcome
-        .artifact
-        .as_ref()
-        .map(|p| p.to_string_lossy().into_owned());
-    let mut out = outcome.output.clone();
+    if ran.status == IterationStatus::Rejected {
+        return Err(CliError {
+            code: 2,
+            message: format!(
+                "vis exec: {}",
+                ran.output.trim_start_matches("[vis] ").trim_end()
+            ),
+        });
+    }
+    let mut out = ran.output.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    let recorded = store
-        .finish_iteration(&IterationRecord {
-            session_id: &session_id,
-            turn,
-            iteration,
-            code: &code,
-            output: &outcome.output,
-            status: outcome.status.into(),
-            started_at,
-            duration_ms: outcome.wall.as_millis() as i64,
-            exec_us: outcome.exec_micros as i64,
-            artifact: artifact.as_deref(),
-            worker_exit: worker_exit.as_deref(),
-            defs_set: &outcome.defs_set,
-            defs_deleted: &outcome.defs_deleted,
-        })
-        .and_then(|()| match &worker_exit {
-            Some(exit) => store.record_worker_event(&session_id, outcome.status.as_str(), exit),
-            None => Ok(()),
-        })
-        .and_then(|()| store.finish_turn(&session_id, turn));
     print_output(&out);
-    if let Err(e) = recorded {
+    if let Some(e) = ran.unrecorded.or(ended.err()) {
         // The block ran: its output is shown above; what failed is recording it.
         return Err(CliError {
             code: 1,
             message: format!("vis exec: the block ran, but recording it failed: {e}"),
         });
     }
-    Ok(if outcome.status == Status::Ok { 0 } else { 1 })
+    Ok(if ran.status.is_ok() { 0 } else { 1 })
 }
 
 /// Prints the block's output: as is into a pipe or a file (it is exactly what the model would
@@ -236,17 +244,14 @@ struct TurnPlan<'a> {
     session_id: &'a str,
     code: &'a str,
     roots: &'a [String],
-    artifact_dir: PathBuf,
-    limits: &'a super::settings::Limits,
+    artifact_dir: &'a Path,
     config: &'a crate::config::Config,
 }
 
-/// The turn recorded for the block, and the block ready to send.
+/// The turn recorded for the block, and the session's MCP servers.
 struct PreparedTurn {
     turn: i64,
     iteration: i64,
-    started_at: i64,
-    request: Block,
     hub: Option<crate::mcp::McpHub>,
 }
 
@@ -262,13 +267,12 @@ impl TurnPlan<'_> {
         }
         let turn = store.begin_turn(session_id, TurnKind::Exec, None)?;
         let iteration = store.next_iteration(session_id, turn)?;
-        let counts = store.counts(session_id)?;
         // MCP servers become namespaces; they start only when a block calls one (or, the
         // first time, to learn their tools), since `vis exec` is one short process.
         let hub = crate::mcp::hub_for(
             self.config,
             Path::new(&self.roots[0]),
-            self.artifact_dir.clone(),
+            self.artifact_dir.to_path_buf(),
             &**store,
         )?;
         for note in hub.notices() {
@@ -280,84 +284,13 @@ impl TurnPlan<'_> {
             }
         }
         let hub = (!hub.is_empty()).then_some(hub);
-        let request = Block {
-            code: self.code.to_string(),
-            filename: format!("<t{turn}/i{iteration}>"),
-            session: session_dict(
-                session_id,
-                turn,
-                iteration,
-                counts,
-                crate::session::utilization_without_requests(),
-            ),
-            output_limit: self.limits.output_limit,
-            artifact_path: self.artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
-            artifact_dir: self.artifact_dir.clone(),
-            workspace_roots: self.roots.iter().map(PathBuf::from).collect(),
-            timeout: self.limits.timeout,
-            artifact_quota: self.limits.sandbox.artifact_quota,
-        };
-        let started_at = now_millis();
-        store.begin_iteration(session_id, turn, iteration, self.code, started_at)?;
+        store.begin_iteration(session_id, turn, iteration, self.code, now_millis())?;
         // A log that cannot be settled now is settled by a later run or SQLite itself.
         let _ = store.settle_log();
         Ok(PreparedTurn {
             turn,
             iteration,
-            started_at,
-            request,
             hub,
         })
     }
-}
-
-/// Runs the block on the started worker, answering its host calls (MCP tools); Ctrl-C
-/// (`stop`) interrupts it.
-async fn run_block(
-    supervisor: &mut Supervisor,
-    mut request: Block,
-    hub: Option<&crate::mcp::McpHub>,
-    store: &Store,
-    stop: CancellationToken,
-) -> Result<BlockResult, RuntimeError> {
-    if let Some(hub) = hub {
-        // Servers never seen before start now, once, so their tools are known.
-        hub.connect(&hub.unlisted()).await;
-        let (namespaces, functions) = hub.functions();
-        supervisor.set_mcp_tools(namespaces, functions).await?;
-        request.session["mcp"] = hub.status_json();
-    }
-    let (calls, mut incoming) = tokio::sync::mpsc::unbounded_channel();
-    let mut tasks = Vec::new();
-    let outcome = {
-        let run = supervisor.exec(request, calls, stop);
-        tokio::pin!(run);
-        loop {
-            tokio::select! {
-                outcome = &mut run => break outcome,
-                Some(call) = incoming.recv() => match crate::mcp::spawn_host_call(hub, call) {
-                    Ok(task) => tasks.push(task),
-                    Err(call) => {
-                        // Folding needs the gateway (`vis chat`, `vis serve`).
-                        let answer = Err(crate::runtime::CallError(format!(
-                            "'{}' is not available in `vis exec`, which runs blocks without a model",
-                            call.method
-                        )));
-                        call.reply(answer);
-                    }
-                },
-            }
-        }
-    };
-    for task in tasks {
-        task.abort();
-    }
-    if let Some(hub) = hub {
-        hub.list_started().await;
-        for (server, fingerprint, tools) in hub.take_unsaved_tool_lists() {
-            let _ = store.cache_mcp_tools(&server, &fingerprint, &tools);
-        }
-        hub.shutdown().await;
-    }
-    outcome
 }

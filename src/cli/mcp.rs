@@ -18,7 +18,7 @@ use super::settings::{
 use super::term::{errln, escape_controls, outln};
 use super::CliError;
 use crate::mcp::{serve, ServeOptions};
-use crate::runtime::Supervisor;
+use crate::runtime::{BlockLimits, BlockRunner, Supervisor};
 use crate::session::{new_session_id, validate_session_id};
 use crate::store::Store;
 
@@ -193,7 +193,21 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     for note in hub.notices() {
         errln!("{}", escape_controls(&note));
     }
-    let hub = (!hub.is_empty()).then_some(hub);
+    let mut runner = BlockRunner::new(
+        &session_id,
+        store,
+        supervisor,
+        artifact_dir,
+        roots.clone(),
+        BlockLimits {
+            output_limit: limits.output_limit,
+            timeout: limits.timeout,
+            artifact_quota: limits.sandbox.artifact_quota,
+        },
+    );
+    if !hub.is_empty() {
+        runner.set_tools(std::sync::Arc::new(hub));
+    }
     let events = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -205,14 +219,10 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     let serve_opts = ServeOptions {
         session_id,
         roots,
-        artifact_dir,
-        timeout: limits.timeout,
         output_limit: limits.output_limit,
-        artifact_quota: limits.sandbox.artifact_quota,
         catalog_budget: config
             .catalog_budget
             .unwrap_or(crate::catalog::DEFAULT_BUDGET_TOKENS),
-        hub,
         max_message_bytes: config.mcp.max_message_bytes(),
     };
     let served = events.block_on(async move {
@@ -233,7 +243,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             }
             on_signal.cancel();
         });
-        let result = serve(store, supervisor, serve_opts, reader, writer, stop).await;
+        let result = serve(runner, serve_opts, reader, writer, stop).await;
         signals.abort();
         result.map_err(|e| std::io::Error::other(e.to_string()))
     });

@@ -1,5 +1,6 @@
 //! `vis sessions list | show ID | export ID`.
 
+use crate::protocol::Measurement;
 use std::path::Path;
 
 use super::term::{escape_controls, escape_json, out, outln};
@@ -155,23 +156,18 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     if !folds.is_empty() {
         outln!("\nfolds:");
         for f in &folds {
-            let spans: Vec<serde_json::Value> = serde_json::from_str(&f.spans).unwrap_or_default();
-            let labels: Vec<&str> = spans.iter().filter_map(|s| s["label"].as_str()).collect();
-            let measurement: serde_json::Value =
-                serde_json::from_str(&f.measurement).unwrap_or_default();
-            let state = match measurement["status"].as_str() {
-                Some("measured") => format!(
-                    "measured: {} → {} input tokens (net {})",
-                    measurement["before_input_tokens"],
-                    measurement["after_input_tokens"],
-                    measurement["net_reduction_tokens"]
+            let labels: Vec<&str> = f.spans.iter().map(|s| s.label.as_str()).collect();
+            let state = match &f.measurement {
+                Measurement::Measured {
+                    before_input_tokens,
+                    after_input_tokens,
+                    net_reduction_tokens,
+                    ..
+                } => format!(
+                    "measured: {before_input_tokens} → {after_input_tokens} input tokens (net {net_reduction_tokens})"
                 ),
-                Some("unavailable") => format!(
-                    "unavailable: {}",
-                    measurement["reason"].as_str().unwrap_or("?")
-                ),
-                Some(other) => other.to_string(),
-                None => "?".into(),
+                Measurement::Unavailable { reason, .. } => format!("unavailable: {reason}"),
+                Measurement::Pending { .. } => "pending".into(),
             };
             outln!(
                 "  fold {} (t{}{}) {}{}{}  — {state}",

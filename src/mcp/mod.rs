@@ -224,23 +224,3 @@ pub fn hub_for_binary(
         },
     ))
 }
-
-/// Answers a block's host call with the hub when it is an `mcp.*` call: spawns the answer
-/// (a tool call can take long; the block's deadlines must keep running) and returns its task,
-/// or gives the call back when it is not for MCP.
-pub fn spawn_host_call(
-    hub: Option<&McpHub>,
-    call: crate::runtime::HostCall,
-) -> Result<tokio::task::JoinHandle<()>, crate::runtime::HostCall> {
-    if !call.method.starts_with("mcp.") {
-        return Err(call);
-    }
-    let hub = hub.cloned();
-    Ok(tokio::spawn(async move {
-        let answer = match hub {
-            Some(hub) => hub.answer(&call.method, &call.params).await,
-            None => Err("no MCP servers are configured: declare them in config.toml as [mcp.servers.NAME] (see docs/mcp.md)".into()),
-        };
-        call.reply(answer);
-    }))
-}

@@ -25,6 +25,7 @@ use pyo3::{Borrowed, IntoPyObject, IntoPyObjectExt, IntoPyObjectRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::SessionInfo;
 use crate::catalog::ManifestEntry;
 
 /// A top-level definition persisted with the session and re-created on worker start. Crosses
@@ -258,8 +259,8 @@ pub struct Block {
     pub filename: String,
     /// The `session` dict the model reads. The supervisor adds `restored` and `sandbox`; the
     /// runner adds `workspace_roots` (from the field below) and `extensions`.
-    #[pyo3(into_py_with = json_into_py)]
-    pub session: Value,
+    #[pyo3(into_py_with = session_into_py)]
+    pub session: SessionInfo,
     /// The session's roots: the text tools are confined to them and the first one is the
     /// working directory. The one place they travel.
     #[pyo3(into_py_with = paths_into_py)]
@@ -477,6 +478,16 @@ fn path_into_py<'py>(path: Cow<'_, PathBuf>, py: Python<'py>) -> PyResult<Bound<
 }
 
 #[allow(clippy::owned_cow)]
+fn session_into_py<'py>(
+    session: Cow<'_, SessionInfo>,
+    py: Python<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(&*session)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    json_into_py(Cow::Owned(value), py)
+}
+
+#[allow(clippy::owned_cow)]
 fn paths_into_py<'py>(
     paths: Cow<'_, Vec<PathBuf>>,
     py: Python<'py>,
@@ -527,7 +538,17 @@ mod tests {
         Block {
             code: "print(1)".into(),
             filename: "<t1/i1>".into(),
-            session: json!({"turn": 1, "big": 18446744073709551615u64, "f": 0.5, "l": [null, true]}),
+            session: {
+                let mut s = SessionInfo::new(
+                    "s",
+                    1,
+                    1,
+                    super::super::SessionCounts::default(),
+                    super::super::Utilization::without_requests(),
+                );
+                s.mcp = json!({"big": 18446744073709551615u64, "f": 0.5, "l": [null, true]});
+                s
+            },
             workspace_roots: vec![PathBuf::from("/w"), PathBuf::from("/x")],
             output_limit: 100,
             artifact_path: PathBuf::from("/a/t1-i1.txt"),
@@ -585,7 +606,7 @@ mod tests {
             );
             assert_eq!(get("artifact_dir").extract::<String>().unwrap(), "/a");
             assert_eq!(get("timeout").extract::<f64>().unwrap(), 1.5);
-            let session = get("session");
+            let session = get("session").get_item("mcp").unwrap();
             assert_eq!(
                 session.get_item("big").unwrap().extract::<u64>().unwrap(),
                 u64::MAX

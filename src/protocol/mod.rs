@@ -10,8 +10,11 @@
 mod block;
 mod conversation;
 mod events;
+mod fold;
+mod host;
 mod mcp;
 mod session;
+mod session_info;
 mod tool;
 
 pub use block::{
@@ -22,8 +25,13 @@ pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };
 pub use events::{Event, TurnStatus};
+pub use fold::{Before, FoldReceipt, FoldSpan, Measurement, SessionRead};
+pub use host::{CallAnswer, CallError, HostReply, HostRequest};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
 pub use session::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
+pub use session_info::{
+    level, Level, SessionCounts, SessionInfo, Utilization, AUTO_COMPRESS_ABOVE,
+};
 pub use tool::{code_of, tool_spec, ToolCallError, TOOL_NAME};
 
 /// `text` cut to at most `max` characters (with `…` when cut), for naming things in
@@ -33,4 +41,17 @@ pub fn clip(text: &str, max: usize) -> String {
         None => text.to_string(),
         Some((end, _)) => format!("{}…", &text[..end]),
     }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -28,8 +28,9 @@ pub mod wire;
 pub use cache::cache_dir;
 pub use child::{run_worker, WorkerArgs};
 pub use host::{
-    validate_code, CallAnswer, CallError, HostCall, HostCallSink, HostHandler, Interrupter,
-    NoHostCalls, Runtime, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+    validate_code, Answered, BlockLimits, BlockRunner, BlockSpec, HostCall, HostCallSink,
+    HostCalls, HostHandler, Interrupter, NoConversation, NoHostCalls, Ran, RunError, Runtime,
+    Supervisor, ToolFuture, ToolHub, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use process::{exit_like, kill_tree};

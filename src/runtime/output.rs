@@ -7,6 +7,8 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+pub use crate::protocol::group_thousands;
+
 /// Default cap on block output, in characters.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 20_000;
 
@@ -273,19 +275,6 @@ fn snap_forward_to_line(text: &str, start: usize) -> usize {
         Some(pos) => start + pos + 1,
         None => start,
     }
-}
-
-/// `1234567` → `1,234,567`.
-pub fn group_thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub enum HostMessage {
     /// Run one block; its result comes back with the same id.
     Exec {
         id: u64,
-        block: Block,
+        block: Box<Block>,
     },
     /// Interrupt block `id` (a `KeyboardInterrupt` in the interpreter thread). Carrying the
     /// id makes an interrupt that arrives just before the block starts apply to that block

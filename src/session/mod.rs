@@ -1,17 +1,11 @@
-//! Sessions as the runtime sees them: ids, the `session` dict rebuilt before every block, and
-//! the utilization figures that go in it.
+//! Sessions: their ids, fold keys, and each model's limits (how full a context may get). The
+//! `session` dict itself is `protocol::SessionInfo`.
 
 mod keys;
 mod utilization;
 
-use serde_json::{json, Value};
-
-use crate::store::Counts;
-
 pub use keys::{parse_keys, FoldKey, KeyError};
-pub use utilization::{
-    level, limits_for, thousands, Level, Limits, Utilization, AUTO_COMPRESS_ABOVE,
-};
+pub use utilization::{limits_for, thousands, Limits, AUTO_COMPRESS_ABOVE};
 
 /// A session id that is not allowed (it would appear in paths and commands).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,43 +46,6 @@ pub fn new_session_id() -> String {
         n /= 32;
     }
     id
-}
-
-/// Utilization where no model is in the loop (`vis exec`): nothing is known (SPEC §7).
-pub fn utilization_without_requests() -> Value {
-    json!({
-        "last_request_tokens": null,
-        "estimated": false,
-        "auto_compress_above": AUTO_COMPRESS_ABOVE,
-        "input_limit": null,
-        "saturation": null,
-        "headroom_tokens": null,
-        "level": null,
-        "fold_measurement": null,
-    })
-}
-
-/// The `session` dict for one block (SPEC §5). The runtime fills in `restored` and `sandbox`;
-/// `workspace_roots` come from the block's own field (`protocol::Block`), the one way they
-/// travel.
-pub fn session_dict(
-    id: &str,
-    turn: i64,
-    iteration: i64,
-    counts: Counts,
-    utilization: Value,
-) -> Value {
-    json!({
-        "id": id,
-        "turn": turn,
-        "iteration": iteration,
-        "counts": {"turns": counts.turns, "iterations": counts.iterations, "folds": counts.folds},
-        "utilization": utilization,
-        "extensions": {},
-        "restored": null,
-        // MCP servers as namespaces: filled in by hosts that have them (see `mcp`).
-        "mcp": {"servers": {}, "skipped": []},
-    })
 }
 
 #[cfg(test)]

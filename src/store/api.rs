@@ -24,7 +24,8 @@ use serde::Serialize;
 use super::Result;
 use crate::catalog::Snapshot;
 use crate::protocol::{
-    IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
+    FoldReceipt, FoldSpan, IterationRecord, IterationRow, IterationStatus, Measurement,
+    PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
 
 /// Turns `first..=last`: what a page of a session's records covers.
@@ -137,7 +138,7 @@ pub struct HistoryRow {
 }
 
 /// A conversation item to append (tool results go through
-/// [`Conversation::record_tool_result`]).
+/// [`SessionRecords::finish_iteration`]).
 #[derive(Debug, Clone)]
 pub struct NewHistoryItem<'a> {
     pub turn: i64,
@@ -186,14 +187,21 @@ pub struct FoldRow {
     pub turn: i64,
     pub iteration: Option<i64>,
     pub key: String,
-    /// JSON: `[{first_seq, last_seq, label, text}]`.
-    pub spans: String,
+    pub spans: Vec<FoldSpan>,
     pub gist: String,
     pub automatic: bool,
     pub absorbed_by: Option<i64>,
-    pub receipt: String,
+    pub receipt: FoldReceipt,
     pub group_id: i64,
-    pub measurement: String,
+    pub measurement: Measurement,
+}
+
+/// The model call an iteration answers: the call's id and the tool result's size (o200k
+/// tokens) in the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolAnswer {
+    pub call_id: String,
+    pub tokens: i64,
 }
 
 /// Sessions, turns, iterations, persisted definitions and worker events.
@@ -233,8 +241,6 @@ pub trait SessionRecords {
         kind: TurnKind,
         user_text: Option<&str>,
     ) -> Result<i64>;
-    /// Marks a turn done.
-    fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()>;
     /// Sets how a turn ended.
     fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()>;
     /// Turns still marked running whose process is gone (it stopped without ending them),
@@ -253,7 +259,7 @@ pub trait SessionRecords {
     fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64>;
     /// Records an iteration as running, with its code, before its block is sent to the
     /// worker: whatever the worker does (or the host, when it dies), the code is in the
-    /// history.
+    /// history. Beginning a running iteration again keeps the one row.
     fn begin_iteration(
         &self,
         session_id: &str,
@@ -262,11 +268,14 @@ pub trait SessionRecords {
         code: &str,
         started_at: i64,
     ) -> Result<()>;
-    /// Completes an iteration recorded by [`begin_iteration`](Self::begin_iteration), with
-    /// its definition changes, in one transaction.
-    fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
-    /// Commits one completed iteration together with the definition changes it made.
-    fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()>;
+    /// Completes an iteration recorded by [`begin_iteration`](Self::begin_iteration) (or
+    /// records it whole), with its definition changes and, when it answers a model call,
+    /// its place in the conversation, in one transaction. Returns that place's `seq`.
+    fn finish_iteration(
+        &mut self,
+        rec: &IterationRecord<'_>,
+        answers: Option<&ToolAnswer>,
+    ) -> Result<Option<i64>>;
     fn iterations(&self, session_id: &str) -> Result<Vec<IterationRow>> {
         self.iterations_in(session_id, TurnRange::ALL)
     }
@@ -300,14 +309,6 @@ pub trait Conversation {
 
     /// Appends one item; returns its `seq`.
     fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64>;
-    /// Commits a completed iteration and its place in the conversation (answering
-    /// `call_id`) in one transaction; returns the item's `seq`.
-    fn record_tool_result(
-        &mut self,
-        rec: &IterationRecord<'_>,
-        call_id: &str,
-        tokens: i64,
-    ) -> Result<i64>;
     /// The whole conversation in order, tool results with their outputs.
     fn history(&self, session_id: &str) -> Result<Vec<HistoryRow>> {
         self.history_in(session_id, TurnRange::ALL)
@@ -340,7 +341,7 @@ pub trait FoldRecords {
         &self,
         session_id: &str,
         group_id: i64,
-        measurement: &str,
+        measurement: &Measurement,
     ) -> Result<()>;
 }
 

@@ -6,6 +6,7 @@ use vis::runtime::HostHandler;
 
 use crate::support::run;
 use crate::vistest;
+use vis::protocol::{HostReply, HostRequest};
 
 vistest!(reports_the_libpython_it_was_built_against, |env| {
     let mut rt = env.runtime();
@@ -215,11 +216,20 @@ vistest!(non_utf8_output_is_replaced_and_said, |env| {
     assert_eq!(out.status, Status::Ok, "{}", out.output);
 });
 
+fn session_info(turn: i64, iteration: i64) -> vis::protocol::SessionInfo {
+    vis::protocol::SessionInfo::new(
+        "s",
+        turn,
+        iteration,
+        vis::protocol::SessionCounts::default(),
+        vis::protocol::Utilization::without_requests(),
+    )
+}
+
 vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     let mut rt = env.runtime();
     let mut req = env.block("import json; print(json.dumps(session, sort_keys=True))");
-    req.session =
-        json!({"turn": 7, "iteration": 2, "workspace_roots": ["/stale"], "extensions": {}});
+    req.session = session_info(7, 2);
     let roots = req.workspace_roots.clone();
     let out = rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap();
     let v: Value = serde_json::from_str(out.output.trim()).unwrap();
@@ -229,10 +239,10 @@ vistest!(session_dict_is_rebuilt_before_every_block, |env| {
     assert_eq!(v["workspace_roots"], json!(roots));
     assert_eq!(v["restored"]["ok"], json!([]));
     let mut req = env.block("session['turn'] = 99");
-    req.session = json!({"turn": 8});
+    req.session = session_info(8, 1);
     rt.exec(req, &mut vis::runtime::NoHostCalls).unwrap();
     let mut req = env.block("session['turn'], session['restored']");
-    req.session = json!({"turn": 9});
+    req.session = session_info(9, 1);
     // A block's own edits do not leak into the next block's dict; `restored` is only set
     // on the first block after a start.
     assert_eq!(
@@ -243,12 +253,16 @@ vistest!(session_dict_is_rebuilt_before_every_block, |env| {
 
 struct Echo(Vec<String>);
 
+/// Answers a block's `mcp.call` (the one host call whose parameters are any JSON object) with
+/// its arguments, as a test of the plumbing.
 impl HostHandler for Echo {
-    fn call(&mut self, method: &str, params: Value) -> vis::runtime::CallAnswer {
-        self.0.push(method.to_string());
-        match method {
-            "echo" => Ok(json!({"echo": params})),
-            _ => Err(format!("no method {method}").into()),
+    fn call(&mut self, request: HostRequest) -> vis::protocol::CallAnswer {
+        self.0.push(request.method().to_string());
+        match request {
+            HostRequest::McpCall { arguments, .. } => {
+                Ok(HostReply::Mcp(json!({"echo": arguments})))
+            }
+            other => Err(format!("no method {}", other.method()).into()),
         }
     }
 }
@@ -259,14 +273,16 @@ vistest!(blocks_can_call_the_host_while_running, |env| {
     // Params and answers are Python values (no JSON text); what JSON cannot hold is refused
     // before anything is sent.
     let code = r#"from vis import _native
-print(_native.host_call('echo', {'a': 1, 'b': [True, None, 1.5, 'x', (2,)], 'big': 2**64 - 1}))
+def echo(arguments):
+    return _native.host_call('mcp.call', {'server': 'e', 'tool': 'echo', 'arguments': arguments})
+print(echo({'a': 1, 'b': [True, None, 1.5, 'x', (2,)], 'big': 2**64 - 1}))
 try:
     _native.host_call('nope', {})
 except RuntimeError as e:
     print('error:', e)
 for bad in ({1: 'x'}, {'s': {1, 2}}, float('nan'), 2**64, object()):
     try:
-        _native.host_call('echo', bad)
+        echo(bad)
     except (TypeError, ValueError) as e:
         print(type(e).__name__ + ":", e)"#;
     let out = rt.exec(env.block(code), &mut host).unwrap();
@@ -275,7 +291,7 @@ for bad in ({1: 'x'}, {'s': {1, 2}}, float('nan'), 2**64, object()):
         lines[..2],
         [
             "{'echo': {'a': 1, 'b': [True, None, 1.5, 'x', [2]], 'big': 18446744073709551615}}",
-            "error: no method nope"
+            "error: the host has no 'nope' call; see doc('vis') for what blocks can call"
         ],
         "{}",
         out.output
@@ -300,7 +316,8 @@ for bad in ({1: 'x'}, {'s': {1, 2}}, float('nan'), 2**64, object()):
         "{}",
         out.output
     );
-    assert_eq!(host.0, ["echo", "nope"]);
+    // A call that does not parse never reaches the handler.
+    assert_eq!(host.0, ["mcp.call"]);
 });
 
 vistest!(workspace_venv_packages_are_importable, |env| {

@@ -409,21 +409,24 @@ fn store_defs(env: &TestEnv, defs: &[PersistedDef]) {
         .begin_turn("s", vis::protocol::TurnKind::Exec, None)
         .unwrap();
     store
-        .record_iteration(&vis::store::IterationRecord {
-            session_id: "s",
-            turn,
-            iteration: 1,
-            code: "",
-            output: "",
-            status: vis::protocol::IterationStatus::Ended(Status::Ok),
-            started_at: 0,
-            duration_ms: 0,
-            exec_us: 0,
-            artifact: None,
-            worker_exit: None,
-            defs_set: defs,
-            defs_deleted: &[],
-        })
+        .finish_iteration(
+            &vis::store::IterationRecord {
+                session_id: "s",
+                turn,
+                iteration: 1,
+                code: "",
+                output: "",
+                status: vis::protocol::IterationStatus::Ended(Status::Ok),
+                started_at: 0,
+                duration_ms: 0,
+                exec_us: 0,
+                artifact: None,
+                worker_exit: None,
+                defs_set: defs,
+                defs_deleted: &[],
+            },
+            None,
+        )
         .unwrap();
 }
 

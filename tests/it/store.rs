@@ -196,10 +196,12 @@ vistest!(
 // Every backend must pass `contract`; a PostgreSQL backend would add one line per test below.
 
 use vis::catalog::{render_catalog, Manifest};
-use vis::protocol::{IterationStatus, PersistedDef, Status, TurnKind, TurnStatus};
+use vis::protocol::{
+    FoldSpan, IterationStatus, Measurement, PersistedDef, Status, TurnKind, TurnStatus,
+};
 use vis::store::{
     ChatPrefix, FoldRow, HistoryKind, IterationRecord, NewHistoryItem, RequestRecord, Store,
-    StoreError,
+    StoreError, ToolAnswer,
 };
 
 fn def(name: &str) -> PersistedDef {
@@ -272,15 +274,22 @@ fn contract(store: &mut Store) {
         store.iterations("s").unwrap()[0].status,
         IterationStatus::Running
     );
+    // Beginning a running iteration again keeps the one row.
+    store.begin_iteration("s", t1, 1, "code", 0).unwrap();
+    assert_eq!(store.iterations("s").unwrap().len(), 1);
     store
-        .finish_iteration(&iteration("s", t1, 1, &[def("a"), def("b")], &[]))
+        .finish_iteration(&iteration("s", t1, 1, &[def("a"), def("b")], &[]), None)
         .unwrap();
     assert_eq!(store.next_iteration("s", t1).unwrap(), 2);
-    store.finish_turn("s", t1).unwrap();
+    store.end_turn("s", t1, TurnStatus::Done).unwrap();
     let t2 = store.begin_turn("s", TurnKind::Chat, Some("hi")).unwrap();
     assert_eq!(t2, 2);
+    // Finishing an iteration that was never begun records it whole.
     store
-        .record_iteration(&iteration("s", t2, 1, &[def("a")], &["b".to_string()]))
+        .finish_iteration(
+            &iteration("s", t2, 1, &[def("a")], &["b".to_string()]),
+            None,
+        )
         .unwrap();
     let names: Vec<_> = store
         .load_defs("s")
@@ -324,9 +333,15 @@ fn contract(store: &mut Store) {
         )
         .unwrap();
     let tool = store
-        .record_tool_result(&iteration("s", t3, 1, &[], &[]), "call_1", 3)
+        .finish_iteration(
+            &iteration("s", t3, 1, &[], &[]),
+            Some(&ToolAnswer {
+                call_id: "call_1".into(),
+                tokens: 3,
+            }),
+        )
         .unwrap();
-    assert_eq!(tool, seq + 1);
+    assert_eq!(tool, Some(seq + 1));
     let history = store.history("s").unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].kind, HistoryKind::ToolResult);
@@ -398,27 +413,47 @@ fn contract(store: &mut Store) {
     );
 
     // Folds: a later fold absorbs an earlier one; measurements are per group.
+    let pending = Measurement::Pending {
+        fold_count: 1,
+        folds: vec![1],
+        before_input_tokens: Some(10),
+        before_provider: "openai".into(),
+        before_model: "m".into(),
+        before_turn: 1,
+    };
     let fold = |id: i64, group: i64| FoldRow {
         id,
         turn: t3,
         iteration: Some(1),
         key: "t1".into(),
-        spans: "[]".into(),
+        spans: vec![FoldSpan {
+            first_seq: 1,
+            last_seq: 2,
+            label: "t1".into(),
+            text: "[vis] fold 1 replaces t1: g".into(),
+        }],
         gist: "g".into(),
         automatic: false,
         absorbed_by: None,
-        receipt: "{}".into(),
+        receipt: serde_json::from_value(serde_json::json!({"fold": id})).unwrap(),
         group_id: group,
-        measurement: "{\"status\":\"pending\"}".into(),
+        measurement: pending.clone(),
     };
     store.record_fold("s", &fold(1, 1), &[]).unwrap();
     store.record_fold("s", &fold(2, 1), &[1]).unwrap();
-    store
-        .set_fold_measurement("s", 1, "{\"status\":\"measured\"}")
-        .unwrap();
+    let measured = Measurement::Measured {
+        fold_count: 2,
+        folds: vec![1, 2],
+        before_input_tokens: 10,
+        after_input_tokens: 8,
+        net_reduction_tokens: 2,
+    };
+    store.set_fold_measurement("s", 1, &measured).unwrap();
     let folds = store.folds("s").unwrap();
     assert_eq!(folds[0].absorbed_by, Some(2));
-    assert!(folds.iter().all(|f| f.measurement.contains("measured")));
+    assert!(folds.iter().all(|f| f.measurement == measured));
+    assert_eq!(folds[1].spans[0].label, "t1");
+    assert_eq!(folds[1].receipt.fold, 2);
     assert_eq!(
         store.counts("s").unwrap().folds,
         1,

@@ -10,14 +10,18 @@ use vis::runtime::{HostHandler, Supervisor, WorkerOptions};
 
 use crate::support::{vis_bin, TestEnv};
 use crate::vistest;
+use vis::protocol::{HostReply, HostRequest};
 
 struct Echo;
 
+/// Answers a block's `mcp.call` with its arguments.
 impl HostHandler for Echo {
-    fn call(&mut self, method: &str, params: Value) -> vis::runtime::CallAnswer {
-        match method {
-            "echo" => Ok(json!({"echo": params})),
-            _ => Err(format!("no method {method}").into()),
+    fn call(&mut self, request: HostRequest) -> vis::protocol::CallAnswer {
+        match request {
+            HostRequest::McpCall { arguments, .. } => {
+                Ok(HostReply::Mcp(json!({"echo": arguments})))
+            }
+            other => Err(format!("no method {}", other.method()).into()),
         }
     }
 }
@@ -41,7 +45,7 @@ vistest!(
     a_background_thread_calling_the_host_between_blocks_breaks_nothing,
     |env| {
         let mut rt = env.runtime();
-        let start = "import threading, time\nfrom vis import _native\nanswers = []\ndef pester():\n    for _ in range(400):\n        try:\n            answers.append(('ok', _native.host_call('echo', {'n': 1})))\n        except RuntimeError as e:\n            answers.append(('err', str(e)))\n        time.sleep(0.001)\nt = threading.Thread(target=pester)\nt.start()";
+        let start = "import threading, time\nfrom vis import _native\nanswers = []\ndef pester():\n    for _ in range(400):\n        try:\n            answers.append(('ok', _native.host_call('mcp.call', {'server': 'e', 'tool': 'echo', 'arguments': {'n': 1}})))\n        except RuntimeError as e:\n            answers.append(('err', str(e)))\n        time.sleep(0.001)\nt = threading.Thread(target=pester)\nt.start()";
         assert_eq!(
             rt.exec(env.block(start), &mut Echo).unwrap().status,
             Status::Ok
@@ -75,7 +79,7 @@ vistest!(
 
 vistest!(many_threads_call_the_host_at_once_during_a_block, |env| {
     let mut rt = env.runtime();
-    let code = "import threading\nfrom vis import _native\nimport json\nres = {}\ndef call(i):\n    res[i] = _native.host_call('echo', {'i': i})['echo']['i']\nts = [threading.Thread(target=call, args=(i,)) for i in range(16)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(all(res[i] == i for i in range(16)), len(res))";
+    let code = "import threading\nfrom vis import _native\nimport json\nres = {}\ndef call(i):\n    res[i] = _native.host_call('mcp.call', {'server': 'e', 'tool': 'echo', 'arguments': {'i': i}})['echo']['i']\nts = [threading.Thread(target=call, args=(i,)) for i in range(16)]\n[t.start() for t in ts]\n[t.join() for t in ts]\nprint(all(res[i] == i for i in range(16)), len(res))";
     let out = rt.exec(env.block(code), &mut Echo).unwrap();
     // `call` reads `res`, which a new worker would not have: the block is told so.
     assert!(
@@ -92,7 +96,7 @@ vistest!(
         events.block_on(async {
         let mut sup = supervisor(&env);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let code = "from vis import _native\nprint(_native.host_call('add', [2, 3]))\nprint(_native.host_call('add', (10, 20)))";
+        let code = "from vis import _native\nadd = lambda a, b: _native.host_call('mcp.call', {'server': 'm', 'tool': 'add', 'arguments': {'a': a, 'b': b}})\nprint(add(2, 3))\nprint(add(10, 20))";
         let mut answered = 0;
         let outcome = {
             let run = sup.exec(env.block(code), tx, CancellationToken::new());
@@ -101,11 +105,14 @@ vistest!(
             tokio::select! {
                 outcome = &mut run => break outcome.unwrap(),
                 Some(call) = rx.recv() => {
-                    assert_eq!(call.method, "add");
-                    let nums: Vec<i64> = serde_json::from_value(call.params.clone()).unwrap();
+                    let HostRequest::McpCall { tool, arguments, .. } = call.request.clone() else {
+                        panic!("{:?}", call.request);
+                    };
+                    assert_eq!(tool, "add");
+                    let sum: i64 = arguments.values().filter_map(Value::as_i64).sum();
                     // The answer may take a while; the block waits for it.
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    call.reply(Ok(json!(nums.iter().sum::<i64>())));
+                    call.reply(Ok(HostReply::Mcp(json!(sum))));
                     answered += 1;
                 }
             }

@@ -7,7 +7,7 @@
 
 use super::commands::plural;
 use crate::gateway::ChatSession;
-use crate::session::Level;
+use crate::protocol::{Level, Measurement};
 use crate::store::RequestRecord;
 
 /// Token totals over a session's answered requests.
@@ -70,7 +70,7 @@ pub fn utilization(
         None => (estimate, "~"),
     };
     let share = tokens as f64 * 100.0 / auto_compress_above.max(1) as f64;
-    let level = match crate::session::level(tokens, auto_compress_above) {
+    let level = match crate::protocol::level(tokens, auto_compress_above) {
         Level::Normal => "",
         Level::Hint => " (fold soon)",
         Level::Urgent => " (fold now)",
@@ -84,21 +84,18 @@ pub fn utilization(
 
 /// The latest fold measurement in a few words (`None` before the first fold).
 pub fn measurement(session: &ChatSession) -> Option<String> {
-    let m = session.utilization().fold_measurement?;
-    Some(match m["status"].as_str() {
-        Some("measured") => format!(
-            "fold net {} tokens",
-            m["net_reduction_tokens"].as_i64().map_or("?".into(), |n| {
-                let sign = if n >= 0 { "−" } else { "+" };
-                format!("{sign}{}", count(Some(n.unsigned_abs())))
-            })
-        ),
-        Some("pending") => "fold measurement pending".into(),
-        Some("unavailable") => format!(
-            "fold measurement n/a ({})",
-            m["reason"].as_str().unwrap_or("?")
-        ),
-        _ => return None,
+    Some(match session.utilization().fold_measurement? {
+        Measurement::Measured {
+            net_reduction_tokens: n,
+            ..
+        } => {
+            let sign = if n >= 0 { "−" } else { "+" };
+            format!("fold net {sign}{} tokens", count(Some(n.unsigned_abs())))
+        }
+        Measurement::Pending { .. } => "fold measurement pending".into(),
+        Measurement::Unavailable { reason, .. } => {
+            format!("fold measurement n/a ({reason})")
+        }
     })
 }
 
@@ -239,7 +236,7 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
             "{} (folding is required above {} input tokens; the model's hard limit is {})",
             utilization(last, session.estimate_tokens(), u.auto_compress_above),
             count(Some(u.auto_compress_above)),
-            count(Some(u.input_limit))
+            count(u.input_limit)
         ),
     ));
     if let Some(m) = measurement(session) {

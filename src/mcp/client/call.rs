@@ -10,37 +10,20 @@ use std::sync::atomic::Ordering;
 
 use crate::mcp::framing::{over_limit_answer, size_text};
 use crate::mcp::results;
+use crate::protocol::CallError;
 
 impl McpHub {
-    /// Answers an `mcp.*` host call from a block.
-    pub async fn answer(&self, method: &str, params: &Value) -> crate::runtime::CallAnswer {
-        match method {
-            "mcp.call" => self.call(params).await,
-            "mcp.status" => Ok(self.status_json()),
-            _ => Err(crate::runtime::CallError(format!(
-                "there is no host call '{method}'; MCP tools are called as functions, e.g. server.tool(...)"
-            ))),
-        }
-    }
-
-    /// `mcp.call {server, tool, arguments}`: calls the tool and converts the result.
-    pub async fn call(&self, params: &Value) -> crate::runtime::CallAnswer {
-        let server = params
-            .get("server")
-            .and_then(Value::as_str)
-            .ok_or("mcp.call: `server` must be a string")?;
-        let tool = params
-            .get("tool")
-            .and_then(Value::as_str)
-            .ok_or("mcp.call: `tool` must be a string")?;
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => JsonObject::new(),
-            Some(Value::Object(map)) => map.clone(),
-            Some(_) => return Err("mcp.call: `arguments` must be an object".into()),
-        };
+    /// `server.tool(**arguments)` from a block: calls the tool and converts the result. The
+    /// tool must be one the worker was given.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: JsonObject,
+    ) -> Result<Value, CallError> {
         let Some(slot) = self.slot(server).cloned() else {
             let known = self.server_names();
-            return Err(crate::runtime::CallError(if known.is_empty() {
+            return Err(CallError(if known.is_empty() {
                 format!(
                     "there is no MCP server `{server}`: none is configured (see session[\"mcp\"])"
                 )
@@ -53,7 +36,7 @@ impl McpHub {
         };
         // The tool must be one the worker was given: known, with its Python name not denied.
         let Some(output_schema) = self.callable(&slot, tool) else {
-            return Err(crate::runtime::CallError(format!(
+            return Err(CallError(format!(
                 "MCP server `{server}` has no tool `{tool}`; doc('{server}') lists its tools"
             )));
         };

@@ -37,6 +37,7 @@ mod call;
 mod connection;
 mod errors;
 mod http;
+mod tool_hub;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

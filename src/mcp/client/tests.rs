@@ -57,7 +57,7 @@ fn hub(deny: &[&str]) -> McpHub {
     hub
 }
 
-fn error_text(answer: crate::runtime::CallAnswer) -> String {
+fn error_text(answer: Result<Value, crate::protocol::CallError>) -> String {
     match answer {
         Err(e) => e.0,
         Ok(v) => panic!("not an error: {v}"),
@@ -89,9 +89,19 @@ fn stored_tools_become_functions_with_the_deny_list_applied() {
 #[tokio::test]
 async fn calls_are_checked_before_any_server_starts() {
     let hub = hub(&["fx.drop_all"]);
+    // As a block's call arrives: parsed (`protocol::HostRequest`), then answered by the hub.
     let call = |params: Value| {
         let hub = hub.clone();
-        async move { hub.answer("mcp.call", &params).await }
+        async move {
+            match crate::protocol::HostRequest::parse("mcp.call", params)? {
+                crate::protocol::HostRequest::McpCall {
+                    server,
+                    tool,
+                    arguments,
+                } => hub.call(&server, &tool, arguments).await,
+                other => panic!("parsed as {other:?}"),
+            }
+        }
     };
     assert_eq!(
         error_text(call(json!({"server": "gh", "tool": "x"})).await),
@@ -110,9 +120,10 @@ async fn calls_are_checked_before_any_server_starts() {
         error_text(call(json!({"server": "fx", "tool": "echo", "arguments": [1]})).await)
             .contains("`arguments` must be an object")
     );
-    assert!(
-        error_text(hub.answer("mcp.nope", &json!({})).await).contains("no host call 'mcp.nope'")
-    );
+    assert!(crate::protocol::HostRequest::parse("mcp.nope", json!({}))
+        .unwrap_err()
+        .0
+        .contains("no 'mcp.nope' call"));
     // Arguments over the message limit: a tool error naming it, and the server not started.
     let big =
         call(json!({"server": "fx", "tool": "echo", "arguments": {"text": "x".repeat(2000)}}))

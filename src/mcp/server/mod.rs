@@ -19,7 +19,6 @@
 //! - Configured MCP servers are namespaces here too: the same [`McpHub`] as in `vis chat`.
 //! - Calls run one at a time (a session has one interpreter); a second call waits.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,11 +37,9 @@ mod session;
 mod snapshot;
 
 use super::framing::{LineTransport, Side};
-use super::McpHub;
-use crate::protocol::code_of;
-use crate::protocol::ToolCall;
-use crate::runtime::{RuntimeError, Supervisor};
-use crate::store::{Store, StoreError};
+use crate::protocol::{code_of, ToolCall};
+use crate::runtime::{BlockRunner, RuntimeError};
+use crate::store::StoreError;
 use session::Session;
 pub use snapshot::defs_text;
 use snapshot::Snapshot;
@@ -57,13 +54,8 @@ pub const TOOL_DESCRIPTION: &str = "Run a Python block in a persistent Vis sessi
 pub struct ServeOptions {
     pub session_id: String,
     pub roots: Vec<String>,
-    pub artifact_dir: PathBuf,
-    pub timeout: Duration,
     pub output_limit: usize,
-    /// The most bytes the session's artifacts may take.
-    pub artifact_quota: u64,
     pub catalog_budget: usize,
-    pub hub: Option<McpHub>,
     /// The largest message in either direction (`[mcp] max_message_mb`).
     pub max_message_bytes: usize,
 }
@@ -75,6 +67,8 @@ pub enum ServeError {
     Store(#[from] StoreError),
     #[error("the worker could not start: {0}")]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Run(#[from] crate::runtime::RunError),
     #[error("the catalog: {0}")]
     Catalog(#[from] crate::catalog::CatalogError),
     #[error("the MCP connection: {0}")]
@@ -85,8 +79,7 @@ pub enum ServeError {
 /// bounded and answered as `framing` describes) until the client disconnects (or `stop` is
 /// cancelled).
 pub async fn serve<R, W>(
-    store: Box<Store>,
-    mut supervisor: Supervisor,
+    mut runner: BlockRunner,
     opts: ServeOptions,
     reader: R,
     writer: W,
@@ -107,19 +100,9 @@ where
         ),
     );
     // The worker and the MCP servers start together; the catalog needs both.
-    let start = async {
-        if let Some(hub) = &opts.hub {
-            hub.connect_all().await;
-        }
-    };
-    let (started, ()) = tokio::join!(supervisor.start(), start);
-    started?;
-    if let Some(hub) = &opts.hub {
-        let (namespaces, functions) = hub.functions();
-        supervisor.set_mcp_tools(namespaces, functions).await?;
-        hub.take_changed();
-    }
-    let snapshot = Snapshot::of(&supervisor, opts.catalog_budget)?;
+    runner.start(true).await?;
+    let supervisor = runner.supervisor();
+    let snapshot = Snapshot::of(supervisor, opts.catalog_budget)?;
     let instructions = instructions(&opts, &snapshot.catalog);
     let info = ServerConfig::new(
         ServerCapabilities::builder()
@@ -133,15 +116,13 @@ where
         env!("CARGO_PKG_VERSION"),
     ))
     .with_instructions(instructions);
-    let hub = opts.hub.clone();
     let handler = VisServer {
         shared: Arc::new(Shared {
             info,
             snapshot: Mutex::new(snapshot),
             session: tokio::sync::Mutex::new(Session {
-                store,
                 seen_manifest: supervisor.manifest_version(),
-                supervisor,
+                runner,
                 opts,
                 turn: None,
             }),
@@ -161,10 +142,7 @@ where
     on_stop.abort();
     let mut session = shared.session.lock().await;
     session.close()?;
-    session.supervisor.shutdown().await;
-    if let Some(hub) = hub {
-        hub.shutdown().await;
-    }
+    session.runner.shutdown().await;
     Ok(())
 }
 
@@ -268,9 +246,12 @@ impl ServerHandler for VisServer {
             let result = session.run(code, context.ct.clone()).await;
             // The block may have changed the definitions; the catalog and pages change only
             // with the manifest (rendering it costs the tokenizer's time).
-            let fresh = if session.supervisor.manifest_version() != session.seen_manifest {
-                session.seen_manifest = session.supervisor.manifest_version();
-                Snapshot::of(&session.supervisor, session.opts.catalog_budget).ok()
+            let supervisor = session.runner.supervisor();
+            let fresh = if supervisor.manifest_version() != session.seen_manifest {
+                let version = supervisor.manifest_version();
+                let fresh = Snapshot::of(supervisor, session.opts.catalog_budget).ok();
+                session.seen_manifest = version;
+                fresh
             } else {
                 None
             };
@@ -281,7 +262,7 @@ impl ServerHandler for VisServer {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match fresh {
                 Some(fresh) => *snap = fresh,
-                None => snap.defs = defs_text(session.supervisor.defs()),
+                None => snap.defs = defs_text(session.runner.supervisor().defs()),
             }
             drop(snap);
             result

@@ -4,26 +4,43 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::channel::CallAnswer;
 use super::supervisor::{Supervisor, WorkerOptions};
 use crate::catalog::{Manifest, ManifestEntry};
-use crate::protocol::{Block, BlockResult, ExitInfo, PersistedDef};
+use crate::protocol::{Block, BlockResult, CallAnswer, ExitInfo, HostRequest, PersistedDef};
 use crate::runtime::RuntimeError;
 
 /// Answers the calls a block makes back into the host while it runs.
 pub trait HostHandler {
-    fn call(&mut self, method: &str, params: Value) -> CallAnswer;
+    fn call(&mut self, request: HostRequest) -> CallAnswer;
 }
 
 /// For callers that offer no host calls.
 pub struct NoHostCalls;
 
 impl HostHandler for NoHostCalls {
-    fn call(&mut self, method: &str, _params: Value) -> CallAnswer {
-        Err(format!("the host offers no '{method}' call in this mode").into())
+    fn call(&mut self, request: HostRequest) -> CallAnswer {
+        Err(format!(
+            "the host offers no '{}' call in this mode",
+            request.method()
+        )
+        .into())
+    }
+}
+
+/// Answers one call: `promote()`'s write is the runtime's own (as in `runner`), the rest the
+/// handler's.
+fn answer(
+    host: &mut dyn HostHandler,
+    workspace: &Option<std::path::PathBuf>,
+    request: HostRequest,
+) -> CallAnswer {
+    match request {
+        HostRequest::WriteExtension { extension, text } => {
+            super::promote::write_extension(workspace.as_deref(), &extension, &text)
+        }
+        other => host.call(other),
     }
 }
 
@@ -129,6 +146,7 @@ impl Runtime {
             Ok(stop) => stop.clone(),
             Err(_) => CancellationToken::new(),
         };
+        let workspace = self.supervisor.options().workspace.clone();
         let Runtime {
             tokio, supervisor, ..
         } = self;
@@ -140,15 +158,14 @@ impl Runtime {
                 tokio::select! {
                     outcome = &mut run => break outcome,
                     Some(call) = calls_rx.recv() => {
-                        let answer = host.call(&call.method, call.params.clone());
+                        let answer = answer(host, &workspace, call.request.clone());
                         call.reply(answer);
                     }
                 }
             };
-            // Calls that came in as the block ended still get their answers.
+            // Calls still queued when the block ended are refused, as the runner does.
             while let Ok(call) = calls_rx.try_recv() {
-                let answer = host.call(&call.method, call.params.clone());
-                call.reply(answer);
+                drop(call);
             }
             outcome
         });

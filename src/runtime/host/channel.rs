@@ -18,45 +18,23 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::protocol::{CallAnswer, CallError, HostRequest};
 use crate::runtime::wire::{codec, decode_message, HostMessage, WorkerMessage};
 
-/// A host call's refusal: the message the block sees, raised there as a Python exception. It
-/// is an error for the model to read and act on, never one that aborts the session.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CallError(pub String);
-
-impl From<String> for CallError {
-    fn from(message: String) -> Self {
-        CallError(message)
-    }
-}
-
-impl From<&str> for CallError {
-    fn from(message: &str) -> Self {
-        CallError(message.to_string())
-    }
-}
-
-/// What a host call answers: a JSON value, or the refusal the block sees.
-pub type CallAnswer = Result<Value, CallError>;
-
-/// A call from a running block back to the host (`fold_session`, MCP tools, …). Answer it
-/// with [`HostCall::reply`]; dropping it unanswered replies with an error.
+/// A call from a running block back to the host (`fold_session`, MCP tools, …), parsed.
+/// Answer it with [`HostCall::reply`]; dropping it unanswered replies with an error.
 #[derive(Debug)]
 pub struct HostCall {
-    pub method: String,
-    pub params: Value,
+    pub request: HostRequest,
     reply: Option<oneshot::Sender<CallAnswer>>,
 }
 
 impl HostCall {
-    pub fn new(method: String, params: Value) -> (HostCall, oneshot::Receiver<CallAnswer>) {
+    pub fn new(request: HostRequest) -> (HostCall, oneshot::Receiver<CallAnswer>) {
         let (tx, rx) = oneshot::channel();
         (
             HostCall {
-                method,
-                params,
+                request,
                 reply: Some(tx),
             },
             rx,
@@ -76,7 +54,7 @@ impl Drop for HostCall {
         if let Some(tx) = self.reply.take() {
             let _ = tx.send(Err(CallError(format!(
                 "the host did not answer '{}': the block it was made for has ended",
-                self.method
+                self.request.method()
             ))));
         }
     }
@@ -208,18 +186,27 @@ fn route_request(
     let sink = calls.lock().ok().and_then(|g| g.clone());
     let respond = move |answer: CallAnswer| {
         let (result, error) = match answer {
-            Ok(v) => (Some(v), None),
+            Ok(reply) => (Some(reply.into_json()), None),
             Err(e) => (None, Some(e.0)),
         };
         HostMessage::Response { id, result, error }
     };
     let Some(sink) = sink else {
         let _ = outgoing.send(respond(Err(CallError(format!(
-            "'{method}' is not available now: the host answers calls only while a block runs"
+            "'{}' is not available now: the host answers calls only while a block runs",
+            crate::protocol::clip(&method, 60)
         )))));
         return;
     };
-    let (call, answer) = HostCall::new(method, params);
+    // What the worker sent is untrusted: a call that does not parse is answered here.
+    let request = match HostRequest::parse(&method, params) {
+        Ok(request) => request,
+        Err(e) => {
+            let _ = outgoing.send(respond(Err(e)));
+            return;
+        }
+    };
+    let (call, answer) = HostCall::new(request);
     if let Err(mpsc::error::SendError(call)) = sink.send(call) {
         // The answering side is gone (the block just ended): say so rather than hang.
         call.reply(Err(

@@ -1,5 +1,8 @@
 //! The runtime as the host sees it: everything that runs in the gateway's process.
 //!
+//! - `runner`: the one place a block runs in a session (chat, serve, exec and mcp alike):
+//!   builds the block, answers its host calls in one `match`, cancels what it started,
+//!   records the iteration;
 //! - `supervisor`: start, restore, run a block with its deadlines, interrupt, kill, restart
 //!   (async); `blocking` wraps it for synchronous callers (tests, benchmarks);
 //! - `spawn`: starting a worker process (its sandbox planned, its capture file, its
@@ -13,11 +16,16 @@ pub mod channel;
 mod env;
 mod promote;
 mod restore;
+mod runner;
 mod spawn;
 mod supervisor;
 
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
-pub use channel::{CallAnswer, CallError, HostCall, HostCallSink};
+pub use channel::{HostCall, HostCallSink};
+pub use runner::{
+    Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,
+    ToolFuture, ToolHub,
+};
 pub use supervisor::{
     validate_code, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
 };

@@ -8,26 +8,17 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, CWD};
-use serde_json::{json, Value};
 
-use super::channel::{CallAnswer, CallError};
-
-/// The host-call method `promote()` uses.
-pub const WRITE_EXTENSION: &str = "write_extension";
+use crate::protocol::{CallAnswer, CallError, HostReply};
 
 /// The largest extension file `promote()` may write.
 pub const MAX_EXTENSION_BYTES: usize = 1024 * 1024;
 
-/// Writes `params.text` to `<workspace>/.vis/extensions/<params.extension>.py`.
-pub fn write_extension(workspace: Option<&Path>, params: &Value) -> CallAnswer {
+/// Writes `text` to `<workspace>/.vis/extensions/<name>.py`.
+pub fn write_extension(workspace: Option<&Path>, name: &str, text: &str) -> CallAnswer {
     let Some(workspace) = workspace else {
         return Err("promote() needs a workspace: this worker was started without one".into());
     };
-    let name = params
-        .get("extension")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let text = params.get("text").and_then(Value::as_str).unwrap_or("");
     if !is_plain_identifier(name) {
         return Err(CallError(format!(
             "invalid extension name {name:?}: use one identifier such as 'helpers' (letters, digits, _; at most 64)"
@@ -45,7 +36,9 @@ pub fn write_extension(workspace: Option<&Path>, params: &Value) -> CallAnswer {
         .join("extensions")
         .join(format!("{name}.py"));
     write_beneath(workspace, name, text.as_bytes())
-        .map(|()| json!({ "path": path.to_string_lossy() }))
+        .map(|()| HostReply::Written {
+            path: path.to_string_lossy().into_owned(),
+        })
         .map_err(|e| CallError(format!("cannot write {}: {e}", path.display())))
 }
 
@@ -117,28 +110,24 @@ mod tests {
     fn writes_the_file_and_refuses_bad_names_sizes_and_symlinks() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
-        let ok = write_extension(
-            Some(ws),
-            &json!({"extension": "helpers", "text": "X = 1\n"}),
-        );
+        let ok = write_extension(Some(ws), "helpers", "X = 1\n");
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(
             std::fs::read_to_string(ws.join(".vis/extensions/helpers.py")).unwrap(),
             "X = 1\n"
         );
         for bad in ["../x", "a/b", "", "mcp.toml", "x y"] {
-            let e = write_extension(Some(ws), &json!({"extension": bad, "text": ""})).unwrap_err();
+            let e = write_extension(Some(ws), bad, "").unwrap_err();
             assert!(e.0.contains("invalid extension name"), "{bad}: {e}");
         }
         let big = "#".repeat(MAX_EXTENSION_BYTES + 1);
-        let e = write_extension(Some(ws), &json!({"extension": "big", "text": big})).unwrap_err();
+        let e = write_extension(Some(ws), "big", &big).unwrap_err();
         assert!(e.0.contains("limit"), "{e}");
         // A `.vis` that is a symlink elsewhere is not followed.
         let other = tempfile::tempdir().unwrap();
         let ws2 = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(other.path(), ws2.path().join(".vis")).unwrap();
-        let e =
-            write_extension(Some(ws2.path()), &json!({"extension": "h", "text": "1"})).unwrap_err();
+        let e = write_extension(Some(ws2.path()), "h", "1").unwrap_err();
         assert!(e.0.contains("cannot write"), "{e}");
         assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
     }

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::channel::{HostCall, HostCallSink, Incoming};
+use super::channel::{HostCallSink, Incoming};
 use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
 use super::spawn::WorkerProcess;
 use crate::catalog::{Manifest, ManifestEntry};
@@ -395,37 +395,25 @@ impl Supervisor {
             return Ok(result);
         }
         let notice = self.pending_notice.take();
-        if let Value::Object(map) = &mut block.session {
-            map.insert(
-                "restored".into(),
-                notice.as_ref().map(|n| n.to_json()).unwrap_or(Value::Null),
-            );
-            let mut sandbox = self.isolation.to_json();
-            if let Value::Object(s) = &mut sandbox {
-                s.insert("network".into(), Value::Bool(self.opts.sandbox.network));
-                s.insert("trusted".into(), Value::Bool(self.opts.trusted));
-            }
-            map.insert("sandbox".into(), sandbox);
+        block.session.restored = notice.as_ref().map(RestoreNotice::to_json);
+        let mut sandbox = self.isolation.to_json();
+        if let Value::Object(s) = &mut sandbox {
+            s.insert("network".into(), Value::Bool(self.opts.sandbox.network));
+            s.insert("trusted".into(), Value::Bool(self.opts.trusted));
         }
+        block.session.sandbox = Some(sandbox);
         let id = self.next_exec_id;
         self.next_exec_id += 1;
         let grace = self.opts.interrupt_grace;
         let Some(worker) = self.worker.as_mut() else {
             return Err(RuntimeError::Worker("no worker".into()));
         };
-        // Calls the runtime answers itself are taken out here; the rest go to the caller.
-        let (own_calls, mut incoming_calls) = tokio::sync::mpsc::unbounded_channel();
-        worker.channel.route_calls(own_calls);
+        worker.channel.route_calls(calls);
         worker.channel.send(HostMessage::Exec {
             id,
-            block: block.clone(),
+            block: Box::new(block.clone()),
         });
-        let calls = RuntimeCalls {
-            incoming: &mut incoming_calls,
-            caller: &calls,
-            workspace: self.opts.workspace.as_deref(),
-        };
-        let waited = wait_for_result(worker, id, &block, &stop, grace, calls).await;
+        let waited = wait_for_result(worker, id, &block, &stop, grace).await;
         worker.channel.clear_calls();
         let (ending, cause) = match waited {
             Ok(w) => w,
@@ -520,26 +508,6 @@ enum Ending {
     },
 }
 
-/// The host calls of a running block: those the runtime answers itself (`promote()`'s write)
-/// and the caller's sink for the rest.
-struct RuntimeCalls<'a> {
-    incoming: &'a mut tokio::sync::mpsc::UnboundedReceiver<HostCall>,
-    caller: &'a HostCallSink,
-    workspace: Option<&'a std::path::Path>,
-}
-
-impl RuntimeCalls<'_> {
-    fn dispatch(&self, call: HostCall) {
-        if call.method == super::promote::WRITE_EXTENSION {
-            let answer = super::promote::write_extension(self.workspace, &call.params);
-            call.reply(answer);
-        } else {
-            // A caller that is gone drops the call, which answers it with an error.
-            let _ = self.caller.send(call);
-        }
-    }
-}
-
 /// Waits for block `id`'s result, interrupting it at its timeout or when `stop` is
 /// cancelled, and killing the worker when it does not stop within `grace`. Returns how the
 /// wait ended and why the block was interrupted, if it was.
@@ -549,7 +517,6 @@ async fn wait_for_result(
     block: &Block,
     stop: &CancellationToken,
     grace: Duration,
-    calls: RuntimeCalls<'_>,
 ) -> Result<(Ending, Option<Cause>), RuntimeError> {
     let timeout_at = Instant::now() + block.timeout;
     // Set once an interrupt (timeout or stop) went out: when the grace period ends.
@@ -588,7 +555,6 @@ async fn wait_for_result(
                     return Ok((Ending::Died { exit, captured }, cause));
                 }
             },
-            Some(call) = calls.incoming.recv() => calls.dispatch(call),
             _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
                 cause = Some(Cause::Timeout);
                 worker.channel.send(HostMessage::Interrupt { id });
@@ -794,7 +760,13 @@ mod tests {
         Block {
             code: "pass".into(),
             filename: "<t1/i1>".into(),
-            session: serde_json::json!({}),
+            session: crate::protocol::SessionInfo::new(
+                "s",
+                1,
+                1,
+                crate::protocol::SessionCounts::default(),
+                crate::protocol::Utilization::without_requests(),
+            ),
             workspace_roots: vec![],
             output_limit: 100,
             artifact_path: "/nowhere/a.txt".into(),

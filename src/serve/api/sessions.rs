@@ -160,10 +160,10 @@ pub async fn get_session(
         "iterations": store.iterations_in(&id, range).map_err(e)?,
         "folds": store.folds_in(&id, range).map_err(e)?.iter().map(|f| json!({
             "id": f.id, "turn": f.turn, "iteration": f.iteration, "key": f.key,
-            "spans": serde_json::from_str::<Value>(&f.spans).unwrap_or(Value::Null),
+            "spans": f.spans,
             "gist": f.gist, "automatic": f.automatic, "absorbed_by": f.absorbed_by,
-            "receipt": serde_json::from_str::<Value>(&f.receipt).unwrap_or(Value::Null),
-            "measurement": serde_json::from_str::<Value>(&f.measurement).unwrap_or(Value::Null),
+            "receipt": f.receipt,
+            "measurement": f.measurement,
         })).collect::<Vec<_>>(),
         "defs": store.load_defs(&id).map_err(e)?,
         "history": store.history_in(&id, range).map_err(e)?,

@@ -9,12 +9,12 @@
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 
 use super::{json_column, named, SqliteStore};
-use crate::protocol::{IterationRecord, IterationStatus};
+use crate::protocol::{IterationRecord, IterationStatus, Measurement};
 use crate::store::api::{
     ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, NewHistoryItem,
-    RequestRecord, RequestTotals, SessionModel, TurnRange,
+    RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
 };
-use crate::store::{now_millis, Result};
+use crate::store::{now_millis, Result, StoreError};
 
 impl Conversation for SqliteStore {
     fn chat_prefix(&self, session_id: &str) -> Result<Option<ChatPrefix>> {
@@ -108,39 +108,6 @@ impl Conversation for SqliteStore {
         tx.execute(
             "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
             params![session_id, now_millis()],
-        )?;
-        tx.commit()?;
-        Ok(seq)
-    }
-
-    /// Commits a completed iteration and its place in the conversation (answering
-    /// `call_id`) together.
-    fn record_tool_result(
-        &mut self,
-        rec: &IterationRecord<'_>,
-        call_id: &str,
-        tokens: i64,
-    ) -> Result<i64> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        super::insert_iteration(&tx, rec)?;
-        tx.execute(
-            "UPDATE iterations SET call_id = ?4 WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3",
-            params![rec.session_id, rec.turn, rec.iteration, call_id],
-        )?;
-        let seq = next_history_seq(&tx, rec.session_id)?;
-        tx.execute(
-            "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
-             VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",
-            params![
-                rec.session_id,
-                seq,
-                rec.turn,
-                rec.iteration,
-                call_id,
-                tokens
-            ],
         )?;
         tx.commit()?;
         Ok(seq)
@@ -312,12 +279,12 @@ impl FoldRecords for SqliteStore {
                 fold.turn,
                 fold.iteration,
                 fold.key,
-                fold.spans,
+                to_json(&fold.spans)?,
                 fold.gist,
                 fold.automatic,
-                fold.receipt,
+                to_json(&fold.receipt)?,
                 fold.group_id,
-                fold.measurement,
+                to_json(&fold.measurement)?,
                 now_millis()
             ],
         )?;
@@ -342,13 +309,13 @@ params![session_id, range.first, range.last], |r| {
                 turn: r.get(1)?,
                 iteration: r.get(2)?,
                 key: r.get(3)?,
-                spans: r.get(4)?,
+                spans: json_column(r, 4)?,
                 gist: r.get(5)?,
                 automatic: r.get(6)?,
                 absorbed_by: r.get(7)?,
-                receipt: r.get(8)?,
+                receipt: json_column(r, 8)?,
                 group_id: r.get(9)?,
-                measurement: r.get(10)?,
+                measurement: json_column(r, 10)?,
             })
         },
 )
@@ -359,12 +326,44 @@ params![session_id, range.first, range.last], |r| {
         &self,
         session_id: &str,
         group_id: i64,
-        measurement: &str,
+        measurement: &Measurement,
     ) -> Result<()> {
         self.conn.execute(
             "UPDATE folds SET measurement = ?3 WHERE session_id = ?1 AND group_id = ?2",
-            params![session_id, group_id, measurement],
+            params![session_id, group_id, to_json(measurement)?],
         )?;
         Ok(())
     }
+}
+
+/// Marks iteration `rec` as the answer to `answer.call_id` and appends its place in the
+/// conversation, inside the caller's transaction; returns the item's `seq`.
+pub(super) fn answer_call(
+    tx: &rusqlite::Transaction<'_>,
+    rec: &IterationRecord<'_>,
+    answer: &ToolAnswer,
+) -> Result<i64> {
+    tx.execute(
+        "UPDATE iterations SET call_id = ?4 WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3",
+        params![rec.session_id, rec.turn, rec.iteration, answer.call_id],
+    )?;
+    let seq = next_history_seq(tx, rec.session_id)?;
+    tx.execute(
+        "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
+         VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",
+        params![
+            rec.session_id,
+            seq,
+            rec.turn,
+            rec.iteration,
+            answer.call_id,
+            answer.tokens
+        ],
+    )?;
+    Ok(seq)
+}
+
+/// A value for a JSON column.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::CorruptRecord(e.to_string()))
 }

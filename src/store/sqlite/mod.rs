@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::api::{Counts, SessionRecords, SessionRow, SessionSummary, TurnRange};
+use super::api::{Counts, SessionRecords, SessionRow, SessionSummary, ToolAnswer, TurnRange};
 use super::{now_millis, Result, StoreError};
 use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
@@ -303,14 +303,6 @@ impl SessionRecords for SqliteStore {
         Ok(turn)
     }
 
-    fn finish_turn(&self, session_id: &str, turn: i64) -> Result<()> {
-        self.conn.execute(
-            "UPDATE turns SET status = 'done', finished_at = ?3 WHERE session_id = ?1 AND turn = ?2",
-            params![session_id, turn, now_millis()],
-        )?;
-        Ok(())
-    }
-
     /// The number the next iteration of `turn` gets.
     fn next_iteration(&self, session_id: &str, turn: i64) -> Result<i64> {
         Ok(self.conn.query_row(
@@ -318,16 +310,6 @@ impl SessionRecords for SqliteStore {
             params![session_id, turn],
             |r| r.get(0),
         )?)
-    }
-
-    /// Commits one completed iteration together with the definition changes it made.
-    fn record_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        insert_iteration(&tx, rec)?;
-        tx.commit()?;
-        Ok(())
     }
 
     /// Records an iteration as running, with its code, before its block is sent to the worker:
@@ -340,17 +322,25 @@ impl SessionRecords for SqliteStore {
         code: &str,
         started_at: i64,
     ) -> Result<()> {
+        // Again for a running iteration (a caller may record the code early, while the worker
+        // starts, and the runner before it sends the block): the same row, not a second one.
         self.conn.execute(
             "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
-             VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)",
+             VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)
+             ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
+             WHERE iterations.status = 'running'",
             params![session_id, turn, iteration, code, started_at],
         )?;
         Ok(())
     }
 
-    /// Completes an iteration recorded by [`Store::begin_iteration`], with its definition
-    /// changes, in one transaction.
-    fn finish_iteration(&mut self, rec: &IterationRecord<'_>) -> Result<()> {
+    /// Completes an iteration recorded by [`Store::begin_iteration`] (or records it whole),
+    /// with its definition changes and the model call it answers, in one transaction.
+    fn finish_iteration(
+        &mut self,
+        rec: &IterationRecord<'_>,
+        answers: Option<&ToolAnswer>,
+    ) -> Result<Option<i64>> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -359,8 +349,12 @@ impl SessionRecords for SqliteStore {
             params![rec.session_id, rec.turn, rec.iteration],
         )?;
         insert_iteration(&tx, rec)?;
+        let seq = match answers {
+            Some(answer) => Some(chat::answer_call(&tx, rec, answer)?),
+            None => None,
+        };
         tx.commit()?;
-        Ok(())
+        Ok(seq)
     }
 
     /// Closes turns whose process stopped without ending them (their running iterations
@@ -658,40 +652,46 @@ mod tests {
         assert_eq!(store.next_iteration("s1", t).unwrap(), 1);
         let set = [def("a"), def("b")];
         store
-            .record_iteration(&IterationRecord {
-                session_id: "s1",
-                turn: t,
-                iteration: 1,
-                code: "def a(): pass",
-                output: "",
-                status: IterationStatus::Ended(Status::Ok),
-                started_at: 0,
-                duration_ms: 1,
-                exec_us: 1,
-                artifact: None,
-                worker_exit: None,
-                defs_set: &set,
-                defs_deleted: &[],
-            })
+            .finish_iteration(
+                &IterationRecord {
+                    session_id: "s1",
+                    turn: t,
+                    iteration: 1,
+                    code: "def a(): pass",
+                    output: "",
+                    status: IterationStatus::Ended(Status::Ok),
+                    started_at: 0,
+                    duration_ms: 1,
+                    exec_us: 1,
+                    artifact: None,
+                    worker_exit: None,
+                    defs_set: &set,
+                    defs_deleted: &[],
+                },
+                None,
+            )
             .unwrap();
-        store.finish_turn("s1", t).unwrap();
+        store.end_turn("s1", t, TurnStatus::Done).unwrap();
         let t2 = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         store
-            .record_iteration(&IterationRecord {
-                session_id: "s1",
-                turn: t2,
-                iteration: 1,
-                code: "del a; def a(): 1",
-                output: "",
-                status: IterationStatus::Ended(Status::Ok),
-                started_at: 0,
-                duration_ms: 1,
-                exec_us: 1,
-                artifact: None,
-                worker_exit: None,
-                defs_set: &[def("a")],
-                defs_deleted: &["b".to_string()],
-            })
+            .finish_iteration(
+                &IterationRecord {
+                    session_id: "s1",
+                    turn: t2,
+                    iteration: 1,
+                    code: "del a; def a(): 1",
+                    output: "",
+                    status: IterationStatus::Ended(Status::Ok),
+                    started_at: 0,
+                    duration_ms: 1,
+                    exec_us: 1,
+                    artifact: None,
+                    worker_exit: None,
+                    defs_set: &[def("a")],
+                    defs_deleted: &["b".to_string()],
+                },
+                None,
+            )
             .unwrap();
         let names: Vec<_> = store
             .load_defs("s1")

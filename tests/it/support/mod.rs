@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use serde_json::json;
 use vis::protocol::{Block, BlockResult, PersistedDef};
 use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
 
@@ -169,7 +168,13 @@ impl TestEnv {
         Block {
             code: code.to_string(),
             filename: "<t1/i1>".into(),
-            session: json!({"turn": 1, "iteration": 1}),
+            session: vis::protocol::SessionInfo::new(
+                "s",
+                1,
+                1,
+                vis::protocol::SessionCounts::default(),
+                vis::protocol::Utilization::without_requests(),
+            ),
             output_limit: 20_000,
             artifact_path: art.join("t1-i1.txt"),
             artifact_dir: art,

@@ -1,35 +1,12 @@
-//! Folding settled work (SPEC §4, §7): keys resolved against the conversation, folds applied
-//! to what requests carry, receipts, measurements, and the automatic fold at the hard limit.
-//!
-//! Rules (documented in `docs/folding.md`):
-//!
-//! - A key selects items of the stored conversation by position. Iterations are folded with
-//!   their whole response: an assistant message and the results of all its calls go together
-//!   (the receipt says when a selection was widened), so every tool call keeps its result and
-//!   the roles around the fold still alternate.
-//! - Nothing that includes the running iteration can be folded, nor a response that is still
-//!   running; the whole call is rejected and nothing is folded.
-//! - A fold that overlaps an earlier one absorbs it: the new span grows to cover the old one
-//!   entirely, the old fold is marked absorbed, and its gist is not repeated.
-//! - In requests, each span is replaced by one item at its first position, whose text is
-//!   fixed when the fold is made: `[vis] fold N replaces t2/i1-i6: <gist>` (a multi-span fold's
-//!   other spans say where its gist is). The originals stay in the store.
-//! - Catalog and `AGENTS.md` notices inside a span go with it; the next request then sends a
-//!   fresh update, so nothing folded reappears in place.
-//! - All folds between two model requests share one measurement; the next response measures
-//!   the whole request's change.
+//! Which stored items a fold key selects (SPEC §4 "Context folding"): keys resolved against
+//! the conversation by position, widened to whole responses, checked against what is running,
+//! and grown over earlier folds they overlap (which they absorb). The rules are in
+//! `docs/folding.md`.
 
-use regex::Regex;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-
-use super::history::{Entry, NoticeMeta};
-use crate::protocol::{HistoryItem, TurnStatus};
+use crate::gateway::history::Entry;
+use crate::protocol::{FoldSpan, HistoryItem, Measurement, TurnStatus};
 use crate::session::{parse_keys, FoldKey};
-use crate::store::{FoldRow, HistoryKind, HistoryRow, Store};
-
-/// Default cap on a gist, in o200k tokens.
-pub const DEFAULT_GIST_MAX_TOKENS: u64 = 1000;
+use crate::store::FoldRow;
 
 /// Where an item sits, for resolving keys (kept for every item, folded or not).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,34 +45,24 @@ impl Mark {
     }
 }
 
-/// One replaced range of the stored conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Span {
-    pub first_seq: i64,
-    pub last_seq: i64,
-    pub label: String,
-    /// The fixed text that replaces it in requests.
-    pub text: String,
-}
-
 /// A fold in memory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fold {
     pub id: i64,
-    pub spans: Vec<Span>,
+    pub spans: Vec<FoldSpan>,
     pub absorbed_by: Option<i64>,
     pub group_id: i64,
-    pub measurement: Value,
+    pub measurement: Measurement,
 }
 
 impl Fold {
     pub fn from_row(row: &FoldRow) -> Fold {
         Fold {
             id: row.id,
-            spans: serde_json::from_str(&row.spans).unwrap_or_default(),
+            spans: row.spans.clone(),
             absorbed_by: row.absorbed_by,
             group_id: row.group_id,
-            measurement: serde_json::from_str(&row.measurement).unwrap_or(Value::Null),
+            measurement: row.measurement.clone(),
         }
     }
 }
@@ -423,342 +390,6 @@ fn label(marks: &[Mark], first: i64, last: i64) -> String {
     format!("{start}-{end}")
 }
 
-/// The fixed texts of a fold's spans.
-pub fn span_texts(id: i64, labels: &[String], gist: &str) -> Vec<String> {
-    labels
-        .iter()
-        .enumerate()
-        .map(|(n, label)| {
-            if n == 0 {
-                format!("[vis] fold {id} replaces {label}: {}", gist.trim())
-            } else {
-                format!(
-                    "[vis] fold {id} also replaces {label} (its gist is at {})",
-                    labels[0]
-                )
-            }
-        })
-        .collect()
-}
-
-/// Replaces each span's items in `view` by the span's item; returns the index of the first
-/// replaced item (where the conversation's bytes change).
-pub fn apply(view: &mut Vec<Entry>, fold_id: i64, spans: &[Span]) -> Option<usize> {
-    let mut first_changed: Option<usize> = None;
-    for span in spans {
-        let covered = |e: &Entry| {
-            let (lo, hi) = match &e.meta {
-                Some(NoticeMeta::Fold {
-                    first_seq,
-                    last_seq,
-                    ..
-                }) => (*first_seq, *last_seq),
-                _ => (e.seq, e.seq),
-            };
-            lo >= span.first_seq && hi <= span.last_seq
-        };
-        let Some(start) = view.iter().position(covered) else {
-            continue;
-        };
-        let end = view[start..]
-            .iter()
-            .position(|e| !covered(e))
-            .map_or(view.len(), |n| start + n);
-        let turn = view[start].turn;
-        let item = HistoryItem::Notice {
-            text: span.text.clone(),
-        };
-        let tokens = super::history::estimate_item(&item);
-        let entry = Entry {
-            seq: span.first_seq,
-            turn,
-            iteration: None,
-            item,
-            tokens,
-            meta: Some(NoticeMeta::Fold {
-                id: fold_id,
-                first_seq: span.first_seq,
-                last_seq: span.last_seq,
-            }),
-        };
-        view.splice(start..end, [entry]);
-        first_changed = Some(first_changed.map_or(start, |f: usize| f.min(start)));
-    }
-    first_changed
-}
-
-/// The measurement state of a group of folds, as JSON.
-pub fn pending(fold_ids: &[i64], before: &Before) -> Value {
-    json!({
-        "status": "pending",
-        "fold_count": fold_ids.len(),
-        "folds": fold_ids,
-        "before_input_tokens": before.input_tokens,
-        "before_provider": before.provider,
-        "before_model": before.model,
-        "before_turn": before.turn,
-    })
-}
-
-/// The last request before a group of folds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Before {
-    pub input_tokens: Option<u64>,
-    pub provider: String,
-    pub model: String,
-    pub turn: i64,
-}
-
-impl Before {
-    pub fn from_pending(v: &Value) -> Option<Before> {
-        (v["status"] == "pending").then(|| Before {
-            input_tokens: v["before_input_tokens"].as_u64(),
-            provider: v["before_provider"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            model: v["before_model"].as_str().unwrap_or_default().to_string(),
-            turn: v["before_turn"].as_i64().unwrap_or(0),
-        })
-    }
-}
-
-/// What the response after a group of folds says about them.
-pub fn measure(
-    fold_ids: &[i64],
-    before: &Before,
-    after_input: Option<u64>,
-    provider: &str,
-    model: &str,
-    turn: i64,
-) -> Value {
-    let unavailable = |reason: &str| json!({"status": "unavailable", "fold_count": fold_ids.len(), "folds": fold_ids, "reason": reason});
-    if before.provider.is_empty() {
-        return unavailable(
-            "no model request came before the folds, so there is nothing to compare with",
-        );
-    }
-    if before.provider != provider || before.model != model {
-        return unavailable(&format!(
-            "the provider or model changed between the requests ({}/{} before, {provider}/{model} after)",
-            before.provider, before.model
-        ));
-    }
-    if before.turn != turn {
-        return unavailable(
-            "a new turn started in between, so the person's message is part of the change",
-        );
-    }
-    let (Some(b), Some(a)) = (before.input_tokens, after_input) else {
-        return unavailable("the provider reported no input usage for one of the two requests");
-    };
-    json!({
-        "status": "measured",
-        "fold_count": fold_ids.len(),
-        "folds": fold_ids,
-        "before_input_tokens": b,
-        "after_input_tokens": a,
-        "net_reduction_tokens": b as i64 - a as i64,
-    })
-}
-
-/// The gist of an automatic fold, made from what the folded turns did: what the person asked,
-/// the files read and edited, the tests run with their results, the last conclusion.
-pub fn mechanical_gist(view: &[Entry], turns: &[i64]) -> String {
-    let mut parts = Vec::new();
-    for &t in turns {
-        let items: Vec<&Entry> = view.iter().filter(|e| e.turn == t).collect();
-        let mut asked = String::new();
-        let mut read: Vec<String> = Vec::new();
-        let mut edited: Vec<String> = Vec::new();
-        let mut tests: Vec<String> = Vec::new();
-        let mut conclusion = String::new();
-        let mut codes: Vec<String> = Vec::new();
-        for e in &items {
-            match &e.item {
-                HistoryItem::User { text } => asked = clip_line(text, 100),
-                HistoryItem::Assistant(m) => {
-                    let text = m.text();
-                    if !text.trim().is_empty() {
-                        conclusion = clip_line(&text, 240);
-                    }
-                    for call in m.tool_calls() {
-                        if let Ok(code) = crate::protocol::code_of(call) {
-                            codes.push(code);
-                        }
-                    }
-                }
-                HistoryItem::ToolResult { output, .. } => {
-                    if let Some(code) = codes.last() {
-                        if is_test_command(code) {
-                            if let Some(line) = test_summary(output) {
-                                tests.push(line);
-                            }
-                        }
-                    }
-                }
-                HistoryItem::Notice { .. } => {}
-            }
-        }
-        for code in &codes {
-            for cap in file_calls().captures_iter(code) {
-                let (func, path) = (&cap[1], cap[2].to_string());
-                let list = if func == "patch" || func == "write_text" {
-                    &mut edited
-                } else {
-                    &mut read
-                };
-                if !list.contains(&path) {
-                    list.push(path);
-                }
-            }
-        }
-        let mut line = format!("t{t}:");
-        if !asked.is_empty() {
-            line.push_str(&format!(" asked \"{asked}\";"));
-        }
-        if !read.is_empty() {
-            line.push_str(&format!(" read {};", short(&read)));
-        }
-        if !edited.is_empty() {
-            line.push_str(&format!(" edited {};", short(&edited)));
-        }
-        if !tests.is_empty() {
-            line.push_str(&format!(" tests: {};", tests.join(" / ")));
-        }
-        if !conclusion.is_empty() {
-            line.push_str(&format!(" concluded \"{conclusion}\""));
-        }
-        parts.push(line.trim_end_matches(';').to_string());
-    }
-    format!(
-        "(automatic fold: the context reached the model's input limit) {}",
-        parts.join(" | ")
-    )
-}
-
-fn file_calls() -> &'static Regex {
-    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| {
-        #[allow(clippy::expect_used)]
-        Regex::new(
-            r#"\b(cat|patch|read_text|write_text|Path)\(\s*(?:r|f)?["']([^"'\n]{1,200})["']"#,
-        )
-        .expect("a valid literal regex")
-    })
-}
-
-fn is_test_command(code: &str) -> bool {
-    [
-        "tests.run",
-        "pytest",
-        "cargo test",
-        "npm test",
-        "go test",
-        "unittest",
-    ]
-    .iter()
-    .any(|n| code.contains(n))
-}
-
-fn test_summary(output: &str) -> Option<String> {
-    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
-    #[allow(clippy::expect_used)]
-    let re = RE.get_or_init(|| {
-        Regex::new(
-            r"(?i)(\d+ (passed|failed|errors?)|test result: \w+[^\n]*|FAILED|all tests passed)",
-        )
-        .expect("a valid literal regex")
-    });
-    output
-        .lines()
-        .rev()
-        .find(|l| re.is_match(l))
-        .map(|l| clip_line(l, 120))
-}
-
-fn clip_line(text: &str, max: usize) -> String {
-    let one = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::protocol::clip(&one, max)
-}
-
-fn short(items: &[String]) -> String {
-    let mut out: Vec<String> = items.iter().take(6).cloned().collect();
-    if items.len() > 6 {
-        out.push(format!("+{} more", items.len() - 6));
-    }
-    out.join(", ")
-}
-
-/// The original content of the seq ranges of `selection`, from the stored rows, as text.
-pub fn original_text(rows: &[HistoryRow], spans: &[(i64, i64, String)]) -> String {
-    let mut out = String::new();
-    for (first, last, label) in spans {
-        out.push_str(&format!("== {label} ==\n"));
-        for row in rows.iter().filter(|r| r.seq >= *first && r.seq <= *last) {
-            match row.kind {
-                HistoryKind::User => {
-                    out.push_str(&format!("[t{} user]\n{}\n", row.turn, row.body.trim_end()))
-                }
-                HistoryKind::Notice => out.push_str(&format!(
-                    "[t{} notice]\n{}\n",
-                    row.turn,
-                    row.body.trim_end()
-                )),
-                HistoryKind::Assistant => {
-                    if let Ok(m) =
-                        serde_json::from_str::<crate::protocol::AssistantMessage>(&row.body)
-                    {
-                        let text = m.text();
-                        if !text.trim().is_empty() {
-                            out.push_str(&format!(
-                                "[t{} assistant]\n{}\n",
-                                row.turn,
-                                text.trim_end()
-                            ));
-                        }
-                        for call in m.tool_calls() {
-                            let code = crate::protocol::code_of(call)
-                                .unwrap_or_else(|_| call.arguments.clone());
-                            out.push_str(&format!(
-                                "[t{} call {}]\n{}\n",
-                                row.turn,
-                                call.name,
-                                code.trim_end()
-                            ));
-                        }
-                    }
-                }
-                HistoryKind::ToolResult => out.push_str(&format!(
-                    "[t{}/i{} result, {}]\n{}\n",
-                    row.turn,
-                    row.iteration.unwrap_or(0),
-                    row.status.map_or("?", |s| s.as_str()),
-                    row.body.trim_end()
-                )),
-            }
-        }
-    }
-    out
-}
-
-/// Loads the folds of a session and applies the active ones to `view`.
-pub fn load(
-    store: &Store,
-    session_id: &str,
-    view: &mut Vec<Entry>,
-) -> Result<Vec<Fold>, crate::store::StoreError> {
-    let folds: Vec<Fold> = store
-        .folds(session_id)?
-        .iter()
-        .map(Fold::from_row)
-        .collect();
-    for fold in folds.iter().filter(|f| f.absorbed_by.is_none()) {
-        apply(view, fold.id, &fold.spans);
-    }
-    Ok(folds)
-}
-
 /// Turns that ended (any status but running) are settled.
 pub fn is_settled(status: &str) -> bool {
     status != TurnStatus::Running.as_str()
@@ -859,7 +490,7 @@ mod tests {
         let marks = marks();
         let old = Fold {
             id: 1,
-            spans: vec![Span {
+            spans: vec![FoldSpan {
                 first_seq: 6,
                 last_seq: 8,
                 label: "t2/i1-i2".into(),
@@ -867,7 +498,11 @@ mod tests {
             }],
             absorbed_by: None,
             group_id: 1,
-            measurement: Value::Null,
+            measurement: Measurement::Unavailable {
+                fold_count: 1,
+                folds: vec![1],
+                reason: "test".into(),
+            },
         };
         let s = select("t2/i2-i3", &marks, std::slice::from_ref(&old), IDLE).unwrap();
         assert_eq!(s.spans, [(6, 10, "t2/i1-i3".to_string())]);
@@ -875,32 +510,5 @@ mod tests {
         // A fold elsewhere is left alone.
         let s = select("t1", &marks, &[old], IDLE).unwrap();
         assert!(s.absorbs.is_empty());
-    }
-
-    #[test]
-    fn measurements() {
-        let before = Before {
-            input_tokens: Some(5000),
-            provider: "openai".into(),
-            model: "m".into(),
-            turn: 3,
-        };
-        let m = measure(&[1, 2], &before, Some(3200), "openai", "m", 3);
-        assert_eq!(m["status"], "measured");
-        assert_eq!(m["net_reduction_tokens"], 1800);
-        assert_eq!(m["fold_count"], 2);
-        let m = measure(&[1], &before, Some(5600), "openai", "m", 3);
-        assert_eq!(m["net_reduction_tokens"], -600);
-        for (after, provider, turn, reason) in [
-            (None, "openai", 3, "no input usage"),
-            (Some(1), "anthropic", 3, "provider or model changed"),
-            (Some(1), "openai", 4, "a new turn started"),
-        ] {
-            let m = measure(&[1], &before, after, provider, "m", turn);
-            assert_eq!(m["status"], "unavailable");
-            assert!(m["reason"].as_str().unwrap().contains(reason), "{m}");
-        }
-        let p = pending(&[4], &before);
-        assert_eq!(Before::from_pending(&p), Some(before));
     }
 }

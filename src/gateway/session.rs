@@ -1,0 +1,427 @@
+//! `impl ChatSession`: opening a session, its worker and MCP servers, the request prefix and
+//! the updates appended after it, inspecting the conversation, folding for the person, and the
+//! entry points of a turn (`turn`) and of a block run without the model.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::render_catalog;
+use crate::protocol::{Event, FoldReceipt, HistoryItem, TurnKind, TurnStatus, Utilization};
+use crate::providers::{Provider, ProviderError};
+use crate::runtime::{BlockLimits, BlockRunner, BlockSpec, Supervisor};
+use crate::session::{limits_for, Limits};
+use crate::store::{ChatPrefix, Store};
+
+use super::calls::ConversationCalls;
+use super::conversation::shown_snapshot;
+use super::history::{Entry, NoticeMeta};
+use super::turn::{EventSink, ExecEnd, TurnEnd};
+use super::{fold, prompt, ChatSession, ChatSettings, Conversation, FoldError, GatewayError};
+
+impl ChatSession {
+    /// A new chat session for `roots` (its worker starts with the first request).
+    pub fn create(
+        store: Box<Store>,
+        db: &Path,
+        id: &str,
+        roots: Vec<String>,
+        settings: ChatSettings,
+    ) -> Result<ChatSession, GatewayError> {
+        store.ensure_session(id, &roots)?;
+        Self::open(store, db, id, settings).map(|(s, _)| s)
+    }
+
+    /// Opens a stored session, repairing a turn a stopped gateway left running. Returns the
+    /// session and what the person should be told (one line each).
+    pub fn open(
+        mut store: Box<Store>,
+        db: &Path,
+        id: &str,
+        mut settings: ChatSettings,
+    ) -> Result<(ChatSession, Vec<String>), GatewayError> {
+        let row = store.require_session(id)?;
+        if let Some(missing) = row.workspace_roots.iter().find(|r| !Path::new(r).is_dir()) {
+            return Err(GatewayError::WorkspaceGone(missing.clone()));
+        }
+        let mut notes = Vec::new();
+        let (kind, model) = (
+            settings.provider.kind.as_str(),
+            settings.provider.model.clone(),
+        );
+        match store.session_model(id)? {
+            Some(m) if m.provider != kind || m.model != model => notes.push(format!(
+                "[vis] this session used {}/{}; it continues with {kind}/{model}",
+                m.provider, m.model
+            )),
+            _ => {}
+        }
+        store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
+        let (conversation, repaired) = Conversation::load(&mut *store, id)?;
+        notes.extend(repaired);
+        let defs = store.load_defs(id)?;
+        settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
+        // Blocks write their full outputs there, also under the sandbox.
+        let artifact_dir = crate::config::artifact_dir(db, id);
+        settings.worker.add_session(
+            crate::config::store_files(db),
+            &artifact_dir,
+            &row.workspace_roots,
+        );
+        let supervisor = Supervisor::new(settings.worker.clone(), defs);
+        let limits = BlockLimits {
+            output_limit: settings.output_limit,
+            timeout: settings.block_timeout,
+            artifact_quota: settings.worker.sandbox.artifact_quota,
+        };
+        let runner = BlockRunner::new(
+            id,
+            store,
+            supervisor,
+            artifact_dir,
+            row.workspace_roots,
+            limits,
+        );
+        let session = ChatSession {
+            id: id.to_string(),
+            runner,
+            conversation,
+            provider: None,
+            settings,
+            drain: CancellationToken::new(),
+            mcp_listed: false,
+        };
+        Ok((session, notes))
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn store(&self) -> &Store {
+        self.runner.store()
+    }
+
+    pub fn supervisor(&self) -> &Supervisor {
+        self.runner.supervisor()
+    }
+
+    pub fn settings(&self) -> &ChatSettings {
+        &self.settings
+    }
+
+    pub fn roots(&self) -> &[String] {
+        self.runner.roots()
+    }
+
+    /// The conversation as it stands.
+    pub fn entries(&self) -> &[Entry] {
+        self.conversation.entries()
+    }
+
+    pub fn prefix(&self) -> Option<&ChatPrefix> {
+        self.conversation.prefix()
+    }
+
+    /// o200k estimate of the next request (prefix + conversation).
+    pub fn estimate_tokens(&self) -> u64 {
+        self.conversation.estimate()
+    }
+
+    /// The model's limits (the table, or the config's overrides).
+    pub(super) fn limits(&self) -> Limits {
+        limits_for(
+            &self.settings.provider.model,
+            self.settings.folding.input_limit,
+            self.settings.folding.auto_compress_above,
+        )
+    }
+
+    /// `session["utilization"]` as it stands.
+    pub fn utilization(&self) -> Utilization {
+        fold::utilization(&self.conversation, self.limits())
+    }
+
+    /// The folds of the session (absorbed ones included).
+    pub fn folds(&self) -> &[fold::Fold] {
+        self.conversation.folds()
+    }
+
+    /// Folds `key` with `gist` for the person (`/fold`), between turns.
+    pub fn fold(&mut self, key: &str, gist: &str) -> Result<FoldReceipt, FoldError> {
+        fold::fold(
+            &mut self.conversation,
+            self.runner.store_mut(),
+            &self.id,
+            key,
+            gist,
+            false,
+            &self.settings.folding,
+        )
+    }
+
+    /// The provider client, made on first use.
+    pub(super) fn provider(&mut self) -> Result<&Provider, ProviderError> {
+        if self.provider.is_none() {
+            self.provider = Some(Provider::new(self.settings.provider.clone())?);
+        }
+        match &self.provider {
+            Some(p) => Ok(p),
+            None => Err(ProviderError::Config("no provider".into())),
+        }
+    }
+
+    /// Gives the session MCP servers as namespaces (call before the first turn). The servers
+    /// start with the worker; their calls are answered while blocks run.
+    pub fn set_mcp(&mut self, hub: crate::mcp::McpHub) {
+        self.runner.set_tools(Arc::new(hub));
+        self.mcp_listed = false;
+    }
+
+    /// Starts the worker and, the first time, the MCP servers (together), and gives the
+    /// worker the servers' tools.
+    pub(super) async fn start_worker(&mut self) -> Result<(), GatewayError> {
+        if self.runner.tools().is_some() && !self.mcp_listed {
+            self.runner.start(true).await?;
+            self.mcp_listed = true;
+            Ok(())
+        } else {
+            Ok(self.runner.supervisor_mut().start().await?)
+        }
+    }
+
+    /// Picks up MCP tool-list changes (`notifications/tools/list_changed`, restarts) before a
+    /// request is assembled, so the next request carries the catalog update.
+    pub(super) async fn sync_mcp(&mut self) -> Result<(), GatewayError> {
+        if self.runner.tools().is_none() {
+            return Ok(());
+        }
+        if !self.mcp_listed {
+            return self.start_worker().await;
+        }
+        Ok(self.runner.sync_tools().await?)
+    }
+
+    /// Stops the worker and the MCP servers.
+    pub async fn shutdown(&mut self) {
+        self.runner.shutdown().await;
+    }
+
+    /// Stops an idle worker to free its memory; the next block starts a new one, restores
+    /// the definitions and says why.
+    pub async fn park(&mut self) {
+        self.runner
+            .supervisor_mut()
+            .kill_worker("after the session was parked while idle")
+            .await;
+    }
+
+    /// Turns of this session stop before their next model request once `drain` is
+    /// cancelled (a gateway shutting down lets running blocks finish).
+    pub fn set_drain(&mut self, drain: CancellationToken) {
+        self.drain = drain;
+    }
+
+    /// Makes sure the session has its prefix: a new session's first request fixes it from the
+    /// worker's catalog and the workspace's `AGENTS.md`.
+    pub(super) async fn ensure_prefix(&mut self) -> Result<(), GatewayError> {
+        if self.conversation.prefix().is_some() {
+            return Ok(());
+        }
+        self.start_worker().await?;
+        let supervisor = self.runner.supervisor();
+        let snapshot = render_catalog(&supervisor.manifest()?, self.settings.catalog_budget)?;
+        let manifest_version = supervisor.manifest_version();
+        self.runner.store().save_catalog_snapshot(&snapshot)?;
+        let trusted = self.runner.supervisor().options().trusted;
+        let agents = self
+            .workspace()
+            .and_then(|w| prompt::shown_agents_md(&w, trusted));
+        let withheld = self
+            .workspace()
+            .and_then(|w| prompt::withheld_section(&w, trusted));
+        let system = prompt::system_text(&snapshot, agents.as_deref(), withheld.as_deref());
+        let tool_json = serde_json::to_string(&crate::protocol::tool_spec()).unwrap_or_default();
+        let tokens =
+            crate::catalog::count_tokens(&system)? + crate::catalog::count_tokens(&tool_json)?;
+        let prefix = ChatPrefix {
+            system,
+            tool: tool_json,
+            catalog_hash: snapshot.hash.clone(),
+            agents_md: agents,
+            tokens: tokens as i64,
+        };
+        self.runner.store().save_chat_prefix(&self.id, &prefix)?;
+        self.conversation.set_prefix(prefix, manifest_version);
+        Ok(())
+    }
+
+    fn workspace(&self) -> Option<PathBuf> {
+        self.runner.roots().first().map(PathBuf::from)
+    }
+
+    /// Appends what changed since the conversation last showed them: the catalog (only when
+    /// the worker's manifest changed) and `AGENTS.md`.
+    pub(super) fn append_updates(&mut self, turn: i64) -> Result<Vec<String>, GatewayError> {
+        let mut notices = Vec::new();
+        let supervisor = self.runner.supervisor();
+        if supervisor.is_running()
+            && self
+                .conversation
+                .manifest_unseen(supervisor.manifest_version())
+        {
+            let current = render_catalog(&supervisor.manifest()?, self.settings.catalog_budget)?;
+            let shown = self.conversation.shown().0.map(str::to_string);
+            if shown.as_deref() != Some(current.hash.as_str()) {
+                let old = shown_snapshot(self.runner.store(), shown.as_deref())?;
+                self.runner.store().save_catalog_snapshot(&current)?;
+                let update = crate::catalog::catalog_update(&old, &current)?;
+                let text = update.text().trim_end().to_string();
+                if !text.is_empty() {
+                    self.append_notice(turn, &text, NoticeMeta::CatalogHash(current.hash.clone()))?;
+                    notices.push(text);
+                }
+                self.conversation.show_catalog(current.hash);
+            }
+        }
+        if let Some(shown) = self.conversation.shown().1.cloned() {
+            let trusted = self.runner.supervisor().options().trusted;
+            let now = self
+                .workspace()
+                .and_then(|w| prompt::shown_agents_md(&w, trusted));
+            if now != shown {
+                let text = prompt::agents_md_notice(now.as_deref(), trusted);
+                self.append_notice(turn, &text, NoticeMeta::AgentsMd(now.clone()))?;
+                self.conversation.show_agents(now);
+                notices.push(text);
+            }
+        }
+        Ok(notices)
+    }
+
+    fn append_notice(
+        &mut self,
+        turn: i64,
+        text: &str,
+        meta: NoticeMeta,
+    ) -> Result<(), GatewayError> {
+        self.conversation.append(
+            self.runner.store_mut(),
+            &self.id,
+            turn,
+            HistoryItem::Notice {
+                text: text.to_string(),
+            },
+            Some(meta),
+        )
+    }
+
+    /// The body of the next request, as it would be sent now.
+    pub fn next_request_body(&mut self) -> Result<Vec<u8>, GatewayError> {
+        Ok(self.conversation.body(&self.settings, &self.id))
+    }
+
+    /// What `vis context` shows: system text and the conversation's items.
+    pub fn context_parts(&self) -> (Option<&ChatPrefix>, &[Entry]) {
+        (self.conversation.prefix(), self.conversation.entries())
+    }
+
+    /// The catalog update the next request would carry if it were made now (starts the
+    /// worker to know the current catalog); nothing is recorded.
+    pub async fn pending_catalog_update(&mut self) -> Result<Option<String>, GatewayError> {
+        let Some(shown) = self.conversation.shown().0.map(str::to_string) else {
+            return Ok(None);
+        };
+        self.start_worker().await?;
+        let current = render_catalog(
+            &self.runner.supervisor().manifest()?,
+            self.settings.catalog_budget,
+        )?;
+        if current.hash == shown {
+            return Ok(None);
+        }
+        let old = shown_snapshot(self.runner.store(), Some(&shown))?;
+        let update = crate::catalog::catalog_update(&old, &current)?;
+        let text = update.text().trim_end().to_string();
+        Ok((!text.is_empty()).then_some(text))
+    }
+
+    /// Runs one turn for the person's message `text` (see `turn`). Cancelling `stop`
+    /// interrupts the running block or request and ends the turn. Provider errors end the
+    /// turn (`Failed`, with the error) without losing anything; `Err` is kept for failures of
+    /// the store or the session itself.
+    pub async fn run_turn(
+        &mut self,
+        text: &str,
+        events: &EventSink,
+        stop: &CancellationToken,
+    ) -> Result<TurnEnd, GatewayError> {
+        super::turn::run(self, text, events, stop).await
+    }
+
+    /// Runs one block without the model, as `vis exec` does: a new turn of kind `exec` with
+    /// one iteration, recorded but not part of the conversation the model sees.
+    pub async fn run_exec(
+        &mut self,
+        code: &str,
+        events: &EventSink,
+        stop: &CancellationToken,
+    ) -> Result<ExecEnd, GatewayError> {
+        crate::runtime::validate_code(code)?;
+        let turn = self
+            .runner
+            .store_mut()
+            .begin_turn(&self.id, TurnKind::Exec, None)?;
+        let _ = events.send(Event::TurnStarted { turn });
+        let _ = events.send(Event::BlockStarted {
+            turn,
+            iteration: 1,
+            code: code.to_string(),
+        });
+        let limits = self.limits();
+        let spec = BlockSpec {
+            turn,
+            iteration: 1,
+            code: code.to_string(),
+            utilization: fold::utilization(&self.conversation, limits),
+        };
+        self.conversation.set_running(Some((turn, 1)));
+        let mut calls = ConversationCalls::new(
+            &mut self.conversation,
+            &self.id,
+            &self.settings.folding,
+            limits,
+            None,
+        );
+        let ran = self
+            .runner
+            .run_block(spec, &mut calls, stop.child_token())
+            .await;
+        self.conversation.set_running(None);
+        let ran = ran?;
+        if let Some(e) = ran.unrecorded {
+            return Err(e.into());
+        }
+        let _ = events.send(Event::BlockFinished {
+            turn,
+            iteration: 1,
+            status: ran.status.as_str().to_string(),
+            output: ran.output.clone(),
+            wall_ms: ran.wall.as_millis() as u64,
+        });
+        self.runner
+            .store()
+            .end_turn(&self.id, turn, TurnStatus::Done)?;
+        let _ = events.send(Event::TurnFinished {
+            turn,
+            status: TurnStatus::Done.as_str().into(),
+            text: String::new(),
+        });
+        Ok(ExecEnd {
+            turn,
+            status: ran.status.as_str().to_string(),
+            output: ran.output,
+        })
+    }
+}

@@ -1,0 +1,236 @@
+//! Folds as they are stored and reported: the spans a fold replaces, its receipt, and the
+//! measurement of the request after it (SPEC §4 "Context folding", §7). The store keeps them
+//! in JSON columns; these are the types of those columns, so nothing reads them by key.
+
+use serde::{Deserialize, Serialize};
+
+/// A contiguous run of conversation items a fold replaces with its gist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldSpan {
+    pub first_seq: i64,
+    pub last_seq: i64,
+    /// The key of what it replaces (`t2/i1-i3`).
+    pub label: String,
+    /// The text that takes the span's place in requests.
+    pub text: String,
+}
+
+/// What `fold_session` returns, and what the store keeps of a fold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldReceipt {
+    pub fold: i64,
+    #[serde(default)]
+    pub key: String,
+    /// The ranges replaced, as keys.
+    #[serde(default)]
+    pub selected: Vec<String>,
+    /// The selection grew to whole responses.
+    #[serde(default)]
+    pub widened: bool,
+    /// Earlier folds this one takes in.
+    #[serde(default)]
+    pub absorbed: Vec<i64>,
+    #[serde(default)]
+    pub tokens_removed: u64,
+    #[serde(default)]
+    pub gist_tokens: u64,
+    #[serde(default)]
+    pub estimated_net_tokens: i64,
+    /// Tokens after the fold's first position, which the next request writes to the cache
+    /// again.
+    #[serde(default)]
+    pub recache_tokens: u64,
+    /// Folds sharing the next request's measurement, this one included.
+    #[serde(default)]
+    pub fold_count: usize,
+    #[serde(default)]
+    pub automatic: bool,
+    /// `pending` when made (the measurement comes with the next response).
+    #[serde(default = "pending_word")]
+    pub measurement: String,
+}
+
+fn pending_word() -> String {
+    "pending".into()
+}
+
+/// The last request before a group of folds, against which the next one is measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Before {
+    pub input_tokens: Option<u64>,
+    pub provider: String,
+    pub model: String,
+    pub turn: i64,
+}
+
+/// What the request after a group of folds says about them (SPEC §7: the net change of the
+/// whole request, never a reused older count).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Measurement {
+    /// Made since the last request; measured by the next response.
+    Pending {
+        fold_count: usize,
+        folds: Vec<i64>,
+        before_input_tokens: Option<u64>,
+        before_provider: String,
+        before_model: String,
+        before_turn: i64,
+    },
+    Measured {
+        fold_count: usize,
+        folds: Vec<i64>,
+        before_input_tokens: u64,
+        after_input_tokens: u64,
+        /// Positive: the request got smaller.
+        net_reduction_tokens: i64,
+    },
+    Unavailable {
+        fold_count: usize,
+        folds: Vec<i64>,
+        reason: String,
+    },
+}
+
+impl Measurement {
+    /// A group's state until the next response.
+    pub fn pending(folds: &[i64], before: &Before) -> Measurement {
+        Measurement::Pending {
+            fold_count: folds.len(),
+            folds: folds.to_vec(),
+            before_input_tokens: before.input_tokens,
+            before_provider: before.provider.clone(),
+            before_model: before.model.clone(),
+            before_turn: before.turn,
+        }
+    }
+
+    /// The request before a pending group (to measure it after a restart).
+    pub fn before(&self) -> Option<Before> {
+        match self {
+            Measurement::Pending {
+                before_input_tokens,
+                before_provider,
+                before_model,
+                before_turn,
+                ..
+            } => Some(Before {
+                input_tokens: *before_input_tokens,
+                provider: before_provider.clone(),
+                model: before_model.clone(),
+                turn: *before_turn,
+            }),
+            _ => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Measurement::Pending { .. })
+    }
+
+    /// What the response after a group of folds (`folds`, made after `before`) says about
+    /// them: the request's input then against `after_input` now, when both are comparable.
+    pub fn of_response(
+        folds: &[i64],
+        before: &Before,
+        after_input: Option<u64>,
+        provider: &str,
+        model: &str,
+        turn: i64,
+    ) -> Measurement {
+        let unavailable = |reason: String| Measurement::Unavailable {
+            fold_count: folds.len(),
+            folds: folds.to_vec(),
+            reason,
+        };
+        if before.provider.is_empty() {
+            return unavailable(
+                "no model request came before the folds, so there is nothing to compare with"
+                    .into(),
+            );
+        }
+        if before.provider != provider || before.model != model {
+            return unavailable(format!(
+                "the provider or model changed between the requests ({}/{} before, {provider}/{model} after)",
+                before.provider, before.model
+            ));
+        }
+        if before.turn != turn {
+            return unavailable(
+                "a new turn started in between, so the person's message is part of the change"
+                    .into(),
+            );
+        }
+        let (Some(b), Some(a)) = (before.input_tokens, after_input) else {
+            return unavailable(
+                "the provider reported no input usage for one of the two requests".into(),
+            );
+        };
+        Measurement::Measured {
+            fold_count: folds.len(),
+            folds: folds.to_vec(),
+            before_input_tokens: b,
+            after_input_tokens: a,
+            net_reduction_tokens: b as i64 - a as i64,
+        }
+    }
+}
+
+/// What `read_session` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRead {
+    /// Introspection is off: `text` says so, and nothing else is shown.
+    pub off: bool,
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn before() -> Before {
+        Before {
+            input_tokens: Some(1000),
+            provider: "openai".into(),
+            model: "m".into(),
+            turn: 2,
+        }
+    }
+
+    #[test]
+    fn measurements_keep_their_stored_json() {
+        let pending = Measurement::pending(&[3, 4], &before());
+        assert_eq!(
+            serde_json::to_value(&pending).unwrap(),
+            json!({"status": "pending", "fold_count": 2, "folds": [3, 4],
+                   "before_input_tokens": 1000, "before_provider": "openai",
+                   "before_model": "m", "before_turn": 2})
+        );
+        assert_eq!(pending.before(), Some(before()));
+        let measured = Measurement::of_response(&[3], &before(), Some(600), "openai", "m", 2);
+        assert_eq!(
+            serde_json::to_value(&measured).unwrap(),
+            json!({"status": "measured", "fold_count": 1, "folds": [3],
+                   "before_input_tokens": 1000, "after_input_tokens": 600,
+                   "net_reduction_tokens": 400})
+        );
+        for (after, provider, turn, reason) in [
+            (Some(600), "anthropic", 2, "the provider or model changed"),
+            (Some(600), "openai", 3, "a new turn started"),
+            (None, "openai", 2, "no input usage"),
+        ] {
+            match Measurement::of_response(&[3], &before(), after, provider, "m", turn) {
+                Measurement::Unavailable { reason: r, .. } => assert!(r.contains(reason), "{r}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_older_receipt_without_newer_fields_still_reads() {
+        let r: FoldReceipt = serde_json::from_value(json!({"fold": 1})).unwrap();
+        assert_eq!(r.fold, 1);
+        assert_eq!(r.measurement, "pending");
+    }
+}

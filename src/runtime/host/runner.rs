@@ -1,0 +1,540 @@
+//! The block runner: the one place a block runs in a session, for `vis chat`, `vis serve`,
+//! `vis exec` and `vis mcp` alike.
+//!
+//! [`BlockRunner::run_block`] does every step, in order:
+//! 1. builds the [`Block`] (the `session` dict from the store's counts, the caller's
+//!    utilization and the tools' status) and records the iteration's code before the worker
+//!    sees it (whatever happens next, the code is in the history);
+//! 2. runs it, answering the block's host calls in one `match` over [`HostRequest`]: MCP tools
+//!    by the session's [`ToolHub`] (each call a task of its own, so a slow tool does not hold up
+//!    the block's deadlines or other calls), `promote()`'s write here, and the conversation's
+//!    calls (`fold_session`, `read_session`) by the caller's [`HostCalls`];
+//! 3. cancels what the block started: MCP calls still running are aborted (cancelled at their
+//!    servers) and their callers told so; calls still queued are refused the same way;
+//! 4. records the iteration with its outcome and definition changes, together with the model
+//!    call it answers, if any, in one transaction.
+//!
+//! The runner owns the session's store, its worker ([`Supervisor`]), its MCP servers (behind
+//! the [`ToolHub`] trait, which `mcp` implements: the runtime does not depend on it) and its
+//! artifact directory.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::channel::HostCall;
+use super::supervisor::Supervisor;
+use crate::protocol::{
+    Block, BlockResult, CallAnswer, CallError, HostReply, HostRequest, IterationRecord,
+    IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
+};
+use crate::runtime::RuntimeError;
+use crate::store::{now_millis, Store, StoreError, ToolAnswer};
+
+/// A future a [`ToolHub`] returns.
+pub type ToolFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A session's MCP servers as the runner uses them (implemented by `mcp::McpHub`).
+pub trait ToolHub: Send + Sync {
+    /// Calls `tool` of `server` (the block waits for the answer).
+    fn call(
+        &self,
+        server: String,
+        tool: String,
+        arguments: Map<String, Value>,
+    ) -> ToolFuture<'static, Result<Value, CallError>>;
+    /// `session["mcp"]`: each server's state and tools.
+    fn status(&self) -> Value;
+    /// Starts the servers: all of them when `all`, else those whose tools are not known yet.
+    fn connect(&self, all: bool) -> ToolFuture<'_, ()>;
+    /// Picks up tool-list changes; the tools as namespaces and functions when they changed.
+    fn refresh(&self) -> ToolFuture<'_, Option<(Vec<McpNamespace>, Vec<McpFunction>)>>;
+    /// The tools as namespaces and functions, as they are now.
+    fn functions(&self) -> (Vec<McpNamespace>, Vec<McpFunction>);
+    /// Tool lists learnt since the last call, to keep in the store: `(server, fingerprint,
+    /// tools JSON)`.
+    fn take_unsaved_tool_lists(&self) -> Vec<(String, String, String)>;
+    /// Stops every server.
+    fn shutdown(&self) -> ToolFuture<'_, ()>;
+}
+
+/// The calls only the session's owner can answer (the conversation: `fold_session`,
+/// `read_session`), and what it adds when a block ends. `vis exec` and `vis mcp` have no
+/// conversation and refuse them ([`NoConversation`]).
+pub trait HostCalls: Send {
+    /// Answers `request`; `stop_block` interrupts the running block (a budget was spent).
+    fn answer(&mut self, store: &mut Store, request: HostRequest) -> Answered;
+    /// The block ended: what the owner appends to its output (hints, a spent budget), and the
+    /// model call it answers, recorded in the same transaction as the iteration.
+    fn finish(&mut self, _output: &mut String, _status: IterationStatus) -> Option<ToolAnswer> {
+        None
+    }
+}
+
+/// One answer of [`HostCalls::answer`].
+pub struct Answered {
+    pub reply: CallAnswer,
+    /// Interrupt the block now (it still gets `reply`).
+    pub stop_block: bool,
+}
+
+impl From<CallAnswer> for Answered {
+    fn from(reply: CallAnswer) -> Self {
+        Answered {
+            reply,
+            stop_block: false,
+        }
+    }
+}
+
+/// For hosts without a conversation: `what` names them in the refusal.
+pub struct NoConversation {
+    pub what: &'static str,
+}
+
+impl HostCalls for NoConversation {
+    fn answer(&mut self, _store: &mut Store, request: HostRequest) -> Answered {
+        let method = request.method();
+        Answered::from(Err(CallError(format!(
+            "{method}() is not available in {}, which has no conversation to fold (it is kept by `vis chat` and `vis serve`)",
+            self.what
+        ))))
+    }
+}
+
+/// What a block gets besides its code.
+#[derive(Debug, Clone)]
+pub struct BlockLimits {
+    pub output_limit: usize,
+    pub timeout: Duration,
+    pub artifact_quota: u64,
+}
+
+/// One block to run.
+pub struct BlockSpec {
+    pub turn: i64,
+    pub iteration: i64,
+    pub code: String,
+    /// `session["utilization"]` (the conversation's owner knows it).
+    pub utilization: Utilization,
+}
+
+/// How a block ended, as recorded.
+#[derive(Debug)]
+pub struct Ran {
+    pub turn: i64,
+    pub iteration: i64,
+    pub status: IterationStatus,
+    /// Exactly what the model gets back (after the owner's additions).
+    pub output: String,
+    pub wall: Duration,
+    /// The block's result as the supervisor settled it (`None` when it could not run).
+    pub result: Option<BlockResult>,
+    /// The tool result's place in the conversation, when it answers a model call.
+    pub seq: Option<i64>,
+    /// Why the block could not run because the runtime failed (it is recorded as crashed).
+    pub failure: Option<RuntimeError>,
+    /// The block ran but recording it failed (a full disk): its output is all there is.
+    pub unrecorded: Option<StoreError>,
+}
+
+/// Runs the blocks of one session.
+pub struct BlockRunner {
+    session_id: String,
+    store: Box<Store>,
+    supervisor: Supervisor,
+    tools: Option<Arc<dyn ToolHub>>,
+    artifact_dir: PathBuf,
+    roots: Vec<String>,
+    limits: BlockLimits,
+}
+
+/// The refusal of a call whose block ended before it was answered.
+fn ended(method: &str) -> CallError {
+    CallError(format!(
+        "the host did not answer '{method}': the block it was made for has ended"
+    ))
+}
+
+impl BlockRunner {
+    pub fn new(
+        session_id: &str,
+        store: Box<Store>,
+        supervisor: Supervisor,
+        artifact_dir: PathBuf,
+        roots: Vec<String>,
+        limits: BlockLimits,
+    ) -> BlockRunner {
+        BlockRunner {
+            session_id: session_id.to_string(),
+            store,
+            supervisor,
+            tools: None,
+            artifact_dir,
+            roots,
+            limits,
+        }
+    }
+
+    /// Gives the session its MCP servers (their tools reach the worker when it starts).
+    pub fn set_tools(&mut self, tools: Arc<dyn ToolHub>) {
+        self.tools = Some(tools);
+    }
+
+    pub fn tools(&self) -> Option<&Arc<dyn ToolHub>> {
+        self.tools.as_ref()
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn store(&self) -> &Store {
+        &*self.store
+    }
+
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut *self.store
+    }
+
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    pub fn supervisor_mut(&mut self) -> &mut Supervisor {
+        &mut self.supervisor
+    }
+
+    pub fn artifact_dir(&self) -> &Path {
+        &self.artifact_dir
+    }
+
+    pub fn roots(&self) -> &[String] {
+        &self.roots
+    }
+
+    pub fn limits(&self) -> &BlockLimits {
+        &self.limits
+    }
+
+    /// Starts the worker, and the MCP servers with it: all of them (`eager`), or only those
+    /// whose tools are not known yet (the rest start when a block calls them).
+    pub async fn start(&mut self, eager: bool) -> Result<(), RuntimeError> {
+        match self.tools.clone() {
+            Some(tools) => {
+                let (started, ()) = tokio::join!(self.supervisor.start(), tools.connect(eager));
+                started?;
+                let (namespaces, functions) = tools.functions();
+                self.supervisor.set_mcp_tools(namespaces, functions).await?;
+                // A tool list not kept is fetched again next time.
+                let _ = self.keep_tool_lists();
+                Ok(())
+            }
+            None => self.supervisor.start().await,
+        }
+    }
+
+    /// Picks up MCP tool-list changes (a server's `list_changed`, a restart) and keeps new
+    /// tool lists in the store.
+    pub async fn sync_tools(&mut self) -> Result<(), RunError> {
+        let Some(tools) = self.tools.clone() else {
+            return Ok(());
+        };
+        if let Some((namespaces, functions)) = tools.refresh().await {
+            self.supervisor.set_mcp_tools(namespaces, functions).await?;
+        }
+        self.keep_tool_lists()?;
+        Ok(())
+    }
+
+    fn keep_tool_lists(&mut self) -> Result<(), StoreError> {
+        if let Some(tools) = &self.tools {
+            for (server, fingerprint, list) in tools.take_unsaved_tool_lists() {
+                self.store.cache_mcp_tools(&server, &fingerprint, &list)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the worker and the MCP servers.
+    pub async fn shutdown(&mut self) {
+        self.supervisor.shutdown().await;
+        if let Some(tools) = &self.tools {
+            tools.shutdown().await;
+        }
+    }
+
+    /// Runs one block (see the module docs); `stop` interrupts it. `Err` only when the store
+    /// fails: everything that happens to the block is in [`Ran`].
+    pub async fn run_block(
+        &mut self,
+        spec: BlockSpec,
+        host_calls: &mut dyn HostCalls,
+        stop: CancellationToken,
+    ) -> Result<Ran, RunError> {
+        let BlockSpec {
+            turn,
+            iteration,
+            code,
+            utilization,
+        } = spec;
+        let started_at = now_millis();
+        let started = std::time::Instant::now();
+        self.store
+            .begin_iteration(&self.session_id, turn, iteration, &code, started_at)?;
+        let block = self.block(turn, iteration, &code, utilization)?;
+        // The block's own stop: its owner cancels it when the block spends a budget, which
+        // interrupts the block and not the caller's turn.
+        let block_stop = stop.child_token();
+        let (calls_tx, mut calls) = mpsc::unbounded_channel::<HostCall>();
+        let workspace = self.supervisor.options().workspace.clone();
+        let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+        let outcome = {
+            let run = self.supervisor.exec(block, calls_tx, block_stop.clone());
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    outcome = &mut run => break outcome,
+                    Some(call) = calls.recv() => {
+                        if let Some(task) = dispatch(
+                            call,
+                            self.tools.as_ref(),
+                            workspace.as_deref(),
+                            &mut *self.store,
+                            host_calls,
+                            &block_stop,
+                        ) {
+                            tasks.push(task);
+                        }
+                    }
+                }
+            }
+        };
+        // What the block started ends with it: MCP calls still running are cancelled at
+        // their servers, and calls still queued are refused.
+        for task in tasks {
+            task.abort();
+        }
+        while let Ok(call) = calls.try_recv() {
+            let method = call.request.method();
+            call.reply(Err(ended(method)));
+        }
+        // A tool list not kept is fetched again next time.
+        let _ = self.keep_tool_lists();
+        let wall = started.elapsed();
+        let (status, mut output, result, failure) = match outcome {
+            Ok(result) => (
+                IterationStatus::from(result.status),
+                result.output.clone(),
+                Some(result),
+                None,
+            ),
+            Err(RuntimeError::InvalidBlock(message)) => (
+                IterationStatus::Rejected,
+                format!("[vis] {message}"),
+                None,
+                None,
+            ),
+            Err(e) => (
+                IterationStatus::from(Status::Crashed),
+                format!("[vis] the block could not run: {e}"),
+                None,
+                Some(e),
+            ),
+        };
+        let answers = host_calls.finish(&mut output, status);
+        let recorded_wall = result.as_ref().map_or(wall, |r| r.wall);
+        let no_defs = Vec::new();
+        let record = IterationRecord {
+            session_id: &self.session_id,
+            turn,
+            iteration,
+            code: &code,
+            output: &output,
+            status,
+            started_at,
+            duration_ms: recorded_wall.as_millis() as i64,
+            exec_us: result.as_ref().map_or(0, |r| r.exec_micros as i64),
+            artifact: result
+                .as_ref()
+                .and_then(|r| r.artifact.as_deref())
+                .and_then(Path::to_str),
+            worker_exit: None,
+            defs_set: result.as_ref().map_or(&no_defs[..], |r| &r.defs_set),
+            defs_deleted: result.as_ref().map_or(&[][..], |r| &r.defs_deleted),
+        };
+        let worker_exit = result
+            .as_ref()
+            .and_then(|r| r.worker_lost)
+            .map(|e| e.to_string());
+        let record = IterationRecord {
+            worker_exit: worker_exit.as_deref(),
+            ..record
+        };
+        let recorded = self
+            .store
+            .finish_iteration(&record, answers.as_ref())
+            .and_then(|seq| {
+                if let Some(exit) = &worker_exit {
+                    self.store
+                        .record_worker_event(&self.session_id, status.as_str(), exit)?;
+                }
+                Ok(seq)
+            });
+        let (seq, unrecorded) = match recorded {
+            Ok(seq) => (seq, None),
+            Err(e) => (None, Some(e)),
+        };
+        Ok(Ran {
+            turn,
+            iteration,
+            status,
+            output,
+            wall: recorded_wall,
+            result,
+            seq,
+            failure,
+            unrecorded,
+        })
+    }
+
+    /// Records an iteration that did not run (a call that was not a valid `python_execution`
+    /// call, one past the turn's limit, one the person interrupted): its code and the note the
+    /// model gets instead of a result.
+    pub fn record_not_run(
+        &mut self,
+        turn: i64,
+        iteration: i64,
+        code: &str,
+        output: &str,
+        status: IterationStatus,
+        answers: Option<&ToolAnswer>,
+    ) -> Result<Option<i64>, StoreError> {
+        let started_at = now_millis();
+        self.store
+            .begin_iteration(&self.session_id, turn, iteration, code, started_at)?;
+        self.store.finish_iteration(
+            &IterationRecord {
+                session_id: &self.session_id,
+                turn,
+                iteration,
+                code,
+                output,
+                status,
+                started_at,
+                duration_ms: 0,
+                exec_us: 0,
+                artifact: None,
+                worker_exit: None,
+                defs_set: &[],
+                defs_deleted: &[],
+            },
+            answers,
+        )
+    }
+
+    /// The block for `turn`/`iteration`, with its `session` dict.
+    fn block(
+        &self,
+        turn: i64,
+        iteration: i64,
+        code: &str,
+        utilization: Utilization,
+    ) -> Result<Block, StoreError> {
+        let counts = self.store.counts(&self.session_id)?;
+        let mut session = SessionInfo::new(
+            &self.session_id,
+            turn,
+            iteration,
+            SessionCounts {
+                turns: counts.turns,
+                iterations: counts.iterations,
+                folds: counts.folds,
+            },
+            utilization,
+        );
+        if let Some(tools) = &self.tools {
+            session.mcp = tools.status();
+        }
+        Ok(Block {
+            code: code.to_string(),
+            filename: format!("<t{turn}/i{iteration}>"),
+            session,
+            output_limit: self.limits.output_limit,
+            artifact_path: self.artifact_dir.join(format!("t{turn}-i{iteration}.txt")),
+            artifact_dir: self.artifact_dir.clone(),
+            workspace_roots: self.roots.iter().map(PathBuf::from).collect(),
+            timeout: self.limits.timeout,
+            artifact_quota: self.limits.artifact_quota,
+        })
+    }
+}
+
+/// Answers one host call, in one `match` over what blocks can ask. An MCP call becomes a task
+/// of its own (returned, so it can be cancelled when the block ends).
+fn dispatch(
+    call: HostCall,
+    tools: Option<&Arc<dyn ToolHub>>,
+    workspace: Option<&Path>,
+    store: &mut Store,
+    host_calls: &mut dyn HostCalls,
+    block_stop: &CancellationToken,
+) -> Option<JoinHandle<()>> {
+    match call.request.clone() {
+        HostRequest::McpCall {
+            server,
+            tool,
+            arguments,
+        } => {
+            let Some(tools) = tools else {
+                call.reply(Err(CallError(
+                    "no MCP servers are configured: declare them in config.toml as [mcp.servers.NAME] (see docs/mcp.md)".into(),
+                )));
+                return None;
+            };
+            let answer = tools.call(server, tool, arguments);
+            Some(tokio::spawn(async move {
+                call.reply(answer.await.map(HostReply::Mcp));
+            }))
+        }
+        HostRequest::McpStatus {} => {
+            let status = tools.map_or_else(
+                || serde_json::json!({"servers": {}, "skipped": []}),
+                |t| t.status(),
+            );
+            call.reply(Ok(HostReply::Mcp(status)));
+            None
+        }
+        HostRequest::WriteExtension { extension, text } => {
+            call.reply(super::promote::write_extension(
+                workspace, &extension, &text,
+            ));
+            None
+        }
+        request @ (HostRequest::FoldSession { .. } | HostRequest::ReadSession { .. }) => {
+            let answered = host_calls.answer(store, request);
+            call.reply(answered.reply);
+            if answered.stop_block {
+                block_stop.cancel();
+            }
+            None
+        }
+    }
+}
+
+/// Why a block could not be run or recorded: the store failed (the runtime's own failures
+/// are part of [`Ran`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
