@@ -8,7 +8,6 @@
 
 mod catalog;
 mod chat;
-mod chat_ui;
 mod context;
 mod exec;
 mod mcp;

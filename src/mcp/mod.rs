@@ -33,7 +33,6 @@
 //! life of the Vis process that started it.
 
 mod client;
-mod config;
 mod framing;
 mod guard;
 mod results;
@@ -45,15 +44,12 @@ mod stdio;
 use std::path::{Path, PathBuf};
 
 pub use client::{HubSettings, McpHub};
-pub use config::{
-    parse_mcp_table, ExpandError, McpConfig, McpConfigError, ServerNameError, ServerProblem,
-    ServerSource, ServerSpec, Transport,
-};
 pub use guard::{run_guard, GuardError};
 pub use review::review_lines;
 pub use server::{serve, ServeOptions};
 pub use stdio::take_protocol_streams;
 
+use crate::config::{McpConfig, McpConfigError, ServerSpec};
 use crate::store::Store;
 
 /// A declared server that does not run, and what to do about it.
@@ -109,7 +105,7 @@ pub fn plan(
         return Ok(out);
     };
     let ws_key = ws.to_string_lossy().into_owned();
-    let declared = match config::load_workspace_servers(ws) {
+    let declared = match crate::config::load_workspace_servers(ws) {
         Ok(servers) => servers,
         Err(e) => {
             out.skipped.push(Skipped {
@@ -157,7 +153,7 @@ pub fn plan(
 
 /// The workspace's declared servers, approved as they are now; returns them for listing.
 pub fn approve_workspace(workspace: &Path, store: &Store) -> Result<Vec<ServerSpec>, ApproveError> {
-    let servers = config::load_workspace_servers(workspace)?;
+    let servers = crate::config::load_workspace_servers(workspace)?;
     let key = workspace.to_string_lossy().into_owned();
     for spec in &servers {
         store.approve_mcp_server(&key, &spec.name, &spec.fingerprint(), &spec.launch_line())?;

@@ -9,7 +9,7 @@
 //! itself, and it says which of the user's own variables (perhaps an API key) the server
 //! receives, which is exactly what the person must notice.
 
-use super::config::{ServerSpec, Transport, INHERITED_ENV};
+use crate::config::{ServerSpec, Transport, INHERITED_ENV};
 
 /// Words in a variable or header name that mark its value as secret.
 const SECRET_NAME_PARTS: [&str; 9] = [

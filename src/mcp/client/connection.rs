@@ -16,7 +16,7 @@ use tokio::io::AsyncBufReadExt;
 use super::errors::ServerError;
 use super::http::LimitedHttp;
 use super::{lock, McpHub, Slot};
-use crate::mcp::config::{expand_env, Transport, INHERITED_ENV};
+use crate::config::{expand_env, Transport, INHERITED_ENV};
 use crate::mcp::framing::{LineTransport, Side};
 use crate::mcp::guard::spawn_guarded;
 

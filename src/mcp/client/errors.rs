@@ -16,7 +16,7 @@ pub(super) enum ServerError {
         within: Duration,
     },
     #[error(transparent)]
-    Expand(#[from] crate::mcp::config::ExpandError),
+    Expand(#[from] crate::config::ExpandError),
     #[error("MCP server `{name}` could not start `{command}` in {}: {reason}; check `command` in {} (a program on PATH or a path)", dir.display(), file.display())]
     Spawn {
         name: String,

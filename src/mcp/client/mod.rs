@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::config::ServerSpec;
+use crate::config::ServerSpec;
 use super::schema::{server_functions, LeftOut};
 use super::{McpPlan, Skipped};
 use crate::catalog::DenyList;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::mcp::config::{ServerSource, Transport};
+use crate::config::{ServerSource, Transport};
 
 /// A hub with one stdio server `fx` that is never started (its command does not exist), its
 /// tools taken from a stored list, and a 1 KiB message limit.

@@ -111,7 +111,7 @@ pub fn over_limit_answer(server: &str, size: Option<usize>, limit: usize) -> Str
     format!(
         "MCP server `{server}` answered with a message of {size}, over the limit of {} for one MCP message; ask the tool for less (a smaller page, a narrower query), or raise [mcp] max_message_mb in config.toml (at most {} MiB)",
         size_text(limit),
-        super::config::MAX_MESSAGE_MB_LIMIT
+        crate::config::MAX_MESSAGE_MB_LIMIT
     )
 }
 

@@ -5,7 +5,7 @@
 //! provider did not report is "n/a", never 0; utilization then falls back to the local
 //! estimate, marked with `~`.
 
-use super::commands::plural;
+use super::plural;
 use crate::gateway::ChatSession;
 use crate::protocol::{Level, Measurement};
 use crate::store::RequestRecord;

@@ -6,6 +6,14 @@
 
 use std::path::{Path, PathBuf};
 
+mod mcp;
+pub use mcp::{
+    expand_env, load_workspace_servers, parse_mcp_table, validate_server_name, ExpandError,
+    McpConfig, McpConfigError, ServerNameError, ServerProblem, ServerSource, ServerSpec,
+    Transport, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_MESSAGE_MB, DEFAULT_STARTUP_TIMEOUT,
+    INHERITED_ENV, MAX_MESSAGE_MB_LIMIT,
+};
+
 pub fn vis_home() -> PathBuf {
     if let Some(home) = std::env::var_os("VIS_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(home);
@@ -193,7 +201,7 @@ pub struct Config {
     /// `[sandbox]`.
     pub sandbox: SandboxConfig,
     /// `[mcp]` and `[mcp.servers.NAME]` (see `mcp::config`).
-    pub mcp: crate::mcp::McpConfig,
+    pub mcp: McpConfig,
 }
 
 /// `[trust]`.
@@ -465,7 +473,7 @@ impl Config {
             }
         }
         config.mcp =
-            crate::mcp::parse_mcp_table(&table, text, path, crate::mcp::ServerSource::Config)
+            parse_mcp_table(&table, text, path, ServerSource::Config)
                 .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::render::full_block;
-use super::show;
+use super::{plural, show};
 use super::status;
 use super::style::{Style, ACCENT, DIM, WARN};
 use crate::cli::term::{escape_controls, print_styled};
@@ -270,16 +270,6 @@ fn expand(session: &ChatSession, args: &str) {
         }
     };
     let _ = print_styled(&full_block(k, &rows[k - 1]));
-}
-
-/// `1 turn`, `2 turns`.
-pub fn plural(n: impl Into<i64>, word: &str) -> String {
-    let n = n.into();
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ mod tests {
         // Before: every delta searched the whole held line again, and every spinner frame
         // escaped all of it (8.5 s for a megabyte in 1,000-byte deltas; minutes in deltas of
         // 16 bytes, the size models send).
-        let lines = crate::cli::chat_ui::finishes(|| {
+        let lines = crate::cli::chat::ui::finishes(|| {
             let delta = "`".repeat(16);
             let mut buf = LineBuffer::default();
             for n in 1..=64 * 1024 {

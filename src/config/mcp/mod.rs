@@ -216,7 +216,7 @@ const SERVER_KEYS: &str =
     "command, args, env, cwd (a stdio server) or url, headers (streamable HTTP), and timeout";
 
 fn line_of(text: &str, path: &[&str]) -> String {
-    crate::config::line_of_key(text, path)
+    super::line_of_key(text, path)
 }
 
 fn positive_seconds(value: &toml::Value, what: &str, at: &str) -> Result<Duration, McpConfigError> {

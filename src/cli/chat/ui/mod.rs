@@ -29,9 +29,9 @@ use futures::FutureExt;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use super::chat::{open_session, ChatArgs};
-use super::term::{errln, escape_controls, print_styled, stdout_closed};
-use super::CliError;
+use super::{open_session, ChatArgs};
+use crate::cli::term::{errln, escape_controls, print_styled, stdout_closed};
+use crate::cli::CliError;
 use crate::gateway::ChatSession;
 use crate::protocol::TurnStatus;
 use commands::{Flow, Parsed};
@@ -372,6 +372,16 @@ impl Drop for TurnMode {
         }
         let mut out = std::io::stdout();
         let _ = crossterm::execute!(out, crossterm::cursor::Show);
+    }
+}
+
+/// `1 turn`, `2 turns`.
+pub fn plural(n: impl Into<i64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
     }
 }
 

@@ -2,19 +2,21 @@
 //!
 //! With `-m TEXT` (repeatable) the messages run as turns without prompting and the transcript
 //! goes to standard output (for scripts; exit 1 when a provider error ended a turn).
-//! Otherwise the interactive program in `chat_ui` runs.
+//! Otherwise the interactive program in `ui` runs.
 
 use std::path::{Path, PathBuf};
+
+mod ui;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::settings::{
+use crate::cli::settings::{
     chat_settings, current_dir, limits, load_config, provider_settings, resolve_workspace,
     LimitArgs, ProviderArgs,
 };
-use super::term::{errln, escape_controls, print_styled};
-use super::CliError;
+use crate::cli::term::{errln, escape_controls, print_styled};
+use crate::cli::CliError;
 use crate::config::Config;
 use crate::gateway::{ChatSession, GatewayError};
 use crate::protocol::{Event, TurnStatus};
@@ -142,7 +144,7 @@ pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
             message: format!("vis chat: cannot start the event loop: {e}"),
         })?;
     if args.messages.is_empty() {
-        return events.block_on(super::chat_ui::run(args, db.to_path_buf()));
+        return events.block_on(ui::run(args, db.to_path_buf()));
     }
     events.block_on(run_messages(args, db))
 }

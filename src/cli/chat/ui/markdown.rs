@@ -436,7 +436,7 @@ mod tests {
     /// Renders `text` in 64-byte deltas with a preview after each (as the spinner asks) and at
     /// once; both must give the same screen.
     fn streamed_and_whole(text: String) -> String {
-        crate::cli::chat_ui::finishes(move || {
+        crate::cli::chat::ui::finishes(move || {
             let mut md = MarkdownStream::default();
             let mut streamed = String::new();
             let mut rest = text.as_str();
