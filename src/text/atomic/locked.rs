@@ -32,6 +32,7 @@ use super::temp::TempFile;
 use super::watch::OpenWatch;
 use super::{Faults, Hook, OpenError, WriteError};
 
+/// A regular file opened for patching, its directory locked.
 pub struct LockedFile {
     /// The directory, opened for reading (flock and fsync need a real descriptor) and locked.
     pub(super) dir: OwnedFd,
