@@ -71,6 +71,26 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The event's name: its serde tag (`"type"` in the JSON), which is also the SSE event name
+    /// `vis serve` sends, read without serializing the event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::TurnStarted { .. } => "turn_started",
+            Event::RequestStarted { .. } => "request_started",
+            Event::TextDelta { .. } => "text_delta",
+            Event::ReasoningDelta { .. } => "reasoning_delta",
+            Event::Retrying { .. } => "retrying",
+            Event::ResponseFinished { .. } => "response_finished",
+            Event::BlockStarted { .. } => "block_started",
+            Event::BlockFinished { .. } => "block_finished",
+            Event::Notice { .. } => "notice",
+            Event::Error { .. } => "error",
+            Event::TurnFinished { .. } => "turn_finished",
+        }
+    }
+}
+
 /// How a turn ended, as stored and as `TurnFinished` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,5 +111,82 @@ impl TurnStatus {
             TurnStatus::Failed => "failed",
             TurnStatus::IterationLimit => "iteration_limit",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_of_each() -> Vec<Event> {
+        let text = || "t".to_string();
+        vec![
+            Event::TurnStarted { turn: 1 },
+            Event::RequestStarted { turn: 1, n: 1 },
+            Event::TextDelta { text: text() },
+            Event::ReasoningDelta { text: text() },
+            Event::Retrying {
+                attempt: 1,
+                delay_ms: 0,
+                reason: text(),
+            },
+            Event::ResponseFinished {
+                turn: 1,
+                n: 1,
+                usage: Usage::default(),
+                estimate_tokens: 0,
+                latency_ms: 0,
+                ttft_ms: None,
+                retries: 0,
+            },
+            Event::BlockStarted {
+                turn: 1,
+                iteration: 1,
+                code: text(),
+            },
+            Event::BlockFinished {
+                turn: 1,
+                iteration: 1,
+                status: text(),
+                output: text(),
+                wall_ms: 0,
+            },
+            Event::Notice { text: text() },
+            Event::Error {
+                kind: text(),
+                message: text(),
+            },
+            Event::TurnFinished {
+                turn: 1,
+                status: text(),
+                text: text(),
+            },
+        ]
+    }
+
+    /// Every tag serde knows, read from its own answer to an unknown one ("unknown variant
+    /// `?`, expected one of `a`, `b`, …"), so a variant added later is not missed here.
+    fn serde_tags() -> Vec<String> {
+        let err = serde_json::from_str::<Event>(r#"{"type": "?"}"#).unwrap_err();
+        let message = err.to_string();
+        let expected = message.split("expected one of").nth(1).unwrap();
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn kind_is_the_serialized_tag_of_every_variant() {
+        let events = one_of_each();
+        for event in &events {
+            let json = serde_json::to_value(event).unwrap();
+            assert_eq!(json["type"], event.kind(), "{event:?}");
+        }
+        let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+        let tags = serde_tags();
+        assert_eq!(kinds, tags, "one_of_each lists every variant, in order");
     }
 }

@@ -4,9 +4,10 @@
 //!    connection came in on, or `[serve] public_name`. A page on another name that resolves
 //!    here (DNS rebinding) is refused before it reaches anything.
 //! 2. Every route needs the token, loopback included — `/openapi.json` and `/metrics` too —
-//!    except the page itself (`/`, which holds no data) and the login routes. The token comes as
-//!    `Authorization: Bearer …`, or as the session cookie the web view got in exchange for a
-//!    one-time login code (or for the token, through its login form).
+//!    except the page itself (`/` and its modules at their fixed paths under `/web/`, which hold
+//!    no data) and the login routes. The token comes as `Authorization: Bearer …`, or as the
+//!    session cookie the web view got in exchange for a one-time login code (or for the token,
+//!    through its login form).
 //! 3. A request that changes something (any method but GET and HEAD) must send its body as
 //!    `application/json` (an HTML form or a `text/plain` fetch cannot), and its `Origin`, if
 //!    any, must be this server's own. A cookie-carrying one must have an `Origin`; browsers
@@ -208,7 +209,7 @@ fn check(access: &Access, request: &Request) -> Result<(), ApiError> {
     let method = request.method();
     let path = request.uri().path();
     let reads = *method == Method::GET || *method == Method::HEAD;
-    let public = reads && (path == "/" || path == "/login");
+    let public = reads && (path == "/" || path == "/login" || super::web::is_module_path(path));
     let token_login = *method == Method::POST && path == "/api/login";
     if !reads {
         json_body_only(headers)?;

@@ -10,7 +10,7 @@
 //! - `events`: per-session event logs with ids (bounded in bytes), so clients can resume with
 //!   `Last-Event-ID`;
 //! - `metrics`: `/metrics` in the Prometheus text format;
-//! - `web`: the page at `/`, shipped inside the binary.
+//! - `web`: the page at `/` and its ES modules at `/web/…`, shipped inside the binary.
 //!
 //! Security (docs/serve.md): a token always, generated at the first start; every route checks
 //! it, loopback included, except the page and the login routes; Host must name this server
@@ -105,7 +105,7 @@ fn router(app: App) -> axum::Router {
         .routes(routes!(login::logout))
         .split_for_parts();
     let openapi = Arc::new(openapi);
-    api_router
+    web::with_modules(api_router)
         .route("/metrics", axum::routing::get(metrics))
         .route(
             "/openapi.json",

@@ -15,7 +15,7 @@
 //!   Options and their validation, the search, and the rendering are one file each.
 //! - **patch** (`patch/`) validates all edits against the pre-batch file, applies them in one
 //!   pass, runs a syntax gate (`syntax.rs`) that only rejects new errors where the batch
-//!   edited, and writes atomically under a directory lock (`atomic.rs`), refusing read-only
+//!   edited, and writes atomically under a directory lock (`atomic/`), refusing read-only
 //!   files and files that changed since they were read. Options, validation, applying, the
 //!   file work and rendering are one file each.
 //! - **Confinement** (`confine.rs`): every path is resolved as the OS resolves it, from `/`,

@@ -57,7 +57,7 @@ pub(super) fn sse(follower: Follower) -> Response {
         let logged = f.next().await?;
         let event = SseEvent::default()
             .id(f.slot.log.id(logged.n))
-            .event(event_name(&logged.event))
+            .event(logged.event.kind())
             .data(logged.json.as_str());
         Some((Ok::<_, Infallible>(event), f))
     });
@@ -71,22 +71,6 @@ where
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
-}
-
-fn event_name(event: &Event) -> &'static str {
-    match event {
-        Event::TurnStarted { .. } => "turn_started",
-        Event::RequestStarted { .. } => "request_started",
-        Event::TextDelta { .. } => "text_delta",
-        Event::ReasoningDelta { .. } => "reasoning_delta",
-        Event::Retrying { .. } => "retrying",
-        Event::ResponseFinished { .. } => "response_finished",
-        Event::BlockStarted { .. } => "block_started",
-        Event::BlockFinished { .. } => "block_finished",
-        Event::Notice { .. } => "notice",
-        Event::Error { .. } => "error",
-        Event::TurnFinished { .. } => "turn_finished",
-    }
 }
 
 /// Reads a session's events after a position: the kept ones, then — when following — new

@@ -427,3 +427,81 @@ vistest!(
         });
     }
 );
+
+/// The page's modules, as the source tree has them: `/web/<file>` for every `.js` beside the
+/// page.
+fn module_paths() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve/web");
+    let mut paths: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".js"))
+        .map(|name| format!("/web/{name}"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+vistest!(
+    the_pages_modules_load_without_the_token_at_their_fixed_paths_only,
+    |env| {
+        let rt = crate::support::chat::events();
+        let fake = FakeProvider::start();
+        let server = TestServer::start(&env, &fake, ServerConfig::default());
+        rt.block_on(async {
+            let anon = Client::anonymous(&server);
+            let paths = module_paths();
+            assert!(paths.contains(&"/web/main.js".to_string()), "{paths:?}");
+            for path in &paths {
+                let resp = anon.req(Method::GET, path).send().await.unwrap();
+                assert_eq!(resp.status(), 200, "{path}");
+                let header = |name: &str| resp.headers()[name].to_str().unwrap().to_string();
+                assert_eq!(header("content-type"), "text/javascript; charset=utf-8");
+                assert_eq!(header("x-content-type-options"), "nosniff");
+                assert_eq!(header("cache-control"), "no-store");
+                let file = path.strip_prefix("/web/").unwrap();
+                let source = std::fs::read_to_string(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("src/serve/web")
+                        .join(file),
+                )
+                .unwrap();
+                assert_eq!(resp.text().await.unwrap(), source, "{path} as written");
+            }
+            // Only those paths: anything else under /web/ is an ordinary route, which needs
+            // the token, and with it is not found; nothing else is read.
+            let c = Client::new(&server);
+            for path in [
+                "/web/",
+                "/web/index.html",
+                "/web/app.css",
+                "/web/main.js/",
+                "/web//main.js",
+                "/web/%6dain.js",
+                "/web/..%2f..%2fCargo.toml",
+                "/web/x.js",
+            ] {
+                let (s, v) = anon.json(Method::GET, path, None).await;
+                assert_eq!(
+                    (s, v["code"].as_str()),
+                    (401, Some("unauthorized")),
+                    "{path}"
+                );
+                let (s, v) = c.json(Method::GET, path, None).await;
+                assert_eq!((s, v["code"].as_str()), (404, Some("not_found")), "{path}");
+            }
+            // A module is read-only, and the Host check still comes first.
+            let (s, _) = send(&anon, Method::POST, "/web/main.js", Some(json!({})), &[]).await;
+            assert_eq!(s, 401);
+            let (s, v) = send(
+                &anon,
+                Method::GET,
+                "/web/main.js",
+                None,
+                &[("host", "evil.example")],
+            )
+            .await;
+            assert_eq!((s, v["code"].as_str()), (403, Some("host_not_allowed")));
+        });
+    }
+);

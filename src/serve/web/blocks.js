@@ -1,0 +1,71 @@
+// The pieces of a transcript: messages, notices, turn headings, and a block's card (its code,
+// status, wall time and output, collapsed beyond COLLAPSE_LINES lines).
+
+import { badge, el } from './dom.js';
+import { clock, wall } from './format.js';
+import { highlight } from './highlight.js';
+import { markdown } from './markdown.js';
+
+const COLLAPSE_LINES = 8;
+
+function outputBox(text) {
+  const box = el('div', { class: 'output' });
+  const pre = el('pre', { class: 'output-text' });
+  box.append(pre);
+  if (text === null || text === undefined) return box;
+  if (text === '') {
+    pre.textContent = '(no output)';
+    pre.classList.add('none');
+    return box;
+  }
+  const lines = text.replace(/\n$/, '').split('\n');
+  if (lines.length <= COLLAPSE_LINES) {
+    pre.textContent = text;
+    return box;
+  }
+  const toggle = el('button', { type: 'button', class: 'link output-toggle' });
+  let open = false;
+  const draw = () => {
+    pre.textContent = open ? text : `${lines.slice(0, COLLAPSE_LINES).join('\n')}\n…`;
+    toggle.textContent = open ? 'collapse' : `show all ${lines.length} lines`;
+    box.classList.toggle('collapsed', !open);
+  };
+  toggle.addEventListener('click', () => { open = !open; draw(); });
+  draw();
+  box.append(toggle);
+  return box;
+}
+
+export function blockCard(b) {
+  const status = b.status || 'running';
+  const head = el('div', { class: 'block-head' },
+    el('span', { class: 'label' }, b.label || 'block'),
+    status === 'running' ? el('span', { class: 'spinner', 'aria-hidden': 'true' }) : null,
+    badge(status, `status ${status}`),
+    el('span', { class: 'wall' }, wall(b.wall_ms)));
+  const card = el('div', { class: 'block', 'data-status': status }, head);
+  if (b.code !== undefined && b.code !== null) card.append(el('pre', { class: 'code' }, el('code', {}, highlight(b.code))));
+  if (b.output !== undefined && b.output !== null) card.append(outputBox(b.output));
+  return card;
+}
+
+export function finishBlock(card, status, output, ms) {
+  card.setAttribute('data-status', status);
+  const head = card.querySelector('.block-head');
+  const sp = head.querySelector('.spinner');
+  if (sp) sp.remove();
+  const b = head.querySelector('.status');
+  b.textContent = status;
+  b.className = `badge status ${status}`;
+  head.querySelector('.wall').textContent = wall(ms);
+  card.append(outputBox(output));
+}
+
+export const userMsg = (text) => el('div', { class: 'msg user' }, text);
+export const assistantMsg = (text) => el('div', { class: 'msg assistant' }, markdown(text));
+export const notice = (text) => el('div', { class: 'notice' }, text);
+
+export function turnHead(turn, status, at) {
+  return el('div', { class: 'turn-head', 'data-turn': turn },
+    el('span', {}, `Turn ${turn}`), status ? badge(status) : null, el('span', {}, clock(at)));
+}
