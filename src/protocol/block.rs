@@ -21,11 +21,10 @@ use std::time::Duration;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList, PyString};
-use pyo3::{Borrowed, IntoPyObject, IntoPyObjectExt, IntoPyObjectRef};
+use pyo3::{Borrowed, IntoPyObject, IntoPyObjectRef};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::SessionInfo;
+use super::{json_into_py, RestoreNotice, SessionInfo};
 use crate::catalog::ManifestEntry;
 
 /// A top-level definition persisted with the session and re-created on worker start. Crosses
@@ -43,19 +42,6 @@ pub struct PersistedDef {
     pub doc: String,
 }
 
-/// Which persisted definitions came back in a new worker (the runner's `restore` returns it
-/// as `{"ok": [names], "failed": [(name, error), …], "unkept": [(name, [globals]), …]}`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, FromPyObject)]
-#[pyo3(from_item_all)]
-pub struct RestoreReport {
-    pub ok: Vec<String>,
-    /// `(name, error)` for each definition that failed to come back.
-    pub failed: Vec<(String, String)>,
-    /// `(name, globals)` for each restored definition that reads module-level names the new
-    /// worker does not have (they were not kept: not a definition, import or simple constant),
-    /// so calling it raises `NameError` until they are defined again.
-    pub unkept: Vec<(String, Vec<String>)>,
-}
 
 /// How a block ended. The worker may only report `Ok`, `Error` or `Interrupted`
 /// ([`Status::reportable_by_worker`]); `Timeout` and `Crashed` are the host's to decide.
@@ -147,108 +133,6 @@ fn signal_name(sig: i32) -> &'static str {
     .map_or("signal", |(_, name)| name)
 }
 
-/// What the first block after a (re)start is told about the new worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoreNotice {
-    /// Why there is a new worker: `None` for a first start, else e.g. "after a crash".
-    pub restart_reason: Option<String>,
-    pub report: RestoreReport,
-    /// Set when the worker could only start without the non-bundled extensions: why.
-    pub extensions_skipped: Option<String>,
-}
-
-impl RestoreNotice {
-    /// `session["restored"]`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "restart_reason": self.restart_reason,
-            "ok": self.report.ok,
-            "failed": self.report.failed.iter()
-                .map(|(n, e)| json!({"name": n, "error": e}))
-                .collect::<Vec<_>>(),
-            "unkept": self.report.unkept.iter()
-                .map(|(n, g)| json!({"name": n, "reads": g}))
-                .collect::<Vec<_>>(),
-            "extensions_skipped": self.extensions_skipped,
-        })
-    }
-
-    /// What the first block after a start is told, one line each (maybe nothing).
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> = self.line().into_iter().collect();
-        if let Some(why) = &self.extensions_skipped {
-            lines.push(format!(
-                "[vis] only the bundled extensions are loaded: the worker did not start with the others ({}); fix or remove the extension, and the next new worker loads them again",
-                why.trim()
-            ));
-        }
-        lines
-    }
-
-    /// The one line shown at the top of the block's output, if there is anything to say.
-    pub fn line(&self) -> Option<String> {
-        let total = self.report.ok.len() + self.report.failed.len();
-        let reason = match &self.restart_reason {
-            Some(r) => format!(" ({r})"),
-            None if total == 0 => return None,
-            None => String::new(),
-        };
-        let mut line = format!("[vis] new worker{reason}: ");
-        if total == 0 {
-            line.push_str("no definitions to restore; variables from earlier blocks are gone");
-        } else {
-            let noun = if self.report.ok.len() == 1 {
-                "definition"
-            } else {
-                "definitions"
-            };
-            line.push_str(&format!("restored {} {noun}", self.report.ok.len()));
-            if !self.report.ok.is_empty() {
-                line.push_str(": ");
-                line.push_str(&short_list(&self.report.ok, 12));
-            }
-            if !self.report.failed.is_empty() {
-                let failed: Vec<String> = self
-                    .report
-                    .failed
-                    .iter()
-                    .map(|(n, e)| format!("{n} ({e})"))
-                    .collect();
-                line.push_str(&format!(
-                    "; {} failed: {}",
-                    failed.len(),
-                    short_list(&failed, 5)
-                ));
-            }
-            if !self.report.unkept.is_empty() {
-                let unkept: Vec<String> = self
-                    .report
-                    .unkept
-                    .iter()
-                    .map(|(n, g)| format!("{n} reads {}", short_list(g, 5)))
-                    .collect();
-                line.push_str(&format!(
-                    "; not kept across the restart: {} (define them again before calling)",
-                    short_list(&unkept, 5)
-                ));
-            }
-        }
-        Some(line)
-    }
-}
-
-fn short_list(items: &[String], max: usize) -> String {
-    let mut out = items
-        .iter()
-        .take(max)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > max {
-        out.push_str(&format!(", +{} more", items.len() - max));
-    }
-    out
-}
 
 /// One block to run: what the caller asks for, exactly as the worker and Python's runner get
 /// it (Python sees a dict with these keys; paths are strings, `timeout` is seconds).
@@ -386,90 +270,6 @@ impl<'py> FromPyObject<'_, 'py> for BlockResult {
     }
 }
 
-/// A JSON value as the Python object `json.loads` would make of it.
-pub fn json_into_py<'py>(value: Cow<'_, Value>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-    fn convert<'py>(value: &Value, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(match value {
-            Value::Null => py.None().into_bound(py),
-            Value::Bool(b) => b.into_bound_py_any(py)?,
-            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => i.into_bound_py_any(py)?,
-                (None, Some(u)) => u.into_bound_py_any(py)?,
-                _ => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
-            },
-            Value::String(s) => PyString::new(py, s).into_any(),
-            Value::Array(items) => {
-                let list = PyList::empty(py);
-                for item in items {
-                    list.append(convert(item, py)?)?;
-                }
-                list.into_any()
-            }
-            Value::Object(map) => {
-                let dict = PyDict::new(py);
-                for (key, item) in map {
-                    dict.set_item(key, convert(item, py)?)?;
-                }
-                dict.into_any()
-            }
-        })
-    }
-    convert(&value, py)
-}
-
-/// A Python value as JSON: `None`, `bool`, `int`, `float`, `str`, lists and tuples, and dicts
-/// with `str` keys; anything else (or a number JSON cannot hold) is a `TypeError` or
-/// `ValueError` that names it.
-pub fn json_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    use pyo3::exceptions::PyTypeError;
-    use pyo3::types::{PyBool, PyInt, PyTuple};
-    if obj.is_none() {
-        return Ok(Value::Null);
-    }
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if obj.is_instance_of::<PyInt>() {
-        if let Ok(i) = obj.extract::<i64>() {
-            return Ok(Value::from(i));
-        }
-        return obj.extract::<u64>().map(Value::from).map_err(|_| {
-            PyValueError::new_err(format!("the integer {obj} is too large for JSON"))
-        });
-    }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return serde_json::Number::from_f64(f.value())
-            .map(Value::Number)
-            .ok_or_else(|| PyValueError::new_err(format!("{obj} is not a JSON number")));
-    }
-    if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(s.to_str()?.to_string()));
-    }
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        return obj
-            .try_iter()?
-            .map(|item| json_from_py(&item?))
-            .collect::<PyResult<Vec<Value>>>()
-            .map(Value::Array);
-    }
-    if let Ok(dict) = obj.cast::<PyDict>() {
-        let mut map = serde_json::Map::new();
-        for (key, value) in dict.iter() {
-            let key = key.cast::<PyString>().map_err(|_| {
-                PyTypeError::new_err(format!("dict keys must be str for JSON, not {key:?}"))
-            })?;
-            map.insert(key.to_str()?.to_string(), json_from_py(&value)?);
-        }
-        return Ok(Value::Object(map));
-    }
-    Err(PyTypeError::new_err(format!(
-        "{} is not a JSON value (use str, int, float, bool, None, lists and dicts)",
-        obj.get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
-    )))
-}
 
 // The derive hands `into_py_with` a `Cow` of the field's own type.
 #[allow(clippy::owned_cow)]
@@ -520,6 +320,7 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn statuses_round_trip_through_their_names() {

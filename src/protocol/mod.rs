@@ -13,14 +13,15 @@ mod events;
 mod fold;
 mod host;
 mod mcp;
+mod pyjson;
+mod restore;
 mod session;
 mod session_info;
 mod tool;
 
-pub use block::{
-    json_from_py, json_into_py, Block, BlockResult, ExitInfo, PersistedDef, RestoreNotice,
-    RestoreReport, Status,
-};
+pub use block::{Block, BlockResult, ExitInfo, PersistedDef, Status};
+pub use pyjson::{json_from_py, json_into_py};
+pub use restore::{RestoreNotice, RestoreReport};
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use super::supervisor::{Supervisor, WorkerOptions};
+use super::options::WorkerOptions;
+use super::supervisor::Supervisor;
 use crate::catalog::{Manifest, ManifestEntry};
 use crate::protocol::{Block, BlockResult, CallAnswer, ExitInfo, HostRequest, PersistedDef};
 use crate::runtime::RuntimeError;

@@ -3,8 +3,11 @@
 //! - `runner`: the one place a block runs in a session (chat, serve, exec and mcp alike):
 //!   builds the block, answers its host calls in one `match`, cancels what it started,
 //!   records the iteration;
-//! - `supervisor`: start, restore, run a block with its deadlines, interrupt, kill, restart
-//!   (async); `blocking` wraps it for synchronous callers (tests, benchmarks);
+//! - `supervisor`: one session's worker: start, restore, kill, restart (async); `exec` runs a
+//!   block with its deadlines and interrupts, `settle` decides its status in one table,
+//!   `mcp_tools` forwards the MCP servers' tools; `blocking` wraps it all for synchronous
+//!   callers (tests, benchmarks);
+//! - `options`: how workers start ([`WorkerOptions`]);
 //! - `spawn`: starting a worker process (its sandbox planned, its capture file, its
 //!   environment from `env`) and ending it;
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
@@ -14,9 +17,13 @@
 mod blocking;
 pub mod channel;
 mod env;
+mod exec;
+mod mcp_tools;
+mod options;
 mod promote;
 mod restore;
 mod runner;
+mod settle;
 mod spawn;
 mod supervisor;
 
@@ -26,6 +33,6 @@ pub use runner::{
     Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,
     ToolFuture, ToolHub,
 };
-pub use supervisor::{
-    validate_code, Supervisor, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
-};
+pub use exec::validate_code;
+pub use options::{WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT};
+pub use supervisor::Supervisor;

@@ -18,7 +18,7 @@ use tokio::process::{Child, Command};
 
 use super::channel::{HostChannel, Incoming};
 use super::env::worker_env;
-use super::supervisor::WorkerOptions;
+use super::options::WorkerOptions;
 use crate::catalog::ManifestEntry;
 use crate::protocol::ExitInfo;
 use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
