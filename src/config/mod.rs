@@ -3,98 +3,29 @@
 //! database, and artifacts and the token go beside it. The user's
 //! config directory ([`config_dir`]) holds `config.toml` ([`Config`]), `extensions/` and
 //! `skills/`.
+//!
+//! This module owns every TOML file Vis reads: `config.toml` here, the `[mcp]` table and
+//! `.vis/mcp.toml` in `mcp/` (the MCP hub takes the parsed values), where things live in
+//! `paths.rs`, and errors that name the line in `errors.rs`.
 
 use std::path::{Path, PathBuf};
 
+mod errors;
 mod mcp;
+mod paths;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use errors::line_of_key;
+pub use errors::ConfigError;
+use errors::{line_number, plain_serde_message};
 pub use mcp::{
     expand_env, load_workspace_servers, parse_mcp_table, validate_server_name, ExpandError,
-    McpConfig, McpConfigError, ServerNameError, ServerProblem, ServerSource, ServerSpec,
-    Transport, DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_MESSAGE_MB, DEFAULT_STARTUP_TIMEOUT,
-    INHERITED_ENV, MAX_MESSAGE_MB_LIMIT,
+    McpConfig, McpConfigError, ServerNameError, ServerProblem, ServerSource, ServerSpec, Transport,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_MESSAGE_MB, DEFAULT_STARTUP_TIMEOUT, INHERITED_ENV,
+    MAX_MESSAGE_MB_LIMIT,
 };
-
-pub fn vis_home() -> PathBuf {
-    if let Some(home) = std::env::var_os("VIS_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(home);
-    }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("vis")
-}
-
-/// The database path: `--db` if given, else `$VIS_HOME/vis.db`.
-pub fn db_path(flag: Option<&Path>) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .unwrap_or_else(|| vis_home().join("vis.db"))
-}
-
-/// Artifacts of a session: `<dir of the database>/artifacts/<session id>/`.
-pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
-    let base = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    base.join("artifacts").join(session_id)
-}
-
-/// The token `vis serve` requires: `<dir of the database>/serve-token`, generated at the first
-/// start (mode 0600). Beside the database because the sandbox hides both from every worker.
-pub fn serve_token_path(db: &Path) -> PathBuf {
-    let base = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    base.join("serve-token")
-}
-
-/// Everything Vis keeps at a database's place that no block may see: the database and its
-/// log, the serve token, and every session's artifacts.
-pub fn store_files(db: &Path) -> Vec<PathBuf> {
-    let base = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut files: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
-        .iter()
-        .filter_map(|suffix| {
-            let name = db.file_name()?.to_string_lossy().into_owned();
-            Some(base.join(format!("{name}{suffix}")))
-        })
-        .collect();
-    files.push(serve_token_path(db));
-    files.push(base.join("artifacts"));
-    files
-}
-
-/// The user's config directory: `$VIS_CONFIG_DIR` if set, else `$XDG_CONFIG_HOME/vis`, else
-/// `~/.config/vis`. It holds `config.toml`, `extensions/` and `skills/`.
-pub fn config_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("VIS_CONFIG_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("vis")
-}
-
-/// A problem with `config.toml`; the message names the file, the place and the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read the config file {path}: {source}; fix its permissions or remove it")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid config file {path}: {message}")]
-    Invalid { path: PathBuf, message: String },
-}
+pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
 
 /// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
 /// written for newer versions keep working):
@@ -472,9 +403,8 @@ impl Config {
                 )));
             }
         }
-        config.mcp =
-            parse_mcp_table(&table, text, path, ServerSource::Config)
-                .map_err(|e| invalid(e.to_string()))?;
+        config.mcp = parse_mcp_table(&table, text, path, ServerSource::Config)
+            .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         for (key, value) in [
@@ -679,233 +609,4 @@ fn validate_serve_provider(name: &str, p: &ServeProviderConfig) -> Result<(), St
         }
     }
     Ok(())
-}
-
-/// serde's type names in words a user knows ("expected f64" is "expected a number").
-fn plain_serde_message(message: &str) -> String {
-    let mut out = message.to_string();
-    for (rust, plain) in [
-        ("expected f64", "expected a number"),
-        ("expected i64", "expected a whole number"),
-        ("expected u64", "expected a whole number"),
-        ("expected u32", "expected a whole number"),
-        ("expected usize", "expected a whole number"),
-        ("expected a sequence", "expected a list"),
-        ("expected a boolean", "expected true or false"),
-    ] {
-        out = out.replace(rust, plain);
-    }
-    out
-}
-
-/// The 1-based line of byte `offset` in `text`.
-fn line_number(text: &str, offset: usize) -> usize {
-    let offset = offset.min(text.len());
-    text.as_bytes()[..offset]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
-}
-
-/// `line N: ` for the key at `path` in a TOML document, found through the parser's own spans,
-/// so a key is looked up in its own table (`[serve] mode` is never taken for `[sandbox] mode`).
-/// When the last keys of the path are absent it points at the deepest part present; it is
-/// empty when nothing of the path is there or the text does not parse.
-pub(crate) fn line_of_key(text: &str, path: &[&str]) -> String {
-    use toml::de::{DeTable, DeValue};
-    let Ok(root) = DeTable::parse(text) else {
-        return String::new();
-    };
-    let mut table = root.get_ref();
-    let mut found = None;
-    for part in path {
-        let Some((key, value)) = table.iter().find(|(k, _)| k.get_ref() == part) else {
-            break;
-        };
-        found = Some(key.span().start);
-        match value.get_ref() {
-            DeValue::Table(inner) => table = inner,
-            _ => break,
-        }
-    }
-    found
-        .map(|start| format!("line {}: ", line_number(text, start)))
-        .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::parse(Path::new("/c"), Path::new("/c/config.toml"), text)
-    }
-
-    #[test]
-    fn reads_deny_and_budget() {
-        let c = parse("[permissions]\ndeny = [\"git.blame\", \"tests\"]\n[catalog]\nbudget = 900\n[other]\nx = 1\n").unwrap();
-        assert_eq!(c.deny, vec!["git.blame", "tests"]);
-        assert_eq!(c.catalog_budget, Some(900));
-        assert_eq!(parse("").unwrap().deny, Vec::<String>::new());
-    }
-
-    #[test]
-    fn reads_runtime_settings_and_rejects_bad_ones() {
-        let c =
-            parse("[runtime]\ntimeout = 1.5\nmemory_limit_mb = 512\noutput_limit = 300\n").unwrap();
-        assert_eq!(
-            (c.timeout, c.memory_limit_mb, c.output_limit),
-            (Some(1.5), Some(512), Some(300))
-        );
-        let e = parse("[runtime]\n\ntimeout = -1\n")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(e, "invalid config file /c/config.toml: line 3: `runtime.timeout` must be a number of at least 0.001, got -1; e.g. timeout = 300");
-        let e = parse("[runtime]\noutput_limit = \"big\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("line 2 (`output_limit = \"big\"`)") && e.contains("expected a number"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn reads_provider_and_gateway_tables() {
-        let c = parse("[provider]\nname = \"anthropic\"\nmodel = \"m\"\nmax_retries = 2\n[gateway]\nmax_iterations = 7\n").unwrap();
-        assert_eq!(c.provider.name.as_deref(), Some("anthropic"));
-        assert_eq!(c.provider.max_retries, Some(2));
-        assert_eq!(c.gateway.max_iterations, Some(7));
-        let e = parse("[provider]\n\nmax_retries = \"x\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("line 3") && e.contains("max_retries"), "{e}");
-        let e = parse("[gateway]\nmax_iterations = 0\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("at least 1"), "{e}");
-        let e = parse("[provider]\nidle_timeout = -3\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("positive number of seconds"), "{e}");
-    }
-
-    #[test]
-    fn a_bad_value_is_placed_in_its_own_table() {
-        // `mode` appears first under [serve] (where it is unknown and ignored); the error is
-        // about the one under [sandbox].
-        let e = parse("[serve]\nmode = 1\n\n[sandbox]\nmode = \"bogus\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("line 5: `sandbox.mode`"), "{e}");
-        let e = parse("[provider]\ntimeout = 1\n[runtime]\nx = 1\ntimeout = -2\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("line 5: `runtime.timeout`"), "{e}");
-        let e = parse("[folding]\n[folding.x]\ninput_limit = 5\n[folding.y]\n")
-            .map(|c| c.folding.input_limit);
-        assert!(matches!(e, Ok(None)), "{e:?}");
-        assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "c"]), "line 3: ");
-        assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "d"]), "line 2: ");
-        assert_eq!(line_of_key("[b\n", &["b"]), "");
-    }
-
-    #[test]
-    fn reads_the_serve_table_and_rejects_bad_values() {
-        let c = parse(
-            "[serve]\npublic_name = \"vis.example.com:8443\"\nworkspaces = [\"/src\"]\nmax_connections = 9\nheader_timeout = 2.5\nevent_log_mb = 3\n[serve.providers.fast]\nprovider = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"FAST_KEY\"\n",
-        )
-        .unwrap();
-        assert_eq!(c.serve.public_name.as_deref(), Some("vis.example.com:8443"));
-        assert_eq!(c.serve.workspaces, ["/src"]);
-        assert_eq!(
-            (
-                c.serve.max_connections,
-                c.serve.header_timeout,
-                c.serve.event_log_mb
-            ),
-            (Some(9), Some(2.5), Some(3))
-        );
-        assert_eq!(c.serve.providers["fast"].provider, "anthropic");
-        assert_eq!(
-            c.serve.providers["fast"].api_key_env.as_deref(),
-            Some("FAST_KEY")
-        );
-        for (text, needle) in [
-            (
-                "[serve]\npublic_name = \"http://x.example\"\n",
-                "a URL, not a host name",
-            ),
-            ("[serve]\npublic_name = \"x y\"\n", "not a host name"),
-            ("[serve]\nworkspaces = [\"src\"]\n", "not an absolute path"),
-            (
-                "[serve]\nmax_connections = 0\n",
-                "`serve.max_connections` must be at least 1",
-            ),
-            (
-                "[serve]\nevent_log_mb = 0\n",
-                "`serve.event_log_mb` must be at least 1",
-            ),
-            (
-                "[serve]\nheader_timeout = 0\n",
-                "positive number of seconds",
-            ),
-            (
-                "[serve.providers.default]\nprovider = \"openai\"\n",
-                "give this one another name",
-            ),
-            (
-                "[serve.providers.Fast]\nprovider = \"openai\"\n",
-                "lowercase letters",
-            ),
-            (
-                "[serve.providers.x]\nprovider = \"gemini\"\n",
-                "`provider` must be \"openai\"",
-            ),
-            (
-                "[serve.providers.x]\nprovider = \"openai\"\nbase_url = \"ftp://h\"\n",
-                "http:// or https://",
-            ),
-            (
-                "[serve.providers.x]\nprovider = \"openai\"\napi_key_env = \"my key\"\n",
-                "environment variable name",
-            ),
-            (
-                "[serve.providers.x]\nmodel = \"m\"\n",
-                "missing field `provider`",
-            ),
-        ] {
-            let e = parse(text).unwrap_err().to_string();
-            assert!(e.contains(needle), "{text}: {e}");
-            assert!(e.contains("line "), "{text}: {e}");
-        }
-        assert_eq!(
-            serve_token_path(Path::new("/data/vis/vis.db")),
-            Path::new("/data/vis/serve-token")
-        );
-        assert_eq!(
-            serve_token_path(Path::new("vis.db")),
-            Path::new("./serve-token")
-        );
-    }
-
-    #[test]
-    fn errors_name_file_line_and_fix() {
-        let e = parse("[permissions]\ndeny = [\"git.2fa\"]\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("/c/config.toml") && e.contains("line 2") && e.contains("`2fa`"),
-            "{e}"
-        );
-        let e = parse("[catalog]\nbudget = 0\n").unwrap_err().to_string();
-        assert!(e.contains("line 2") && e.contains("positive"), "{e}");
-        let e = parse("[catalog\n").unwrap_err().to_string();
-        assert!(e.contains("line 1") && e.contains("TOML"), "{e}");
-        let e = parse("[permissions]\ndeny = \"tests\"\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("line 2") && e.contains("expected a list"), "{e}");
-    }
 }

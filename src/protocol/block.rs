@@ -42,7 +42,6 @@ pub struct PersistedDef {
     pub doc: String,
 }
 
-
 /// How a block ended. The worker may only report `Ok`, `Error` or `Interrupted`
 /// ([`Status::reportable_by_worker`]); `Timeout` and `Crashed` are the host's to decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +131,6 @@ fn signal_name(sig: i32) -> &'static str {
     .find(|(known, _)| known.as_raw() == sig)
     .map_or("signal", |(_, name)| name)
 }
-
 
 /// One block to run: what the caller asks for, exactly as the worker and Python's runner get
 /// it (Python sees a dict with these keys; paths are strings, `timeout` is seconds).
@@ -269,7 +267,6 @@ impl<'py> FromPyObject<'_, 'py> for BlockResult {
         })
     }
 }
-
 
 // The derive hands `into_py_with` a `Cow` of the field's own type.
 #[allow(clippy::owned_cow)]

@@ -20,8 +20,6 @@ mod session_info;
 mod tool;
 
 pub use block::{Block, BlockResult, ExitInfo, PersistedDef, Status};
-pub use pyjson::{json_from_py, json_into_py};
-pub use restore::{RestoreNotice, RestoreReport};
 pub use conversation::{
     AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
 };
@@ -29,6 +27,8 @@ pub use events::{Event, TurnStatus};
 pub use fold::{Before, FoldReceipt, FoldSpan, Measurement, SessionRead};
 pub use host::{CallAnswer, CallError, HostReply, HostRequest};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
+pub use pyjson::{json_from_py, json_into_py};
+pub use restore::{RestoreNotice, RestoreReport};
 pub use session::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
 pub use session_info::{
     level, Level, SessionCounts, SessionInfo, Utilization, AUTO_COMPRESS_ABOVE,

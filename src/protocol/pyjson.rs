@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
 use pyo3::types::{PyDict, PyFloat, PyList, PyString};
+use pyo3::IntoPyObjectExt;
 use serde_json::Value;
 
 /// A JSON value as the Python object `json.loads` would make of it.

@@ -47,10 +47,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::config::ServerSpec;
 use super::schema::{server_functions, LeftOut};
 use super::{McpPlan, Skipped};
 use crate::catalog::DenyList;
+use crate::config::ServerSpec;
 use crate::protocol::{McpFunction, McpNamespace};
 use connection::Conn;
 

@@ -29,10 +29,10 @@ mod supervisor;
 
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use channel::{HostCall, HostCallSink};
+pub use exec::validate_code;
+pub use options::{WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT};
 pub use runner::{
     Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,
     ToolFuture, ToolHub,
 };
-pub use exec::validate_code;
-pub use options::{WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT};
 pub use supervisor::Supervisor;

@@ -53,7 +53,12 @@ pub(super) struct Settled {
 /// the interpreter saw (ok, error or interrupted: `wait_for_result` lets no other status
 /// through); only the host knows whether it interrupted the block for its timeout or on
 /// request, and whether the worker died, broke the protocol or had to be killed.
-pub(super) fn settle(ending: Ending, cause: Option<Cause>, block: &Block, opts: &WorkerOptions) -> Settled {
+pub(super) fn settle(
+    ending: Ending,
+    cause: Option<Cause>,
+    block: &Block,
+    opts: &WorkerOptions,
+) -> Settled {
     let lost = |mut captured: BlockResult, status, exit, trailer: String, because: String| {
         captured.status = status;
         captured.worker_lost = Some(exit);

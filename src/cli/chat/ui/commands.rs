@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use super::render::full_block;
-use super::{plural, show};
 use super::status;
 use super::style::{Style, ACCENT, DIM, WARN};
+use super::{plural, show};
 use crate::cli::term::{escape_controls, print_styled};
 use crate::cli::{context, format_time};
 use crate::gateway::ChatSession;

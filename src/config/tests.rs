@@ -1,0 +1,173 @@
+//! Unit tests of `config.toml` parsing.
+
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(Path::new("/c"), Path::new("/c/config.toml"), text)
+}
+
+#[test]
+fn reads_deny_and_budget() {
+    let c = parse("[permissions]\ndeny = [\"git.blame\", \"tests\"]\n[catalog]\nbudget = 900\n[other]\nx = 1\n").unwrap();
+    assert_eq!(c.deny, vec!["git.blame", "tests"]);
+    assert_eq!(c.catalog_budget, Some(900));
+    assert_eq!(parse("").unwrap().deny, Vec::<String>::new());
+}
+
+#[test]
+fn reads_runtime_settings_and_rejects_bad_ones() {
+    let c = parse("[runtime]\ntimeout = 1.5\nmemory_limit_mb = 512\noutput_limit = 300\n").unwrap();
+    assert_eq!(
+        (c.timeout, c.memory_limit_mb, c.output_limit),
+        (Some(1.5), Some(512), Some(300))
+    );
+    let e = parse("[runtime]\n\ntimeout = -1\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "invalid config file /c/config.toml: line 3: `runtime.timeout` must be a number of at least 0.001, got -1; e.g. timeout = 300");
+    let e = parse("[runtime]\noutput_limit = \"big\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 2 (`output_limit = \"big\"`)") && e.contains("expected a number"),
+        "{e}"
+    );
+}
+
+#[test]
+fn reads_provider_and_gateway_tables() {
+    let c = parse("[provider]\nname = \"anthropic\"\nmodel = \"m\"\nmax_retries = 2\n[gateway]\nmax_iterations = 7\n").unwrap();
+    assert_eq!(c.provider.name.as_deref(), Some("anthropic"));
+    assert_eq!(c.provider.max_retries, Some(2));
+    assert_eq!(c.gateway.max_iterations, Some(7));
+    let e = parse("[provider]\n\nmax_retries = \"x\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 3") && e.contains("max_retries"), "{e}");
+    let e = parse("[gateway]\nmax_iterations = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("at least 1"), "{e}");
+    let e = parse("[provider]\nidle_timeout = -3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("positive number of seconds"), "{e}");
+}
+
+#[test]
+fn a_bad_value_is_placed_in_its_own_table() {
+    // `mode` appears first under [serve] (where it is unknown and ignored); the error is
+    // about the one under [sandbox].
+    let e = parse("[serve]\nmode = 1\n\n[sandbox]\nmode = \"bogus\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 5: `sandbox.mode`"), "{e}");
+    let e = parse("[provider]\ntimeout = 1\n[runtime]\nx = 1\ntimeout = -2\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 5: `runtime.timeout`"), "{e}");
+    let e = parse("[folding]\n[folding.x]\ninput_limit = 5\n[folding.y]\n")
+        .map(|c| c.folding.input_limit);
+    assert!(matches!(e, Ok(None)), "{e:?}");
+    assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "c"]), "line 3: ");
+    assert_eq!(line_of_key("a = 1\n[b]\nc = 2\n", &["b", "d"]), "line 2: ");
+    assert_eq!(line_of_key("[b\n", &["b"]), "");
+}
+
+#[test]
+fn reads_the_serve_table_and_rejects_bad_values() {
+    let c = parse(
+        "[serve]\npublic_name = \"vis.example.com:8443\"\nworkspaces = [\"/src\"]\nmax_connections = 9\nheader_timeout = 2.5\nevent_log_mb = 3\n[serve.providers.fast]\nprovider = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"FAST_KEY\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.serve.public_name.as_deref(), Some("vis.example.com:8443"));
+    assert_eq!(c.serve.workspaces, ["/src"]);
+    assert_eq!(
+        (
+            c.serve.max_connections,
+            c.serve.header_timeout,
+            c.serve.event_log_mb
+        ),
+        (Some(9), Some(2.5), Some(3))
+    );
+    assert_eq!(c.serve.providers["fast"].provider, "anthropic");
+    assert_eq!(
+        c.serve.providers["fast"].api_key_env.as_deref(),
+        Some("FAST_KEY")
+    );
+    for (text, needle) in [
+        (
+            "[serve]\npublic_name = \"http://x.example\"\n",
+            "a URL, not a host name",
+        ),
+        ("[serve]\npublic_name = \"x y\"\n", "not a host name"),
+        ("[serve]\nworkspaces = [\"src\"]\n", "not an absolute path"),
+        (
+            "[serve]\nmax_connections = 0\n",
+            "`serve.max_connections` must be at least 1",
+        ),
+        (
+            "[serve]\nevent_log_mb = 0\n",
+            "`serve.event_log_mb` must be at least 1",
+        ),
+        (
+            "[serve]\nheader_timeout = 0\n",
+            "positive number of seconds",
+        ),
+        (
+            "[serve.providers.default]\nprovider = \"openai\"\n",
+            "give this one another name",
+        ),
+        (
+            "[serve.providers.Fast]\nprovider = \"openai\"\n",
+            "lowercase letters",
+        ),
+        (
+            "[serve.providers.x]\nprovider = \"gemini\"\n",
+            "`provider` must be \"openai\"",
+        ),
+        (
+            "[serve.providers.x]\nprovider = \"openai\"\nbase_url = \"ftp://h\"\n",
+            "http:// or https://",
+        ),
+        (
+            "[serve.providers.x]\nprovider = \"openai\"\napi_key_env = \"my key\"\n",
+            "environment variable name",
+        ),
+        (
+            "[serve.providers.x]\nmodel = \"m\"\n",
+            "missing field `provider`",
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(needle), "{text}: {e}");
+        assert!(e.contains("line "), "{text}: {e}");
+    }
+    assert_eq!(
+        serve_token_path(Path::new("/data/vis/vis.db")),
+        Path::new("/data/vis/serve-token")
+    );
+    assert_eq!(
+        serve_token_path(Path::new("vis.db")),
+        Path::new("./serve-token")
+    );
+}
+
+#[test]
+fn errors_name_file_line_and_fix() {
+    let e = parse("[permissions]\ndeny = [\"git.2fa\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("/c/config.toml") && e.contains("line 2") && e.contains("`2fa`"),
+        "{e}"
+    );
+    let e = parse("[catalog]\nbudget = 0\n").unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("positive"), "{e}");
+    let e = parse("[catalog\n").unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("TOML"), "{e}");
+    let e = parse("[permissions]\ndeny = \"tests\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("expected a list"), "{e}");
+}
