@@ -115,3 +115,241 @@ fn the_checker_finds_both_path_forms() {
         ["crate::runtime::worker", "crate::runtime::output"]
     );
 }
+
+/// A file's code without its unit tests (a trailing `#[cfg(test)] mod tests`) and without
+/// line comments: what the module itself depends on.
+fn code_of(text: &str) -> String {
+    let text = text
+        .find("#[cfg(test)]\nmod tests")
+        .map_or(text, |at| &text[..at]);
+    text.lines()
+        .map(|line| match line.trim_start().starts_with("//") {
+            true => "",
+            false => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first segments of the paths after each `prefix` in `text`: `crate::a::b` gives `a`,
+/// `crate::{a::b, c, d::{e, f}}` gives `a`, `c` and `d`.
+fn heads_after(text: &str, prefix: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut heads = Vec::new();
+    for (at, _) in text.match_indices(prefix) {
+        // `super::x` must not be the tail of `super::super::x` or of a longer path.
+        let before = text[..at].chars().next_back();
+        let rest = &text[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            || rest.starts_with("super::")
+        {
+            continue;
+        }
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 0;
+                let mut start = 0;
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => {
+                            heads.push(ident(group[start..i].trim()));
+                            break;
+                        }
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            heads.push(ident(group[start..i].trim()));
+                            start = i + 1;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            None => heads.push(ident(rest)),
+        }
+    }
+    heads.retain(|h| !h.is_empty());
+    heads
+}
+
+/// The cycles (strongly connected components of more than one node) of a directed graph, by
+/// Tarjan's algorithm.
+fn cycles(
+    nodes: &[String],
+    edges: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a std::collections::BTreeMap<String, Vec<String>>,
+        index: std::collections::HashMap<&'a str, usize>,
+        low: std::collections::HashMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w.as_str()) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w.as_str()]);
+                    self.low.insert(v, low);
+                } else if self.stack.contains(&w.as_str()) {
+                    let low = self.low[v].min(self.index[w.as_str()]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    component.push(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: Default::default(),
+        low: Default::default(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for v in nodes {
+        if !walk.index.contains_key(v.as_str()) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+/// A module's path in the crate from its file (`src/a/b.rs` and `src/a/b/mod.rs` are `a::b`).
+fn module_path(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src()).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The dependency graph among the children of the module at `dir` (its files and
+/// subdirectories): an edge `a -> b` when code in `a` names sibling `b` as `crate::<dir>::b`
+/// or through `super::`. Unit tests (`tests.rs`, a trailing `mod tests`) do not count.
+fn sibling_graph(dir: &Path) -> (Vec<String>, std::collections::BTreeMap<String, Vec<String>>) {
+    let here = module_path(&dir.join("mod.rs"));
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        let skip = ["mod", "lib", "main", "tests"].contains(&stem.as_str());
+        if !skip && (path.is_dir() || path.extension().is_some_and(|e| e == "rs")) {
+            children.push((stem, path));
+        }
+    }
+    let names: Vec<String> = children.iter().map(|(n, _)| n.clone()).collect();
+    let mut edges = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (name, path) in &children {
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(path, &mut files);
+        } else {
+            files.push(path.clone());
+        }
+        for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            let depth = module_path(file).len() - here.len();
+            let mut prefixes = vec![format!(
+                "crate::{}",
+                here.iter().map(|p| format!("{p}::")).collect::<String>()
+            )];
+            if depth > 0 {
+                prefixes.push("super::".repeat(depth));
+            }
+            for prefix in &prefixes {
+                for head in heads_after(&code, prefix) {
+                    if head != *name && names.contains(&head) {
+                        let out = edges.entry(name.clone()).or_default();
+                        if !out.contains(&head) {
+                            out.push(head);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (names, edges)
+}
+
+#[test]
+fn the_module_graph_has_no_cycle() {
+    // Every directory of the crate, its root included: the top-level modules are the
+    // children of `src/`, so `crate::X` between them is checked here too.
+    let mut dirs = vec![src()];
+    let mut i = 0;
+    while i < dirs.len() {
+        for entry in std::fs::read_dir(&dirs[i]).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            }
+        }
+        i += 1;
+    }
+    let mut found = Vec::new();
+    for dir in &dirs {
+        let (names, edges) = sibling_graph(dir);
+        for cycle in cycles(&names, &edges) {
+            found.push(format!("{}: {}", dir.display(), cycle.join(" <-> ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules that depend on each other (move what both need into one of them, or below both):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_cycle_checker_reads_paths_and_finds_cycles() {
+    assert_eq!(
+        heads_after(
+            "use crate::{a::b, c, d::{e, f}};\nlet x = crate::g::h();",
+            "crate::"
+        ),
+        ["a", "c", "d", "g"]
+    );
+    // `super::super::x` is not `super::x`.
+    assert_eq!(
+        heads_after("use super::super::x; use super::y;", "super::"),
+        ["y"]
+    );
+    assert_eq!(heads_after("use super::super::x;", "super::super::"), ["x"]);
+    assert_eq!(
+        code_of("use a;\n// use b;\n#[cfg(test)]\nmod tests {\n use c;\n}"),
+        "use a;\n"
+    );
+    let names: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+    let mut edges = std::collections::BTreeMap::new();
+    edges.insert("a".to_string(), vec!["b".to_string()]);
+    edges.insert("b".to_string(), vec!["c".to_string()]);
+    edges.insert("c".to_string(), vec!["a".to_string(), "d".to_string()]);
+    assert_eq!(cycles(&names, &edges), [["a", "b", "c"]]);
+    edges.insert("c".to_string(), vec!["d".to_string()]);
+    assert!(cycles(&names, &edges).is_empty());
+}
