@@ -2,9 +2,9 @@
 //! conversation is the session's), within a budget per block, and what it adds to a block's
 //! output when it ends (a spent budget, the context hint).
 
+use super::fold::{hint, thousands, Limits};
 use crate::protocol::{HistoryItem, HostReply, HostRequest, IterationStatus};
 use crate::runtime::{Answered, HostCalls};
-use crate::session::{thousands, Limits};
 use crate::store::{Store, ToolAnswer};
 
 use super::fold;
@@ -128,8 +128,8 @@ impl HostCalls for ConversationCalls<'_> {
         }
         // While the context is high, every block's output says so (SPEC §7).
         let utilization = fold::utilization(self.conversation, self.limits);
-        if let Some(hint) = utilization.hint(&self.conversation.candidates()) {
-            push_line(output, &hint);
+        if let Some(line) = hint(&utilization, &self.conversation.candidates()) {
+            push_line(output, &line);
         }
         let call_id = self.call_id.clone()?;
         let item = HistoryItem::ToolResult {

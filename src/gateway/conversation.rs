@@ -310,7 +310,7 @@ impl Conversation {
         turn: i64,
     ) -> Option<(i64, Measurement)> {
         let measured = self.pending.take().map(|group| {
-            let m = Measurement::of_response(
+            let m = super::fold::measure_response(
                 &group.fold_ids,
                 &group.before,
                 input_tokens,

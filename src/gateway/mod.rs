@@ -73,7 +73,7 @@ pub struct FoldSettings {
     pub introspection: bool,
     /// Gists longer than this many o200k tokens are rejected.
     pub gist_max_tokens: u64,
-    /// Overrides of the model table (see `session::utilization`).
+    /// Overrides of the model table (see `gateway::fold::measure`).
     pub input_limit: Option<u64>,
     pub auto_compress_above: Option<u64>,
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::fold::{limits_for, Limits};
 use crate::catalog::render_catalog;
 use crate::protocol::{Event, FoldReceipt, HistoryItem, TurnKind, TurnStatus, Utilization};
 use crate::providers::{Provider, ProviderError};
 use crate::runtime::{BlockLimits, BlockRunner, BlockSpec, Supervisor};
-use crate::session::{limits_for, Limits};
 use crate::store::{ChatPrefix, Store};
 
 use super::calls::ConversationCalls;

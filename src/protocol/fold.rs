@@ -127,53 +127,6 @@ impl Measurement {
     pub fn is_pending(&self) -> bool {
         matches!(self, Measurement::Pending { .. })
     }
-
-    /// What the response after a group of folds (`folds`, made after `before`) says about
-    /// them: the request's input then against `after_input` now, when both are comparable.
-    pub fn of_response(
-        folds: &[i64],
-        before: &Before,
-        after_input: Option<u64>,
-        provider: &str,
-        model: &str,
-        turn: i64,
-    ) -> Measurement {
-        let unavailable = |reason: String| Measurement::Unavailable {
-            fold_count: folds.len(),
-            folds: folds.to_vec(),
-            reason,
-        };
-        if before.provider.is_empty() {
-            return unavailable(
-                "no model request came before the folds, so there is nothing to compare with"
-                    .into(),
-            );
-        }
-        if before.provider != provider || before.model != model {
-            return unavailable(format!(
-                "the provider or model changed between the requests ({}/{} before, {provider}/{model} after)",
-                before.provider, before.model
-            ));
-        }
-        if before.turn != turn {
-            return unavailable(
-                "a new turn started in between, so the person's message is part of the change"
-                    .into(),
-            );
-        }
-        let (Some(b), Some(a)) = (before.input_tokens, after_input) else {
-            return unavailable(
-                "the provider reported no input usage for one of the two requests".into(),
-            );
-        };
-        Measurement::Measured {
-            fold_count: folds.len(),
-            folds: folds.to_vec(),
-            before_input_tokens: b,
-            after_input_tokens: a,
-            net_reduction_tokens: b as i64 - a as i64,
-        }
-    }
 }
 
 /// What `read_session` returns.
@@ -208,23 +161,6 @@ mod tests {
                    "before_model": "m", "before_turn": 2})
         );
         assert_eq!(pending.before(), Some(before()));
-        let measured = Measurement::of_response(&[3], &before(), Some(600), "openai", "m", 2);
-        assert_eq!(
-            serde_json::to_value(&measured).unwrap(),
-            json!({"status": "measured", "fold_count": 1, "folds": [3],
-                   "before_input_tokens": 1000, "after_input_tokens": 600,
-                   "net_reduction_tokens": 400})
-        );
-        for (after, provider, turn, reason) in [
-            (Some(600), "anthropic", 2, "the provider or model changed"),
-            (Some(600), "openai", 3, "a new turn started"),
-            (None, "openai", 2, "no input usage"),
-        ] {
-            match Measurement::of_response(&[3], &before(), after, provider, "m", turn) {
-                Measurement::Unavailable { reason: r, .. } => assert!(r.contains(reason), "{r}"),
-                other => panic!("{other:?}"),
-            }
-        }
     }
 
     #[test]

@@ -153,44 +153,6 @@ impl Utilization {
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
-
-    /// The hint appended to block output at this level (`None` below 75%). `candidates` are
-    /// the oldest settled ranges with their sizes, oldest first.
-    pub fn hint(&self, candidates: &[(String, u64)]) -> Option<String> {
-        let (Some(level), Some(tokens)) = (self.level, self.last_request_tokens) else {
-            return None;
-        };
-        let thousands = |n: u64| super::group_thousands(n as usize);
-        let share = tokens as f64 * 100.0 / self.auto_compress_above.max(1) as f64;
-        let sized: Vec<String> = candidates
-            .iter()
-            .take(4)
-            .map(|(key, n)| format!("{key} ({} tokens)", thousands(*n)))
-            .collect();
-        let what = if sized.is_empty() {
-            "nothing settled yet; finish the current step, then fold it".to_string()
-        } else {
-            format!("oldest settled: {}", sized.join(", "))
-        };
-        let head = format!(
-            "{} of {} tokens ({share:.0}%)",
-            thousands(tokens),
-            thousands(self.auto_compress_above)
-        );
-        Some(match level {
-            Level::Normal => return None,
-            Level::Hint => format!(
-                "[vis] context hint: {head}; fold settled work with fold_session(key, gist) when this step is done — {what}."
-            ),
-            Level::Urgent => format!(
-                "[vis] context urgent: {head}; fold settled work now with fold_session(key, gist) — {what}."
-            ),
-            Level::Required => format!(
-                "[vis] context over the limit: {head}; folding is required before anything else — {what}. At {} tokens the gateway folds the oldest turns itself.",
-                thousands(self.input_limit.unwrap_or(0))
-            ),
-        })
-    }
 }
 
 #[cfg(test)]
@@ -207,18 +169,6 @@ mod tests {
         let u = Utilization::new(2000, 1000, Some((800, false)), None);
         assert_eq!(u.saturation, Some(0.4));
         assert_eq!(u.headroom_tokens, Some(1200));
-        let hint = u.hint(&[("t1".into(), 300), ("t2".into(), 200)]).unwrap();
-        assert!(
-            hint.starts_with("[vis] context hint: 800 of 1,000 tokens (80%)"),
-            "{hint}"
-        );
-        assert!(hint.contains("t1 (300 tokens), t2 (200 tokens)"), "{hint}");
-        let u = Utilization::new(2000, 1000, Some((1100, true)), None);
-        assert!(u.hint(&[]).unwrap().contains("folding is required"));
-        assert!(Utilization::new(2000, 1000, Some((10, false)), None)
-            .hint(&[])
-            .is_none());
-        assert!(Utilization::new(2000, 1000, None, None).hint(&[]).is_none());
     }
 
     #[test]

@@ -1,11 +1,6 @@
-//! Sessions: their ids, fold keys, and each model's limits (how full a context may get). The
-//! `session` dict itself is `protocol::SessionInfo`.
-
-mod keys;
-mod utilization;
-
-pub use keys::{parse_keys, FoldKey, KeyError};
-pub use utilization::{limits_for, thousands, Limits, AUTO_COMPRESS_ABOVE};
+//! Session ids: checking the ones users choose and making fresh ones. The `session` dict
+//! itself is `protocol::SessionInfo`; fold keys and model limits are the gateway's
+//! (`gateway/fold/`).
 
 /// A session id that is not allowed (it would appear in paths and commands).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -25,22 +25,28 @@
 //!
 //! - `select`: which items a key selects;
 //! - `apply`: what a fold does to the items requests carry;
-//! - `gist`: the text of an automatic fold, and the originals `read_session` shows.
+//! - `gist`: the text of an automatic fold, and the originals `read_session` shows;
+//! - `keys`: the names of conversation ranges (`t2/i1-i3`) the model folds by;
+//! - `measure`: each model's limits, how full the context is, the hint, and what a response
+//!   after folds says they saved.
 
 mod apply;
 mod gist;
+mod keys;
+mod measure;
 mod select;
 
 pub use apply::{apply, load, span_texts};
 pub use gist::{mechanical_gist, original_text};
+pub use keys::{parse_keys, FoldKey, KeyError};
+pub use measure::{
+    hint, limits_for, measure_response, thousands, utilization, Limits, AUTO_COMPRESS_ABOVE,
+};
 pub use select::{is_settled, select, Fold, Mark, MarkKind, Now, SelectError, Selection};
 
 use super::history::{Entry, NoticeMeta};
 use super::{Conversation, FoldSettings};
-use crate::protocol::{
-    Before, CallError, FoldReceipt, FoldSpan, Measurement, SessionRead, Utilization,
-};
-use crate::session::{thousands, Limits};
+use crate::protocol::{Before, CallError, FoldReceipt, FoldSpan, Measurement, SessionRead};
 use crate::store::{FoldRow, Store, StoreError};
 
 /// Default cap on a gist, in o200k tokens.
@@ -357,15 +363,5 @@ pub fn receipt_line(receipt: &FoldReceipt) -> String {
         receipt.estimated_net_tokens,
         thousands(receipt.recache_tokens),
         if receipt.automatic { " (automatic)" } else { "" },
-    )
-}
-
-/// `session["utilization"]` for a model whose limits are `limits`.
-pub fn utilization(conversation: &Conversation, limits: Limits) -> Utilization {
-    Utilization::new(
-        limits.input_limit,
-        limits.auto_compress_above,
-        conversation.last_tokens(),
-        conversation.latest_measurement().cloned(),
     )
 }

@@ -3,9 +3,9 @@
 //! and grown over earlier folds they overlap (which they absorb). The rules are in
 //! `docs/folding.md`.
 
+use super::keys::{parse_keys, FoldKey, KeyError};
 use crate::gateway::history::Entry;
 use crate::protocol::{FoldSpan, HistoryItem, Measurement, TurnStatus};
-use crate::session::{parse_keys, FoldKey};
 use crate::store::FoldRow;
 
 /// Where an item sits, for resolving keys (kept for every item, folded or not).
@@ -81,7 +81,7 @@ pub struct Now {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectError {
     #[error(transparent)]
-    Parse(#[from] crate::session::KeyError),
+    Parse(#[from] KeyError),
     #[error("unknown turn t{turn}: {}", match known {
         Some((a, b)) => format!("the conversation has turns t{a} to t{b} (turns run by `vis exec` are not part of it)"),
         None => "the conversation is empty".to_string(),

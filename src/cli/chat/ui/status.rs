@@ -45,7 +45,7 @@ pub fn totals(requests: &[RequestRecord]) -> Totals {
 pub fn count(v: Option<u64>) -> String {
     match v {
         None => "n/a".into(),
-        Some(v) => crate::session::thousands(v),
+        Some(v) => crate::protocol::group_thousands(v as usize),
     }
 }
 

@@ -1,0 +1,266 @@
+//! Measuring the context (SPEC §7): each model's limits, how full the conversation is
+//! (`session["utilization"]`), the hint appended to block output while usage stays high, and
+//! what the response after a group of folds says they saved.
+//!
+//!
+//! Limits: `input_limit` is the model's context window minus room for its output (the hard
+//! limit no request may exceed); `auto_compress_above` is where folding becomes required:
+//! 200,000 tokens, or 85% of `input_limit` for models whose window is smaller. Models not in
+//! [`KNOWN_MODELS`] are assumed to have a 128k window with 16k kept for output (112,000
+//! input, folding required above 95,200); `[folding] input_limit` and
+//! `[folding] auto_compress_above` in the config override both.
+
+use serde::Serialize;
+
+use super::super::Conversation;
+pub use crate::protocol::AUTO_COMPRESS_ABOVE;
+use crate::protocol::{group_thousands, Before, Level, Measurement, Utilization};
+
+/// `auto_compress_above` is at most this share of `input_limit`, so there is room between
+/// "folding required" and the hard limit.
+const COMPRESS_SHARE: f64 = 0.85;
+/// Windows assumed for models we do not know.
+const UNKNOWN_WINDOW: u64 = 128_000;
+const UNKNOWN_OUTPUT: u64 = 16_000;
+
+/// Model-name prefixes (matched case-insensitively, longest first) → (context window,
+/// tokens kept for output).
+pub const KNOWN_MODELS: &[(&str, u64, u64)] = &[
+    ("gpt-5", 400_000, 128_000),
+    ("gpt-4.1", 1_047_576, 32_768),
+    ("gpt-4o", 128_000, 16_384),
+    ("o4-mini", 200_000, 100_000),
+    ("o3", 200_000, 100_000),
+    ("o1", 200_000, 100_000),
+    ("gpt-oss", 131_072, 16_384),
+    ("claude-opus-4", 200_000, 32_000),
+    ("claude-sonnet-4", 200_000, 32_000),
+    ("claude-haiku-4", 200_000, 32_000),
+    ("claude-3-7-sonnet", 200_000, 32_000),
+    ("claude-3-5", 200_000, 8_192),
+    ("qwen3-coder", 262_144, 32_768),
+    ("deepseek", 128_000, 8_192),
+    ("llama-3", 128_000, 8_192),
+    ("llama3", 128_000, 8_192),
+];
+
+/// A model's limits and where they came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub input_limit: u64,
+    pub auto_compress_above: u64,
+    /// `table`, `config` or `unknown model`.
+    pub source: &'static str,
+}
+
+/// The limits of `model`, with the config's overrides.
+pub fn limits_for(
+    model: &str,
+    input_limit: Option<u64>,
+    auto_compress_above: Option<u64>,
+) -> Limits {
+    let lower = model.to_ascii_lowercase();
+    // A provider prefix (openrouter's `anthropic/claude-…`) does not hide the model.
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    let mut best: Option<(usize, u64, u64)> = None;
+    for (prefix, window, output) in KNOWN_MODELS {
+        if name.starts_with(prefix) && best.is_none_or(|(len, _, _)| prefix.len() > len) {
+            best = Some((prefix.len(), *window, *output));
+        }
+    }
+    let (table_limit, mut source) = match best {
+        Some((_, window, output)) => (window - output, "table"),
+        None => (UNKNOWN_WINDOW - UNKNOWN_OUTPUT, "unknown model"),
+    };
+    let limit = match input_limit {
+        Some(n) => {
+            source = "config";
+            n
+        }
+        None => table_limit,
+    };
+    let compress = match auto_compress_above {
+        Some(n) => {
+            source = "config";
+            n.min(limit)
+        }
+        None => AUTO_COMPRESS_ABOVE.min((limit as f64 * COMPRESS_SHARE) as u64),
+    };
+    Limits {
+        input_limit: limit,
+        auto_compress_above: compress,
+        source,
+    }
+}
+
+/// `12,345`.
+pub fn thousands(n: u64) -> String {
+    group_thousands(n as usize)
+}
+
+/// `session["utilization"]` for a model whose limits are `limits`.
+pub fn utilization(conversation: &Conversation, limits: Limits) -> Utilization {
+    Utilization::new(
+        limits.input_limit,
+        limits.auto_compress_above,
+        conversation.last_tokens(),
+        conversation.latest_measurement().cloned(),
+    )
+}
+
+/// The hint appended to block output at this level (`None` below 75%). `candidates` are
+/// the oldest settled ranges with their sizes, oldest first.
+pub fn hint(utilization: &Utilization, candidates: &[(String, u64)]) -> Option<String> {
+    let (Some(level), Some(tokens)) = (utilization.level, utilization.last_request_tokens) else {
+        return None;
+    };
+    let thousands = |n: u64| group_thousands(n as usize);
+    let share = tokens as f64 * 100.0 / utilization.auto_compress_above.max(1) as f64;
+    let sized: Vec<String> = candidates
+        .iter()
+        .take(4)
+        .map(|(key, n)| format!("{key} ({} tokens)", thousands(*n)))
+        .collect();
+    let what = if sized.is_empty() {
+        "nothing settled yet; finish the current step, then fold it".to_string()
+    } else {
+        format!("oldest settled: {}", sized.join(", "))
+    };
+    let head = format!(
+        "{} of {} tokens ({share:.0}%)",
+        thousands(tokens),
+        thousands(utilization.auto_compress_above)
+    );
+    Some(match level {
+        Level::Normal => return None,
+        Level::Hint => format!(
+            "[vis] context hint: {head}; fold settled work with fold_session(key, gist) when this step is done — {what}."
+        ),
+        Level::Urgent => format!(
+            "[vis] context urgent: {head}; fold settled work now with fold_session(key, gist) — {what}."
+        ),
+        Level::Required => format!(
+            "[vis] context over the limit: {head}; folding is required before anything else — {what}. At {} tokens the gateway folds the oldest turns itutilization.",
+            thousands(utilization.input_limit.unwrap_or(0))
+        ),
+    })
+}
+
+/// What the response after a group of folds (`folds`, made after `before`) says about
+/// them: the request's input then against `after_input` now, when both are comparable.
+pub fn measure_response(
+    folds: &[i64],
+    before: &Before,
+    after_input: Option<u64>,
+    provider: &str,
+    model: &str,
+    turn: i64,
+) -> Measurement {
+    let unavailable = |reason: String| Measurement::Unavailable {
+        fold_count: folds.len(),
+        folds: folds.to_vec(),
+        reason,
+    };
+    if before.provider.is_empty() {
+        return unavailable(
+            "no model request came before the folds, so there is nothing to compare with".into(),
+        );
+    }
+    if before.provider != provider || before.model != model {
+        return unavailable(format!(
+            "the provider or model changed between the requests ({}/{} before, {provider}/{model} after)",
+            before.provider, before.model
+        ));
+    }
+    if before.turn != turn {
+        return unavailable(
+            "a new turn started in between, so the person's message is part of the change".into(),
+        );
+    }
+    let (Some(b), Some(a)) = (before.input_tokens, after_input) else {
+        return unavailable(
+            "the provider reported no input usage for one of the two requests".into(),
+        );
+    };
+    Measurement::Measured {
+        fold_count: folds.len(),
+        folds: folds.to_vec(),
+        before_input_tokens: b,
+        after_input_tokens: a,
+        net_reduction_tokens: b as i64 - a as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn limits_come_from_the_table_config_or_the_unknown_rule() {
+        let l = limits_for("claude-sonnet-4-5", None, None);
+        assert_eq!(
+            (l.input_limit, l.auto_compress_above, l.source),
+            (168_000, 142_800, "table")
+        );
+        let l = limits_for("gpt-5-codex", None, None);
+        assert_eq!((l.input_limit, l.auto_compress_above), (272_000, 200_000));
+        let l = limits_for("anthropic/claude-opus-4.1", None, None);
+        assert_eq!(l.input_limit, 168_000);
+        let l = limits_for("my-local-model", None, None);
+        assert_eq!(
+            (l.input_limit, l.auto_compress_above, l.source),
+            (112_000, 95_200, "unknown model")
+        );
+        let l = limits_for("gpt-5", Some(10_000), Some(5_000));
+        assert_eq!(
+            (l.input_limit, l.auto_compress_above, l.source),
+            (10_000, 5_000, "config")
+        );
+    }
+
+    #[test]
+    fn hints_name_the_level_and_the_oldest_settled_ranges() {
+        let u = Utilization::new(2000, 1000, Some((800, false)), None);
+        let text = hint(&u, &[("t1".into(), 300), ("t2".into(), 200)]).unwrap();
+        assert!(
+            text.starts_with("[vis] context hint: 800 of 1,000 tokens (80%)"),
+            "{text}"
+        );
+        assert!(text.contains("t1 (300 tokens), t2 (200 tokens)"), "{text}");
+        let u = Utilization::new(2000, 1000, Some((1100, true)), None);
+        assert!(hint(&u, &[]).unwrap().contains("folding is required"));
+        assert!(hint(&Utilization::new(2000, 1000, Some((10, false)), None), &[]).is_none());
+        assert!(hint(&Utilization::new(2000, 1000, None, None), &[]).is_none());
+    }
+
+    fn before() -> Before {
+        Before {
+            input_tokens: Some(1000),
+            provider: "openai".into(),
+            model: "m".into(),
+            turn: 2,
+        }
+    }
+
+    #[test]
+    fn a_response_measures_its_folds_only_when_comparable() {
+        let measured = measure_response(&[3], &before(), Some(600), "openai", "m", 2);
+        assert_eq!(
+            serde_json::to_value(&measured).unwrap(),
+            json!({"status": "measured", "fold_count": 1, "folds": [3],
+                   "before_input_tokens": 1000, "after_input_tokens": 600,
+                   "net_reduction_tokens": 400})
+        );
+        for (after, provider, turn, reason) in [
+            (Some(600), "anthropic", 2, "the provider or model changed"),
+            (Some(600), "openai", 3, "a new turn started"),
+            (None, "openai", 2, "no input usage"),
+        ] {
+            match measure_response(&[3], &before(), after, provider, "m", turn) {
+                Measurement::Unavailable { reason: r, .. } => assert!(r.contains(reason), "{r}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
