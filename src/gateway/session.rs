@@ -406,7 +406,7 @@ impl ChatSession {
         let _ = events.send(Event::BlockFinished {
             turn,
             iteration: 1,
-            status: ran.status.as_str().to_string(),
+            status: ran.status,
             output: ran.output.clone(),
             wall_ms: ran.wall.as_millis() as u64,
         });
@@ -415,12 +415,12 @@ impl ChatSession {
             .end_turn(&self.id, turn, TurnStatus::Done)?;
         let _ = events.send(Event::TurnFinished {
             turn,
-            status: TurnStatus::Done.as_str().into(),
+            status: TurnStatus::Done,
             text: String::new(),
         });
         Ok(ExecEnd {
             turn,
-            status: ran.status.as_str().to_string(),
+            status: ran.status,
             output: ran.output,
         })
     }

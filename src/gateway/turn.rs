@@ -38,7 +38,7 @@ pub struct TurnEnd {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ExecEnd {
     pub turn: i64,
-    pub status: String,
+    pub status: IterationStatus,
     pub output: String,
 }
 
@@ -322,7 +322,7 @@ async fn run_call(
     let _ = events.send(Event::BlockFinished {
         turn,
         iteration,
-        status: ran.status.as_str().to_string(),
+        status: ran.status,
         output: ran.output,
         wall_ms: ran.wall.as_millis() as u64,
     });
@@ -358,7 +358,7 @@ fn record_not_run(
     let _ = events.send(Event::BlockFinished {
         turn,
         iteration,
-        status: status.as_str().to_string(),
+        status,
         output,
         wall_ms: 0,
     });
@@ -534,7 +534,7 @@ fn end(
     session.conversation.set_turn(None);
     let _ = events.send(Event::TurnFinished {
         turn,
-        status: status.as_str().to_string(),
+        status,
         text: text.clone(),
     });
     Ok(TurnEnd {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Usage;
+use super::{IterationStatus, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -46,9 +46,9 @@ pub enum Event {
     BlockFinished {
         turn: i64,
         iteration: i64,
-        /// `ok`, `error`, `timeout`, `interrupted`, `crashed`, or `rejected` (a call that was
-        /// not a valid `python_execution` call).
-        status: String,
+        /// How the block ended (`ok`, `error`, `timeout`, `interrupted`, `crashed` on the
+        /// wire), or `rejected`: the call was not a valid `python_execution` call.
+        status: IterationStatus,
         output: String,
         wall_ms: u64,
     },
@@ -64,8 +64,8 @@ pub enum Event {
     },
     TurnFinished {
         turn: i64,
-        /// `done`, `interrupted`, `failed` or `iteration_limit`.
-        status: String,
+        /// `done`, `interrupted`, `failed` or `iteration_limit` on the wire.
+        status: TurnStatus,
         /// The model's final answer (empty when the turn did not finish normally).
         text: String,
     },
@@ -147,7 +147,7 @@ mod tests {
             Event::BlockFinished {
                 turn: 1,
                 iteration: 1,
-                status: text(),
+                status: IterationStatus::Rejected,
                 output: text(),
                 wall_ms: 0,
             },
@@ -158,7 +158,7 @@ mod tests {
             },
             Event::TurnFinished {
                 turn: 1,
-                status: text(),
+                status: TurnStatus::Done,
                 text: text(),
             },
         ]
@@ -188,5 +188,34 @@ mod tests {
         let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
         let tags = serde_tags();
         assert_eq!(kinds, tags, "one_of_each lists every variant, in order");
+    }
+
+    #[test]
+    fn statuses_travel_as_their_names_and_come_back_typed() {
+        use crate::protocol::Status;
+        let block = Event::BlockFinished {
+            turn: 2,
+            iteration: 1,
+            status: IterationStatus::Ended(Status::Timeout),
+            output: String::new(),
+            wall_ms: 5,
+        };
+        let json = serde_json::to_value(&block).unwrap();
+        assert_eq!(json["status"], "timeout");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), block);
+        let turn = Event::TurnFinished {
+            turn: 2,
+            status: TurnStatus::IterationLimit,
+            text: String::new(),
+        };
+        let json = serde_json::to_value(&turn).unwrap();
+        assert_eq!(json["status"], "iteration_limit");
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), turn);
+        let bad = serde_json::json!({"type": "block_finished", "turn": 1, "iteration": 1,
+            "status": "fine", "output": "", "wall_ms": 0});
+        let e = serde_json::from_value::<Event>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown iteration status `fine`"), "{e}");
     }
 }

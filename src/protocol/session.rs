@@ -2,7 +2,7 @@
 //! write, and `vis sessions` / `vis serve` show. Statuses are enums here; their names (the
 //! strings stored and serialized) never change, so old databases and API clients read the same.
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::block::{PersistedDef, Status};
 use super::events::TurnStatus;
@@ -123,6 +123,18 @@ macro_rules! serialize_as_name {
     )*};
 }
 serialize_as_name!(TurnKind, IterationStatus);
+
+/// An iteration's status reads back from its name; an unknown one is an error that names it.
+impl<'de> Deserialize<'de> for IterationStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        IterationStatus::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown iteration status `{name}`: expected running, rejected, ok, error, timeout, interrupted or crashed"
+            ))
+        })
+    }
+}
 
 /// A turn as recorded.
 #[derive(Debug, Clone, Serialize)]

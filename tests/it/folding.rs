@@ -574,7 +574,7 @@ vistest!(a_block_looping_on_fold_session_is_bounded, |env| {
     let finished: Vec<String> = evs
         .iter()
         .filter_map(|e| match e {
-            Event::BlockFinished { status, .. } => Some(status.clone()),
+            Event::BlockFinished { status, .. } => Some(status.to_string()),
             _ => None,
         })
         .collect();

@@ -28,7 +28,7 @@ vistest!(a_turn_with_two_tool_calls_for_each_provider, |env| {
             .iter()
             .filter_map(|e| match e {
                 Event::BlockFinished { status, output, .. } => {
-                    Some((status.clone(), output.clone()))
+                    Some((status.to_string(), output.clone()))
                 }
                 _ => None,
             })
@@ -243,7 +243,7 @@ vistest!(unknown_tools_and_bad_arguments_get_corrections, |env| {
             .iter()
             .filter_map(|e| match e {
                 Event::BlockFinished { status, output, .. } => {
-                    assert_eq!(status, "rejected");
+                    assert_eq!(*status, "rejected");
                     Some(output.clone())
                 }
                 _ => None,
@@ -389,7 +389,7 @@ vistest!(the_iteration_cap_ends_the_turn_with_a_note, |env| {
     let statuses: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            Event::BlockFinished { status, .. } => Some(status.clone()),
+            Event::BlockFinished { status, .. } => Some(status.to_string()),
             _ => None,
         })
         .collect();

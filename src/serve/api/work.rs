@@ -128,7 +128,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
         push(
             Event::TurnFinished {
                 turn: 0,
-                status: TurnStatus::Failed.as_str().into(),
+                status: TurnStatus::Failed,
                 text: String::new(),
             },
             &mut open,
@@ -174,7 +174,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
         );
         let end = Event::TurnFinished {
             turn: 0,
-            status: TurnStatus::Failed.as_str().into(),
+            status: TurnStatus::Failed,
             text: String::new(),
         };
         registry.metrics.observe(&slot.id, &end, &mut open);

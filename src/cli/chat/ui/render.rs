@@ -252,7 +252,12 @@ impl View {
                     "ok" | "error" => *wall_ms,
                     _ => (*wall_ms).max(seen),
                 };
-                out.push_str(&result_lines(status, wall_ms, output, Some((k, width))));
+                out.push_str(&result_lines(
+                    status.as_str(),
+                    wall_ms,
+                    output,
+                    Some((k, width)),
+                ));
                 self.activity = Activity::Idle;
                 self.emit(&out);
             }
@@ -328,7 +333,7 @@ impl View {
                 ..
             } => line(&format!(
                 "── {} · {} ──\n{}",
-                escape_controls(status),
+                status.as_str(),
                 seconds(*wall_ms),
                 escape_controls(output.trim_end())
             )),
@@ -340,7 +345,7 @@ impl View {
                 line(&format!("[vis] error: {}", escape_controls(message)))
             }
             Event::TurnFinished { turn, status, .. } => {
-                line(&format!("── turn {turn} {} ──", escape_controls(status)))
+                line(&format!("── turn {turn} {} ──", status.as_str()))
             }
         };
         let starts_line = !matches!(event, Event::TextDelta { .. });
