@@ -14,6 +14,8 @@ mod fold;
 mod host;
 mod mcp;
 mod pyjson;
+#[cfg(test)]
+mod python_types;
 mod restore;
 mod session;
 mod session_info;

@@ -1,6 +1,6 @@
 //! The `session` dict a block reads (SPEC §5), rebuilt before every block: one struct here,
 //! one `TypedDict` on the Python side (`python/vis/_protocol.py`), and a test that keeps the
-//! two the same (`tests/it/protocol.rs`).
+//! two the same (`protocol::python_types`).
 //!
 //! The host fills in what it knows ([`SessionInfo::new`]); the supervisor adds `restored` and
 //! `sandbox`; the worker's runner adds `workspace_roots` (from the block's own field) and the

@@ -240,4 +240,15 @@ impl Layers {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
+
+    /// `session["sandbox"]`: the layers, whether the network is on, and whether the user
+    /// trusts the workspace.
+    pub fn session_json(&self, network: bool, trusted: bool) -> serde_json::Value {
+        let mut value = self.to_json();
+        if let serde_json::Value::Object(fields) = &mut value {
+            fields.insert("network".into(), serde_json::Value::Bool(network));
+            fields.insert("trusted".into(), serde_json::Value::Bool(trusted));
+        }
+        value
+    }
 }

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -44,12 +43,10 @@ impl Supervisor {
         }
         let notice = self.pending_notice.take();
         block.session.restored = notice.as_ref().map(RestoreNotice::to_json);
-        let mut sandbox = self.isolation.to_json();
-        if let Value::Object(s) = &mut sandbox {
-            s.insert("network".into(), Value::Bool(self.opts.sandbox.network));
-            s.insert("trusted".into(), Value::Bool(self.opts.trusted));
-        }
-        block.session.sandbox = Some(sandbox);
+        block.session.sandbox = Some(
+            self.isolation
+                .session_json(self.opts.sandbox.network, self.opts.trusted),
+        );
         let id = self.next_exec_id;
         self.next_exec_id += 1;
         let grace = self.opts.interrupt_grace;

@@ -218,6 +218,7 @@ impl SqliteStore {
     }
 }
 
+/// A column holding a name (a kind or a status), parsed; an unknown name is an error naming
 /// the column and the value, never a default.
 pub(super) fn named<T>(
     row: &rusqlite::Row<'_>,

@@ -338,8 +338,6 @@ params![session_id, range.first, range.last], |r| {
     }
 }
 
-/// A column holding a name (a kind or a status), parsed; an unknown name is an error naming
-
 /// `pid:start time` of a process (the start time tells a reused pid apart), or `None` when
 /// the process does not exist.
 pub fn process_identity(pid: i32) -> Option<String> {
