@@ -248,6 +248,31 @@ fn module_path(file: &Path) -> Vec<String> {
     parts
 }
 
+/// True for a module compiled only for tests: `tests.rs`, or one its parent declares as
+/// `#[cfg(test)] mod name;`.
+fn is_test_only(path: &Path) -> bool {
+    let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+    if stem == "tests" {
+        return true;
+    }
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    let parent = ["mod.rs", "lib.rs"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists() && p != path);
+    let text = parent
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap_or_default();
+    text.split("#[cfg(test)]").skip(1).any(|rest| {
+        rest.trim_start()
+            .strip_prefix("mod ")
+            .and_then(|r| r.split(';').next())
+            .is_some_and(|name| name.trim() == stem)
+    })
+}
+
 /// The dependency graph among the children of the module at `dir` (its files and
 /// subdirectories): an edge `a -> b` when code in `a` names sibling `b` as `crate::<dir>::b`
 /// or through `super::`. Unit tests (`tests.rs`, a trailing `mod tests`) do not count.
@@ -257,7 +282,7 @@ fn sibling_graph(dir: &Path) -> (Vec<String>, std::collections::BTreeMap<String,
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let skip = ["mod", "lib", "main", "tests"].contains(&stem.as_str());
+        let skip = ["mod", "lib", "main"].contains(&stem.as_str()) || is_test_only(&path);
         if !skip && (path.is_dir() || path.extension().is_some_and(|e| e == "rs")) {
             children.push((stem, path));
         }
@@ -271,7 +296,7 @@ fn sibling_graph(dir: &Path) -> (Vec<String>, std::collections::BTreeMap<String,
         } else {
             files.push(path.clone());
         }
-        for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        for file in files.iter().filter(|f| !is_test_only(f)) {
             let code = code_of(&std::fs::read_to_string(file).unwrap());
             let depth = module_path(file).len() - here.len();
             let mut prefixes = vec![format!(
