@@ -52,12 +52,17 @@ impl HostCall {
 impl Drop for HostCall {
     fn drop(&mut self) {
         if let Some(tx) = self.reply.take() {
-            let _ = tx.send(Err(CallError(format!(
-                "the host did not answer '{}': the block it was made for has ended",
-                self.request.method()
-            ))));
+            let _ = tx.send(Err(ended(self.request.method())));
         }
     }
+}
+
+/// The refusal of a call whose block ended before it was answered (the same through every
+/// host: see `tests/it/mcp/leftover.rs`).
+pub(super) fn ended(method: &str) -> CallError {
+    CallError(format!(
+        "the host did not answer '{method}': the block it was made for has ended"
+    ))
 }
 
 /// Where host calls go; `None` while no one answers them.

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::channel::HostCall;
+use super::channel::{ended, HostCall};
 use super::supervisor::Supervisor;
 use crate::protocol::{
     Block, BlockResult, CallAnswer, CallError, HostReply, HostRequest, IterationRecord,
@@ -154,13 +154,6 @@ pub struct BlockRunner {
     artifact_dir: PathBuf,
     roots: Vec<String>,
     limits: BlockLimits,
-}
-
-/// The refusal of a call whose block ended before it was answered.
-fn ended(method: &str) -> CallError {
-    CallError(format!(
-        "the host did not answer '{method}': the block it was made for has ended"
-    ))
 }
 
 impl BlockRunner {

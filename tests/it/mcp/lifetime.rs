@@ -125,7 +125,13 @@ vistest!(servers_die_with_a_killed_vis_chat, |env| {
 });
 
 /// One HTTP/1.1 request on a fresh connection; the response's status line and body.
-fn http(port: u16, token: &str, method: &str, path: &str, body: &str) -> (String, String) {
+pub(super) fn http(
+    port: u16,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         stream,
@@ -197,7 +203,7 @@ vistest!(servers_die_with_a_killed_vis_serve, |env| {
 });
 
 /// A host process killed when the test ends, passed or not.
-struct KillOnDrop(Child);
+pub(super) struct KillOnDrop(pub Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

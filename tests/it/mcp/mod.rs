@@ -5,6 +5,7 @@
 mod approval;
 mod catalog;
 mod hostile;
+mod leftover;
 mod lifetime;
 mod namespaces;
 mod protocol;
