@@ -208,14 +208,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     if !hub.is_empty() {
         runner.set_tools(std::sync::Arc::new(hub));
     }
-    let events = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis mcp: cannot start the event loop: {e}"),
-        })?;
+    let events = super::threaded_event_loop("vis mcp")?;
     let serve_opts = ServeOptions {
         session_id,
         roots,

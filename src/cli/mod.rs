@@ -129,13 +129,31 @@ impl CliError {
 
 /// A single-threaded event loop for one command (`vis exec`, `vis catalog`, `vis context`).
 fn event_loop(command: &str) -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("{command}: cannot start the event loop: {e}"),
-        })
+    built(
+        command,
+        tokio::runtime::Builder::new_current_thread().enable_all(),
+    )
+}
+
+/// An event loop on two threads, for commands that stream a model's answer while a block
+/// runs (`vis chat`, `vis mcp`).
+fn threaded_event_loop(command: &str) -> Result<tokio::runtime::Runtime, CliError> {
+    built(
+        command,
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all(),
+    )
+}
+
+fn built(
+    command: &str,
+    builder: &mut tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, CliError> {
+    builder.build().map_err(|e| CliError {
+        code: 1,
+        message: format!("{command}: cannot start the event loop: {e}"),
+    })
 }
 
 /// Exit code when the session database cannot be used (damaged, foreign, from a newer vis,

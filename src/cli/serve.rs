@@ -173,15 +173,7 @@ fn offered_providers(config: &Config) -> Result<Vec<(String, ProviderSettings)>,
                 .unwrap_or_else(|| ProviderSettings::default_base_url(kind).into()),
             api_key,
         );
-        if let Some(t) = config.provider.request_timeout {
-            settings.request_timeout = Duration::from_secs_f64(t);
-        }
-        if let Some(t) = config.provider.idle_timeout {
-            settings.idle_timeout = Duration::from_secs_f64(t);
-        }
-        if let Some(n) = config.provider.max_retries {
-            settings.max_retries = n;
-        }
+        super::settings::apply_request_limits(&mut settings, config);
         out.push((name.clone(), settings));
     }
     Ok(out)

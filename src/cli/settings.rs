@@ -357,6 +357,12 @@ pub fn provider_settings(
     let api_key =
         env_nonempty(ProviderSettings::key_env(kind)).or_else(|| config.provider.api_key.clone());
     let mut settings = ProviderSettings::new(kind, model, base_url, api_key);
+    apply_request_limits(&mut settings, config);
+    Ok(settings)
+}
+
+/// `[provider] request_timeout`, `idle_timeout` and `max_retries`, where the config sets them.
+pub(super) fn apply_request_limits(settings: &mut ProviderSettings, config: &Config) {
     if let Some(t) = config.provider.request_timeout {
         settings.request_timeout = Duration::from_secs_f64(t);
     }
@@ -366,7 +372,6 @@ pub fn provider_settings(
     if let Some(n) = config.provider.max_retries {
         settings.max_retries = n;
     }
-    Ok(settings)
 }
 
 /// Everything a chat session needs.

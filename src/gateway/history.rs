@@ -21,6 +21,27 @@ pub struct Entry {
     pub meta: Option<NoticeMeta>,
 }
 
+impl Entry {
+    /// An item of the conversation that is not a notice; `tokens` is its estimate (see
+    /// [`estimate_item`]), counted once by the caller, which records it too.
+    pub fn new(
+        seq: i64,
+        turn: i64,
+        iteration: Option<i64>,
+        item: HistoryItem,
+        tokens: u64,
+    ) -> Entry {
+        Entry {
+            seq,
+            turn,
+            iteration,
+            item,
+            tokens,
+            meta: None,
+        }
+    }
+}
+
 /// What a notice updates, so the state the conversation shows survives a restart.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]

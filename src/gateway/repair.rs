@@ -34,14 +34,7 @@ pub fn repair_running_turns(
                         meta: None,
                     },
                 )?;
-                entries.push(Entry {
-                    seq,
-                    turn,
-                    iteration: None,
-                    item,
-                    tokens,
-                    meta: None,
-                });
+                entries.push(Entry::new(seq, turn, None, item, tokens));
             }
             // The block that was running (recorded before the worker saw it) is the first
             // unanswered call's.
@@ -78,34 +71,27 @@ pub fn repair_running_turns(
                 };
                 let tokens = history::estimate_item(&item);
                 let seq = store.finish_iteration(
-                    &IterationRecord {
-                        session_id: id,
+                    &IterationRecord::not_run(
+                        id,
                         turn,
                         iteration,
-                        code: &code,
-                        output: &output,
-                        status: Status::Interrupted.into(),
-                        started_at: now_millis(),
-                        duration_ms: 0,
-                        exec_us: 0,
-                        artifact: None,
-                        worker_exit: None,
-                        defs_set: &[],
-                        defs_deleted: &[],
-                    },
+                        &code,
+                        &output,
+                        Status::Interrupted.into(),
+                        now_millis(),
+                    ),
                     Some(&ToolAnswer {
                         call_id: call.id.clone(),
                         tokens: tokens as i64,
                     }),
                 )?;
-                entries.push(Entry {
-                    seq: seq.unwrap_or(0),
+                entries.push(Entry::new(
+                    seq.unwrap_or(0),
                     turn,
-                    iteration: Some(iteration),
+                    Some(iteration),
                     item,
                     tokens,
-                    meta: None,
-                });
+                ));
             }
             notes.push(format!(
                 "[vis] turn {turn} was interrupted by a restart of the gateway{}",
@@ -120,21 +106,15 @@ pub fn repair_running_turns(
             for (iteration, code) in running {
                 let output = "[vis] interrupted by a restart of the gateway.";
                 store.finish_iteration(
-                    &IterationRecord {
-                        session_id: id,
+                    &IterationRecord::not_run(
+                        id,
                         turn,
                         iteration,
-                        code: &code,
+                        &code,
                         output,
-                        status: Status::Interrupted.into(),
-                        started_at: now_millis(),
-                        duration_ms: 0,
-                        exec_us: 0,
-                        artifact: None,
-                        worker_exit: None,
-                        defs_set: &[],
-                        defs_deleted: &[],
-                    },
+                        Status::Interrupted.into(),
+                        now_millis(),
+                    ),
                     None,
                 )?;
             }

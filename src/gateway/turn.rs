@@ -72,14 +72,7 @@ pub(super) async fn run(
     let mut warm_up = !session.runner.supervisor().is_running();
     for n in 1u32.. {
         if stop.is_cancelled() {
-            return end(
-                session,
-                turn,
-                TurnStatus::Interrupted,
-                String::new(),
-                None,
-                events,
-            );
+            return interrupted(session, turn, events);
         }
         if session.drain.is_cancelled() {
             let message = "the gateway is shutting down; the turn stopped before its next model request (resume the session to continue)".to_string();
@@ -140,14 +133,7 @@ pub(super) async fn run(
                     None,
                     Some(("interrupted", "the request was interrupted".into())),
                 )?;
-                return end(
-                    session,
-                    turn,
-                    TurnStatus::Interrupted,
-                    String::new(),
-                    None,
-                    events,
-                );
+                return interrupted(session, turn, events);
             }
             Some(Err(e)) => {
                 let (kind, message) = (e.kind().to_string(), e.to_string());
@@ -238,14 +224,7 @@ pub(super) async fn run(
             }
         }
         if stop.is_cancelled() {
-            return end(
-                session,
-                turn,
-                TurnStatus::Interrupted,
-                String::new(),
-                None,
-                events,
-            );
+            return interrupted(session, turn, events);
         }
         if limit_hit {
             let note = format!(
@@ -381,14 +360,8 @@ fn push_result(
         is_error: !status.is_ok(),
     };
     let tokens = super::history::estimate_item(&item);
-    session.conversation.push(super::history::Entry {
-        seq: seq.unwrap_or(0),
-        turn,
-        iteration: Some(iteration),
-        item,
-        tokens,
-        meta: None,
-    });
+    let entry = super::history::Entry::new(seq.unwrap_or(0), turn, Some(iteration), item, tokens);
+    session.conversation.push(entry);
 }
 
 /// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
@@ -518,6 +491,22 @@ fn failed(
         status,
         String::new(),
         Some((kind.to_string(), message)),
+        events,
+    )
+}
+
+/// Ends the turn as interrupted (nothing to say beyond the status).
+fn interrupted(
+    session: &mut ChatSession,
+    turn: i64,
+    events: &EventSink,
+) -> Result<TurnEnd, GatewayError> {
+    end(
+        session,
+        turn,
+        TurnStatus::Interrupted,
+        String::new(),
+        None,
         events,
     )
 }

@@ -46,6 +46,16 @@ pub fn clip(text: &str, max: usize) -> String {
     }
 }
 
+/// A duration for messages: `3 s`, `1.5 s`.
+pub fn format_seconds(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{} s", s as u64)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 /// `1234567` → `1,234,567`.
 pub fn group_thousands(n: usize) -> String {
     let digits = n.to_string();

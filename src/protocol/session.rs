@@ -181,6 +181,36 @@ pub struct IterationRecord<'a> {
     pub defs_deleted: &'a [String],
 }
 
+impl<'a> IterationRecord<'a> {
+    /// An iteration that did not run a block (a rejected call, one cut off by a restart or
+    /// an interrupt): its code and what the model is told instead, taking no time.
+    pub fn not_run(
+        session_id: &'a str,
+        turn: i64,
+        iteration: i64,
+        code: &'a str,
+        output: &'a str,
+        status: IterationStatus,
+        started_at: i64,
+    ) -> IterationRecord<'a> {
+        IterationRecord {
+            session_id,
+            turn,
+            iteration,
+            code,
+            output,
+            status,
+            started_at,
+            duration_ms: 0,
+            exec_us: 0,
+            artifact: None,
+            worker_exit: None,
+            defs_set: &[],
+            defs_deleted: &[],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,14 +135,7 @@ pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
     // A reader that goes away (`vis chat -m … | head`) interrupts the turn; the worker stops
     // and the turn is recorded before the process ends (as SIGPIPE would end it).
     super::term::keep_running_when_stdout_closes();
-    let events = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError {
-            code: 1,
-            message: format!("vis chat: cannot start the event loop: {e}"),
-        })?;
+    let events = super::threaded_event_loop("vis chat")?;
     if args.messages.is_empty() {
         return events.block_on(ui::run(args, db.to_path_buf()));
     }

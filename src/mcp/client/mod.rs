@@ -51,6 +51,7 @@ use super::schema::{server_functions, LeftOut};
 use super::{McpPlan, Skipped};
 use crate::catalog::DenyList;
 use crate::config::ServerSpec;
+use crate::protocol::format_seconds as seconds;
 use crate::protocol::{McpFunction, McpNamespace};
 use connection::Conn;
 
@@ -413,15 +414,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn one_line(s: &str) -> String {
     crate::protocol::clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), 80)
-}
-
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{} s", s as u64)
-    } else {
-        format!("{s:.1} s")
-    }
 }
 
 /// For tests and benches: the tool lists of a hub by server.

@@ -414,21 +414,15 @@ impl BlockRunner {
         self.store
             .begin_iteration(&self.session_id, turn, iteration, code, started_at)?;
         self.store.finish_iteration(
-            &IterationRecord {
-                session_id: &self.session_id,
+            &IterationRecord::not_run(
+                &self.session_id,
                 turn,
                 iteration,
                 code,
                 output,
                 status,
                 started_at,
-                duration_ms: 0,
-                exec_us: 0,
-                artifact: None,
-                worker_exit: None,
-                defs_set: &[],
-                defs_deleted: &[],
-            },
+            ),
             answers,
         )
     }

@@ -1,10 +1,9 @@
 //! **The status table**: how waiting for a block ended ([`Ending`]), why the host
 //! interrupted it ([`Cause`]) and what the model is told ([`settle`]), in one place.
 
-use std::time::Duration;
-
 use super::options::WorkerOptions;
 use super::spawn::WorkerProcess;
+use crate::protocol::format_seconds;
 use crate::protocol::{Block, BlockResult, ExitInfo, Status};
 use crate::runtime::output::{cap_file, cap_output};
 
@@ -89,7 +88,7 @@ pub(super) fn settle(
                     result.status = Status::Timeout;
                     Some(format!(
                         "[vis] timeout: the block ran longer than {} and was interrupted; the worker and its variables are intact.",
-                        seconds(block.timeout)
+                        format_seconds(block.timeout)
                     ))
                 }
                 (Status::Interrupted, _) => Some(
@@ -140,7 +139,7 @@ pub(super) fn settle(
                     Status::Timeout,
                     format!(
                         "timeout: the block ran longer than {} and",
-                        seconds(block.timeout)
+                        format_seconds(block.timeout)
                     ),
                     "timeout",
                 ),
@@ -156,7 +155,7 @@ pub(super) fn settle(
                 exit,
                 format!(
                     "[vis] {what} did not stop within {} of the interrupt, so the worker was killed; variables are lost and definitions are restored before the next block.",
-                    seconds(opts.interrupt_grace)
+                    format_seconds(opts.interrupt_grace)
                 ),
                 format!("after a {why}: the previous one was killed"),
             )
@@ -190,18 +189,10 @@ pub(super) fn push_line(output: &mut String, line: &str) {
     output.push('\n');
 }
 
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{} s", s as u64)
-    } else {
-        format!("{s:.1} s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn settle_block() -> Block {
         Block {
