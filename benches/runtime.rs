@@ -5,10 +5,35 @@
 //! 2. `vis exec` cold start in a session holding 100 persisted definitions (median);
 //! 3. worker kill + restart + restore of 100 definitions (median).
 //!
-//! 2 and 3 are also given as ratios to `python3 -c pass` (the interpreter's own start, `site`
-//! included, as in the worker), timed in the same run, alternating with the measured runs so
-//! both see the same machine load. `python3` is resolved to the interpreter it runs (a pyenv
-//! shim would add a shell script's start-up to the baseline). Target: both ratios ≤ 1.5.
+//! 2 and 3 are also given as ratios to two interpreter starts, timed in the same run,
+//! alternating with the measured runs so all see the same machine load:
+//!
+//! - (a) `<python3> -c pass`: the interpreter `python3` really runs (its `sys.executable`; a
+//!   pyenv shim would add a shell script's start-up), `site` included with whatever `.pth`
+//!   files its site-packages hold;
+//! - (b) a fresh venv's `python -c pass` (`<python3> -m venv --without-pip`, made in this run's
+//!   temporary directory): a bare interpreter, `site` with nothing installed.
+//!
+//! Target: cold `vis exec` ≤ 2.0× (b) (issue 22 §8; it was ≤ 1.5× (a) before). The worker
+//! embeds the same interpreter as (a), `site` and `.pth` files included, so 2 is also timed
+//! with the worker's interpreter as bare as (b): `PYTHONHOME` set to a home holding the
+//! interpreter's standard library and an empty `site-packages`.
+//!
+//! Figures (2026-12-05, release, 2 cores shared with another engineer's builds, `--runs 21`;
+//! medians, ratios to (a) / (b)), before (1398fbb) and after the lazy prelude imports of
+//! issue 22 §8:
+//!
+//! | | before | after |
+//! |---|---|---|
+//! | (a) / (b) | 35.9 / 10.3 ms | 37.8 / 10.8 ms |
+//! | cold `vis exec`, 100 defs | 53.3 ms: 1.48× / 5.16× | 54.9 ms: 1.45× / 5.10× |
+//! | the same, worker's interpreter bare | 46.5 ms: 1.30× / 4.50× | 33.1 ms: 0.88× / 3.08× |
+//! | kill + restart + restore, 100 defs | 46.1 ms: 1.24× / 4.36× | 47.2 ms: 1.25× / 4.36× |
+//!
+//! This machine's `site` runs a `.pth` that imports `certifi` (with `pathlib`, `re`, `typing`,
+//! `tempfile`...): the worker's interpreter pays it as (a) does, so the unchanged first row is
+//! that `.pth`, not Vis. The 2.0× target is not met yet: see `docs/runtime.md` for where the
+//! rest of a bare start goes.
 //!
 //! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
 //! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is
@@ -39,7 +64,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     percentile(&xs, 0.5)
 }
 
-/// The interpreter `python3` really runs (its `sys.executable`).
+/// The interpreter `python3` really runs (its `sys.executable`, never a shim).
 fn python3() -> PathBuf {
     let out = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
@@ -48,13 +73,55 @@ fn python3() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// Wall time of `python3 -c pass`, in ms.
+/// A fresh venv (no pip) made by `python` under `dir`; its `python`.
+fn bare_venv(python: &Path, dir: &Path) -> PathBuf {
+    let venv = dir.join("bare-venv");
+    let status = Command::new(python)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success(), "python3 -m venv --without-pip failed");
+    venv.join("bin/python")
+}
+
+/// A home for the worker's interpreter without this machine's site-packages: `PYTHONHOME` set
+/// to it, the worker starts as bare as (b) (`site` finds nothing to run). It lies under `dir`
+/// (the workspace, which the worker's filesystem view shows) and links the interpreter's own
+/// standard library entry by entry, all but `site-packages`.
+fn bare_home(python: &Path, dir: &Path) -> PathBuf {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import sys, sysconfig; print(sys.base_prefix); print(sysconfig.get_path('stdlib'))",
+        ])
+        .output()
+        .expect("python3 sysconfig");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    let (prefix, stdlib) = (
+        PathBuf::from(lines.next().unwrap()),
+        PathBuf::from(lines.next().unwrap()),
+    );
+    let home = dir.join("bare-home");
+    let lib = home.join(stdlib.strip_prefix(&prefix).unwrap());
+    std::fs::create_dir_all(lib.join("site-packages")).unwrap();
+    for entry in std::fs::read_dir(&stdlib).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "site-packages" {
+            std::os::unix::fs::symlink(entry.path(), lib.join(entry.file_name())).unwrap();
+        }
+    }
+    home
+}
+
+/// Wall time of `<python> -c pass`, in ms.
 fn python_start(python: &Path) -> f64 {
     let t0 = Instant::now();
     let status = Command::new(python)
         .args(["-c", "pass"])
         .status()
-        .expect("python3 -c pass");
+        .expect("python -c pass");
     assert!(status.success());
     t0.elapsed().as_secs_f64() * 1e3
 }
@@ -112,6 +179,7 @@ fn main() {
     // each figure fills them and is not counted.
     std::env::set_var("VIS_CACHE_DIR", dir.path().join("cache"));
     let python = python3();
+    let venv_python = bare_venv(&python, dir.path());
 
     // 1. Round trip.
     let mut opts = WorkerOptions::new(bin.clone());
@@ -205,36 +273,61 @@ fn main() {
     }
     let mut cold = Vec::new();
     let mut cold_python = Vec::new();
-    for i in 0..=runs {
-        let py = python_start(&python);
+    let mut cold_venv = Vec::new();
+    let mut cold_bare = Vec::new();
+    let home = bare_home(&python, dir.path());
+    let cold_exec = |bare: bool| {
+        let mut cmd = Command::new(&bin);
+        cmd.args([
+            "--db",
+            db.to_str().unwrap_or_default(),
+            "exec",
+            "--session",
+            "bench",
+            "helper_99('p')[0]",
+        ])
+        .current_dir(dir.path());
+        if bare {
+            cmd.env("PYTHONHOME", &home);
+        }
         let t0 = Instant::now();
-        let out = Command::new(&bin)
-            .args([
-                "--db",
-                db.to_str().unwrap_or_default(),
-                "exec",
-                "--session",
-                "bench",
-                "helper_99('p')[0]",
-            ])
-            .current_dir(dir.path())
-            .output()
-            .expect("vis exec");
+        let out = cmd.output().expect("vis exec");
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         assert!(
             String::from_utf8_lossy(&out.stdout).ends_with("99\n"),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
+        ms
+    };
+    for i in 0..=runs {
+        let py = python_start(&python);
+        let venv = python_start(&venv_python);
+        let ms = cold_exec(false);
+        let bare_ms = cold_exec(true);
         if i > 0 {
             cold.push(ms);
+            cold_bare.push(bare_ms);
             cold_python.push(py);
+            cold_venv.push(venv);
         }
     }
-    let (vis_ms, py_ms) = (median(cold), median(cold_python));
-    println!(
-        "vis exec cold start, 100 persisted defs: median {vis_ms:.1} ms; python3 -c pass: median {py_ms:.1} ms ({runs} runs each, alternating); ratio {:.2}x (target <= 1.5x)",
-        vis_ms / py_ms
+    let (python_ms, venv_ms) = (median(cold_python), median(cold_venv));
+    report(
+        "vis exec cold start, 100 persisted defs",
+        runs,
+        median(cold),
+        python_ms,
+        venv_ms,
+    );
+    // The worker's interpreter as bare as (b): what Vis itself adds to a bare start.
+    report(
+        "the same, the worker's interpreter bare (PYTHONHOME without site-packages)",
+        runs,
+        median(cold_bare),
+        python_ms,
+        venv_ms,
     );
 
     // 3. Kill + restart + restore of 100 definitions.
@@ -243,8 +336,10 @@ fn main() {
         .expect("first");
     let mut restarts = Vec::new();
     let mut restart_python = Vec::new();
+    let mut restart_venv = Vec::new();
     for _ in 0..runs {
         restart_python.push(python_start(&python));
+        restart_venv.push(python_start(&venv_python));
         let t0 = Instant::now();
         rt.kill_worker("bench");
         rt.start().expect("restart");
@@ -254,9 +349,20 @@ fn main() {
         .exec(block(dir.path(), "helper_42('p')[0]"), &mut NoHostCalls)
         .expect("after restart");
     assert!(out.output.ends_with("42\n"), "{}", out.output);
-    let (vis_ms, py_ms) = (median(restarts), median(restart_python));
+    report(
+        "worker kill + restart + restore of 100 defs",
+        runs,
+        median(restarts),
+        median(restart_python),
+        median(restart_venv),
+    );
+}
+
+/// One start-up figure and its ratios to both anchors (medians, in ms).
+fn report(what: &str, runs: usize, vis_ms: f64, python_ms: f64, venv_ms: f64) {
     println!(
-        "worker kill + restart + restore of 100 defs: median {vis_ms:.1} ms; python3 -c pass: median {py_ms:.1} ms ({runs} runs each, alternating); ratio {:.2}x (target <= 1.5x)",
-        vis_ms / py_ms
+        "{what}: median {vis_ms:.1} ms; (a) python3 -c pass (real interpreter): median {python_ms:.1} ms, ratio {:.2}x; (b) bare venv python -c pass: median {venv_ms:.1} ms, ratio {:.2}x (target <= 2.0x); {runs} runs each, alternating",
+        vis_ms / python_ms,
+        vis_ms / venv_ms
     );
 }

@@ -3,13 +3,15 @@ and return a compact pass/fail summary with the failing tests' output capped."""
 from __future__ import annotations
 
 import os
-import re
 import sys
-from typing import Any
 
 from vis import _state
 from vis.extension import namespace, register
 from vis.shell import run_to_file
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 namespace("tests", "Run the workspace's tests (cargo, pytest, npm) and summarize pass/fail")
 
@@ -197,6 +199,8 @@ def _execute(cmd: list[str], timeout: float) -> tuple[int | None, str, float, bo
 
 
 def _parse_cargo(text: str, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
+    import re  # here, not at the top: the extension loads at every worker start
+
     passed = sum(int(m) for m in re.findall(r"test result: \w+\. (\d+) passed", text))
     failed = sum(int(m) for m in re.findall(r"; (\d+) failed", text))
     sections = dict(
@@ -213,6 +217,8 @@ def _parse_cargo(text: str, max_lines: int) -> tuple[int, int, list[dict[str, st
 
 
 def _parse_pytest(text: str, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
+    import re  # here, not at the top: the extension loads at every worker start
+
     summary = ""
     for line in reversed(text.splitlines()):
         if re.search(r"\d+ (passed|failed|error)", line):
@@ -237,6 +243,8 @@ def _parse_pytest(text: str, max_lines: int) -> tuple[int, int, list[dict[str, s
 def _parse_npm(text: str, code: int | None, max_lines: int) -> tuple[int, int, list[dict[str, str]]]:
     """Counts and failures from what `npm test` printed: node's test runner (TAP), Jest or
     Mocha; otherwise only the exit code is known."""
+    import re  # here, not at the top: the extension loads at every worker start
+
     tap_pass = re.findall(r"^# pass (\d+)$", text, re.M)
     if tap_pass:
         failed = sum(int(n) for n in re.findall(r"^# fail (\d+)$", text, re.M))

@@ -6,12 +6,14 @@ by the build's Python; empty when this Python reads another bytecode format) and
 The worker runs this file from the build's bytecode too, when it can.
 
 Only the standard modules the interpreter has already loaded are used here: start-up time is
-what this file is about.
+what this file is about (`importlib.machinery` would import `importlib` and `warnings`; its
+`ModuleSpec` is the frozen import system's own, already loaded).
 """
 import marshal
 import os
 import sys
-from importlib.machinery import ModuleSpec
+
+ModuleSpec = sys.modules["_frozen_importlib"].ModuleSpec
 
 
 class EmbeddedPrelude:
@@ -117,16 +119,17 @@ def extend_path(workspace, trusted):
 def _embed_bundled(files, bundled):
     """Bundled extensions become the package `_vis_bundled`; all embedded files (prelude
     pages included) stay readable through the module `_vis_embedded`."""
-    import types
-
     files = dict(files)
     files["_vis_bundled/__init__.py"] = ""
     for path, source in bundled.items():
         files["_vis_bundled/" + path] = source
-    embedded = types.ModuleType("_vis_embedded")
+    embedded = type(sys)("_vis_embedded")
     embedded.FILES = files
     embedded.BUNDLED = dict(bundled)
     embedded.extend_path = extend_path
+    #: The modules loaded before the prelude (the interpreter's start, `site` and its `.pth`
+    #: files): what the prelude's own start imports is the rest (a test keeps it small).
+    embedded.MODULES_BEFORE_PRELUDE = frozenset(sys.modules)
     sys.modules["_vis_embedded"] = embedded
     return files
 

@@ -3,6 +3,11 @@
 Inside a worker, the names in `__all__` are pre-imported into every block's namespace.
 In a plain Python (no worker: an extension's unit tests), the package imports too: see
 `vis.extension` for what works there.
+
+`Path` is `pathlib.Path`. `pathlib` (with `re`, `enum`, `functools` and `urllib.parse` behind it)
+costs a worker start milliseconds, so it is imported when first used: `vis.Path` here, and in
+a block's namespace before the first block or restored definition that names `Path` (see
+`vis._runner`).
 """
 from __future__ import annotations
 
@@ -15,8 +20,6 @@ if "vis._native" not in _sys.modules:
 
     _sys.modules["vis._native"] = _outside
 
-from pathlib import Path
-
 from vis._state import session
 from vis.defs import DefRegistry, defs
 from vis.discovery import apropos, doc
@@ -26,8 +29,24 @@ from vis.promote import promote
 from vis.shell import ShellResult, sh
 from vis.text import AddressError, PatchError, cat, grep, patch
 
-_registry: DefRegistry | None = None
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]
 __all__ += ["apropos", "doc", "promote", "fold_session", "read_session"]
 __all__ += ["McpToolError", "McpServerError", "McpContent"]
+
+#: Names of `__all__` imported on first use: name -> (module, attribute).
+LAZY = {"Path": ("pathlib", "Path")}
+
+
+def __getattr__(name: str) -> object:
+    """`vis.Path` and `from vis import Path`: imports `pathlib` at the first use (PEP 562)."""
+    lazy = LAZY.get(name)
+    if lazy is None:
+        raise AttributeError("module 'vis' has no attribute %r" % name)
+    module, attribute = lazy
+    value: object = getattr(__import__(module), attribute)
+    globals()[name] = value
+    return value

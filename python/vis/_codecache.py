@@ -23,25 +23,25 @@ from __future__ import annotations
 import binascii
 import marshal
 import sys
-from types import CodeType
-from typing import TYPE_CHECKING, Any, Sequence
 
 from vis import _native
 
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
-    from vis._runner import Definition
+    from types import CodeType
+    from typing import Any, Sequence
+
+    from vis._state import Definition
+else:
+    CodeType = type(compile("", "", "exec"))
 
 FORMAT_VERSION = 2
 
 
 def magic() -> str:
-    """This interpreter's bytecode magic number, in hex (marshalled code is only valid for it)."""
-    external = sys.modules.get("importlib._bootstrap_external")
-    number = getattr(external, "MAGIC_NUMBER", None)
-    if not isinstance(number, bytes):
-        from importlib.util import MAGIC_NUMBER
-
-        number = MAGIC_NUMBER
+    """This interpreter's bytecode magic number, in hex (marshalled code is only valid for it).
+    Read from the frozen import system, always loaded (`importlib.util` would cost an import)."""
+    number: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
     return number.hex()
 
 

@@ -1,8 +1,9 @@
 """MCP servers as namespaces: each configured server is a namespace, each of its tools a function.
 
 The host (the gateway, `vis mcp` or `vis exec`) holds the MCP client sessions; this module only
-builds Python functions from the tool list the host sends (`install`) and turns a call into a
-host call (`mcp.call`). The server connection therefore outlives worker restarts, and the raw
+builds Python functions from the tool list the host sends (`install`), pushes them into the
+extension registry as one more source of entries and functions, and turns a call into a host
+call (`mcp.call`). The runner calls `before_block` before every block. The server connection therefore outlives worker restarts, and the raw
 MCP envelope never reaches the model's code: results come back as Python values.
 
 - Structured content comes back as dicts and lists; text as `str`; several parts as a list;
@@ -14,9 +15,12 @@ MCP envelope never reaches the model's code: results come back as Python values.
 from __future__ import annotations
 
 import builtins
-from typing import Any, Callable
 
 from vis import _extensions, _native
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 __all__ = ["McpToolError", "McpServerError", "McpContent"]
 
@@ -80,10 +84,8 @@ class McpContent:
 
 
 class _State:
-    """What the host sent last, and what could not become a namespace."""
+    """What could not become a namespace (the tools themselves live in the registry)."""
 
-    functions: dict[str, Callable[..., Any]] = {}
-    entries: list[dict[str, Any]] = []
     #: server -> why its namespace is left out (its name is taken).
     skipped: dict[str, str] = {}
 
@@ -93,13 +95,9 @@ def _taken_top_level() -> dict[str, str]:
     taken: dict[str, str] = {}
     for name in dir(builtins):
         taken[name] = "the Python builtin `%s`" % name
-    for name in ("session", "Path", "vis", "McpToolError", "McpServerError", "McpContent"):
-        taken[name] = "the prelude's `%s`" % name
-    import vis
-
-    for name in vis.__all__:
-        taken[name] = "the prelude's `%s`" % name
     reg = _extensions.registry
+    for name in ("session", "Path", "vis", "McpToolError", "McpServerError", "McpContent", *reg.prelude_names):
+        taken[name] = "the prelude's `%s`" % name
     for e in reg.core_entries + reg.page_entries + reg.skill_entries:
         taken.setdefault(e["name"].split(".")[0], "the prelude")
     for ext in reg.loaded.values():
@@ -208,23 +206,13 @@ def install(namespaces: list[dict[str, Any]], specs: list[dict[str, Any]]) -> An
             }
         )
         functions[spec["name"]] = _make_function(spec)
-    _State.entries = entries
-    _State.functions = functions
+    _extensions.registry.mcp_entries = entries
+    _extensions.registry.mcp_functions = functions
     _State.skipped = skipped
     _extensions.rebuild()
     # The host takes the manifest from this answer, not from the next block's result.
     _extensions.registry.manifest_changed = False
     return _extensions.manifest()
-
-
-def entries() -> list[dict[str, Any]]:
-    """The manifest entries of the MCP namespaces (for `vis._extensions`)."""
-    return list(_State.entries)
-
-
-def functions() -> dict[str, Callable[..., Any]]:
-    """Dotted name -> function, for every installed MCP tool."""
-    return dict(_State.functions)
 
 
 def before_block(session: dict[str, Any]) -> None:

@@ -8,8 +8,9 @@ does need it raise `WorkerRequiredError`, saying which function needs the worker
 """
 from __future__ import annotations
 
-import keyword
-from typing import Any, NoReturn
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 #: The distribution that installs this package (`pip install .`).
 DISTRIBUTION = "vis-gateway"
@@ -105,6 +106,14 @@ def validate_name(name: str, kind: str = "function") -> None:
             )
 
 
+def iskeyword(word: str) -> bool:
+    """`keyword.iskeyword`, imported when first needed (this module loads at every worker
+    start, for `WorkerRequiredError`)."""
+    import keyword
+
+    return keyword.iskeyword(word)
+
+
 def _suggest(name: str, dashes: bool) -> str:
     """A valid spelling close to `name`, as the worker suggests it."""
     fixed = []
@@ -112,7 +121,7 @@ def _suggest(name: str, dashes: bool) -> str:
         out = "".join(c if ("a" + c).isidentifier() or (dashes and c == "-") else "_" for c in segment)
         if not (out[0] == "_" or out[0].isidentifier()):
             out = "_" + out
-        if keyword.iskeyword(out):
+        if iskeyword(out):
             out += "_"
         fixed.append(out)
     return ".".join(fixed) or "name"
@@ -127,7 +136,7 @@ def _segment_problem(segment: str, dashes: bool) -> str | None:
     for c in segment[1:]:
         if not (("a" + c).isidentifier() or (dashes and c == "-")):
             return "contains whitespace" if c.isspace() else "contains `%s`" % c
-    if keyword.iskeyword(segment):
+    if iskeyword(segment):
         return "is a Python keyword"
     return None
 

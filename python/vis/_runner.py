@@ -9,8 +9,10 @@ one shared line-buffered stream so their order is kept.
 """
 from __future__ import annotations
 
-import __future__
-import ast
+# `_ast`, not `ast`: the node types and the parser's flags without the module `ast`, which
+# imports `enum` and `contextlib` (milliseconds at every worker start); `vis.defs` imports
+# `ast` itself for the rare statement that needs more.
+import _ast
 import builtins
 import faulthandler
 import io
@@ -19,16 +21,18 @@ import os
 # (milliseconds at every worker start).
 import _signal  # type: ignore[import-not-found]  # (no stubs; the same calls as `signal`)
 import sys
-import types
-from typing import TYPE_CHECKING, Any, cast
 
-from vis import _codecache, _native, _state
-from vis.defs import DefRegistry, compile_definition, describe
+from vis import _codecache, _extensions, _mcp, _native, _state
+from vis.defs import DefRegistry, code_names, compile_definition, describe, parse_module, set_current_registry
 
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
     # Types for checkers only: building TypedDicts costs a worker start for nothing.
     import asyncio
-    from typing import TypedDict
+    import types
+    from typing import Any, TypedDict
+
+    from vis._state import Definition
 
     class Block(TypedDict):
         """One block, as the worker hands it over (`protocol::Block`)."""
@@ -44,16 +48,6 @@ if TYPE_CHECKING:
         artifact_quota: int
         #: Seconds.
         timeout: float
-
-
-    class Definition(TypedDict):
-        """A persisted top-level definition (`protocol::PersistedDef`)."""
-
-        name: str
-        kind: str
-        source: str
-        signature: str
-        doc: str
 
 
     class Report(TypedDict):
@@ -76,15 +70,27 @@ if TYPE_CHECKING:
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"
-#: Compiler flags of every `from __future__ import …` feature, carried from a block's first
-#: statements to the rest.
-_FUTURE_FLAGS = 0
-for _feature in __future__.all_feature_names:
-    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 #: `inspect.CO_COROUTINE`: a code object that must run on an event loop (top-level await).
 _CO_COROUTINE = 0x0080
 #: How many library frames (not the model's code) a traceback keeps.
 _LIBRARY_FRAMES_KEPT = 2
+
+
+def _future_flags() -> int:
+    """Compiler flags of every `from __future__ import …` feature (carried from a block's
+    first statements to the rest); `__future__` is imported only by a block that uses it."""
+    import __future__
+
+    flags = 0
+    for feature in __future__.all_feature_names:
+        flags |= getattr(__future__, feature).compiler_flag
+    return flags
+
+
+#: Prelude names whose module is imported on first use (`vis.LAZY`), and the names through
+#: which code can reach the block's namespace without naming what it takes from it: code that
+#: names any of them gets the lazy names bound first.
+_DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "dir", "eval", "exec", "help", "breakpoint", "__main__"})
 
 
 class _Interrupts:
@@ -99,11 +105,12 @@ def _on_interrupt(signum: int, frame: Any) -> None:
 
 class Runner:
     def __init__(self) -> None:
-        main = types.ModuleType("__main__")
+        main = type(sys)("__main__")
         main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main
         self.ns: dict[str, Any] = main.__dict__
         self.registry = DefRegistry()
+        set_current_registry(self.registry)
         stream = io.TextIOWrapper(
             io.FileIO(1, "w", closefd=False),
             encoding="utf-8",
@@ -118,13 +125,29 @@ class Runner:
         self.loop: asyncio.AbstractEventLoop | None = None
         import vis
 
-        vis._registry = self.registry
+        #: Prelude names not bound yet: bound before the first code that may read them.
+        self.lazy: dict[str, tuple[str, str]] = dict(vis.LAZY)
         for name in vis.__all__:
-            self.ns[name] = getattr(vis, name)
+            if name not in self.lazy:
+                self.ns[name] = getattr(vis, name)
         self.ns["session"] = _state.session
-        from vis import _extensions
+        # The prelude's functions are the registry's first source (extensions, pages, skills
+        # and MCP tools are the others).
+        core = {}
+        for name in vis.__all__:
+            obj = self.ns.get(name)
+            if obj is not None and not isinstance(obj, type) and callable(obj):
+                core[name] = obj
+        _extensions.install(self.ns, core, vis.__all__)
 
-        _extensions.install(self.ns)
+    def _bind_lazy(self, names: frozenset[str] | set[str]) -> None:
+        """Imports and binds the lazy prelude names (`Path`) that code about to run names, or
+        all of them when it can reach the namespace without naming them (`globals()`,
+        `eval`...). Each is bound once: a block may rebind or delete it afterwards."""
+        wanted = list(self.lazy) if not names.isdisjoint(_DYNAMIC_NAMES) else [n for n in self.lazy if n in names]
+        for name in wanted:
+            module, attribute = self.lazy.pop(name)
+            self.ns[name] = getattr(__import__(module), attribute)
 
     # -- blocks -------------------------------------------------------------------------
 
@@ -145,10 +168,9 @@ class Runner:
                 os.chdir(roots[0])
             except OSError as e:
                 print("[vis] cannot enter the workspace %s: %s" % (roots[0], e))
-        from vis import _extensions
-
         try:
             _extensions.before_block(_state.session)
+            _mcp.before_block(_state.session)
             status, changes = self._run(block["code"], block["filename"])
         finally:
             self.stream.flush()
@@ -169,30 +191,41 @@ class Runner:
     def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:
         self.registry.begin_block(code)
         try:
-            tree = ast.parse(code, filename, "exec")
+            tree = parse_module(code, filename)
         except SyntaxError as e:
             print(_format_syntax_error(e), end="")
             return "error", self.registry.take_changes()
         remember_source(filename, code)
-        last = cast(ast.Expr, tree.body.pop()) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, _ast.Expr):
+            tree.body.pop()
+        else:
+            last = None
+        flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
             # Every statement is compiled before any runs, so a block that cannot compile
             # (e.g. 'return' outside a function) runs nothing. Only `from __future__` needs the
             # whole block compiled: for where it may stand and the features it turns on.
-            if any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body):
+            if any(isinstance(n, _ast.ImportFrom) and n.module == "__future__" for n in tree.body):
                 whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
-                flags |= whole.co_flags & _FUTURE_FLAGS
+                flags |= whole.co_flags & _future_flags()
             statements = [
-                (node, compile(ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
+                (node, compile(_ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
                 for node in tree.body
             ]
             tail = None
             if last is not None:
-                tail = compile(ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
+                tail = compile(_ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
         except SyntaxError as e:
             print(_format_syntax_error(e), end="")
             return "error", self.registry.take_changes()
+        if self.lazy:
+            names: set[str] = set()
+            for _, statement in statements:
+                names |= code_names(statement)
+            if tail is not None:
+                names |= code_names(tail)
+            self._bind_lazy(names)
         status = "ok"
         try:
             _Interrupts.armed = True
@@ -281,6 +314,8 @@ class Runner:
                         _native.restoring(index)
                     try:
                         self.registry.note_code(d["source"], code)
+                        if self.lazy:
+                            self._bind_lazy(self.registry.names_of(d["source"]) or frozenset())
                         exec(code, self.ns)
                     except BaseException as e:  # noqa: BLE001
                         errors[d["name"]] = "%s: %s" % (type(e).__name__, e)
@@ -303,9 +338,7 @@ class Runner:
     def _unkept(self, defs: list[Definition], restored: set[str]) -> list[tuple[str, list[str]]]:
         """For each restored function or class, the module-level names it reads that this
         worker does not have (they were never kept), so the report can name them."""
-        import builtins
-
-        from .defs import _globals_read
+        from vis.defs import _globals_read
 
         out: list[tuple[str, list[str]]] = []
         for d in defs:

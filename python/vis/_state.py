@@ -1,7 +1,43 @@
-"""Per-block state the runner sets and the prelude functions read."""
+"""The worker's settings (given once, at start) and the per-block state the runner sets; the
+prelude functions read both. Nothing here imports another module of `vis`: every layer may
+read it.
+"""
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, TypedDict
+
+    class Settings(TypedDict):
+        """What the worker tells the prelude at start, in one object: the Rust struct
+        `runtime::child::PreludeSettings` turned into a dict (a test ties the two together).
+        Outside a worker nobody calls `configure`, and the defaults below stand."""
+
+        #: The workspace the worker was started for (extensions and skills under `.vis/`).
+        workspace: str | None
+        #: The user's config directory (`extensions/`, `skills/`).
+        config_dir: str | None
+        #: Vis's cache directory for this workspace (read-only for the worker: the host writes
+        #: what it reports).
+        cache_dir: str | None
+        #: Digest of the embedded prelude and bundled extensions (part of the signature
+        #: cache's keys).
+        prelude_digest: str
+        #: Load only the bundled extensions: the host found that the others stop the worker.
+        safe_mode: bool
+        #: The user trusts this workspace: its own code (`.vis/extensions`, a workspace venv's
+        #: `.pth` files) may load.
+        trusted: bool
+
+    class Definition(TypedDict):
+        """A persisted top-level definition (`protocol::PersistedDef`)."""
+
+        name: str
+        kind: str
+        source: str
+        signature: str
+        doc: str
+
 
 #: The `session` dict of the running block.
 session: dict[str, Any] = {}
@@ -23,8 +59,8 @@ def next_artifact(prefix: str) -> str:
     return "%s/%s-%s%d.txt" % (artifact_dir, tag, prefix, artifact_seq)
 
 
-#: True inside a vis worker (set at start-up); False in a plain Python, where `vis.extension`
-#: records registrations and worker-only calls raise `WorkerRequiredError`.
+#: True inside a vis worker (set by `configure`); False in a plain Python, where
+#: `vis.extension` records registrations and worker-only calls raise `WorkerRequiredError`.
 in_worker: bool = False
 #: Vis's cache directory (read-only for the worker: the host writes what it reports), if any.
 cache_dir: str | None = None
@@ -39,3 +75,15 @@ safe_mode: bool = False
 #: The user trusts this workspace: its own code (`.vis/extensions`, a workspace venv's `.pth`
 #: files) may load.
 trusted: bool = False
+
+
+def configure(settings: Settings) -> None:
+    """Takes the worker's settings; called once by the worker, before the runner starts."""
+    global in_worker, cache_dir, prelude_digest, workspace, config_dir, safe_mode, trusted
+    workspace = settings["workspace"]
+    config_dir = settings["config_dir"]
+    cache_dir = settings["cache_dir"]
+    prelude_digest = settings["prelude_digest"]
+    safe_mode = settings["safe_mode"]
+    trusted = settings["trusted"]
+    in_worker = True

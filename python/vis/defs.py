@@ -22,12 +22,20 @@ kind binding its name (`compile_definition`).
 """
 from __future__ import annotations
 
-import ast
+# `_ast`: the node types, without the module `ast` (which imports `enum` and `contextlib`:
+# milliseconds at every worker start). `ast` itself is imported by the few statements that
+# need `ast.literal_eval` (see `_literal`).
+import _ast as ast
 import builtins
-from types import CodeType
-from typing import Any, Iterator
 
 from vis import _native
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from types import CodeType
+    from typing import Any, Iterator
+else:
+    CodeType = type(compile("", "", "exec"))
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -40,6 +48,40 @@ _MAX_CONSTANT_CHARS: int = _native.MAX_CONSTANT_CHARS
 #: Nodes an annotation of a kept constant may have: names, attributes, subscripts, literals,
 #: tuples and `|` (nothing that calls or computes).
 _PLAIN_ANNOTATION = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Tuple, ast.BinOp, ast.BitOr, ast.Load)
+
+
+#: `ast.PyCF_ONLY_AST`, typed as a plain flag (`compile` is then typed to return anything).
+_ONLY_AST: int = ast.PyCF_ONLY_AST
+
+
+def parse_module(source: str, filename: str) -> ast.Module:
+    """`ast.parse(source, filename)`, without importing `ast`."""
+    tree: ast.Module = compile(source, filename, "exec", _ONLY_AST, dont_inherit=True)
+    return tree
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk`: `node` and every node below it, breadth first (the same order)."""
+    todo = [node]
+    index = 0
+    while index < len(todo):
+        node = todo[index]
+        index += 1
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend(item for item in value if isinstance(item, ast.AST))
+        yield node
+
+
+def _unparse_import(node: ast.Import | ast.ImportFrom) -> str:
+    """`ast.unparse` of an import statement (the same text), without importing `ast`."""
+    names = ", ".join(a.name + (" as " + a.asname if a.asname else "") for a in node.names)
+    if isinstance(node, ast.Import):
+        return "import " + names
+    return "from " + "." * (node.level or 0) + (node.module or "") + " import " + names
 
 
 def describe(obj: Any, name: str) -> tuple[str, str]:
@@ -96,7 +138,7 @@ def _import_entries(node: ast.Import | ast.ImportFrom) -> Iterator[tuple[str, st
             bound = alias.asname or alias.name
             if bound == "*":
                 bound = "%s.*" % (node.module or "")
-        yield bound, ast.unparse(stmt) + "\n"
+        yield bound, _unparse_import(stmt) + "\n"
 
 
 def _clip(text: str, limit: int) -> str:
@@ -114,7 +156,7 @@ def _rebound_names(node: ast.stmt) -> list[str]:
         targets = node.targets
     names = []
     for t in targets:
-        for sub in ast.walk(t):
+        for sub in _walk(t):
             if isinstance(sub, ast.Name):
                 names.append(sub.id)
     return names
@@ -152,7 +194,7 @@ def code_names(code: CodeType) -> frozenset[str]:
 def _stored_names(node: ast.stmt) -> set[str]:
     """Every name a top-level statement that is not itself a definition may bind globally."""
     names: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in _walk(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
             names.add(sub.id)
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -187,7 +229,7 @@ def compile_definition(record: dict[str, Any]) -> CodeType:
     anything more is never run."""
     name, kind = record["name"], record["kind"]
     filename = "<def %s>" % name
-    tree = ast.parse(record["source"], filename, "exec")
+    tree = parse_module(record["source"], filename)
     if len(tree.body) != 1:
         problem = "it holds %d statements" % len(tree.body)
     else:
@@ -218,9 +260,21 @@ def _size_problem(name: str, size: int, total: int) -> str | None:
     return None
 
 
+#: Nodes `ast.literal_eval` may accept besides a constant (every other node it refuses).
+_MAYBE_LITERAL = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)
+
+
 def _literal(node: ast.expr) -> bool:
+    """True when `ast.literal_eval(node)` gives an immutable value. A constant (most of them)
+    and a node it refuses are answered without importing `ast`."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, _IMMUTABLE)
+    if not isinstance(node, _MAYBE_LITERAL):
+        return False
+    import ast as full_ast
+
     try:
-        return isinstance(ast.literal_eval(node), _IMMUTABLE)
+        return isinstance(full_ast.literal_eval(node), _IMMUTABLE)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
 
@@ -326,7 +380,7 @@ class DefRegistry:
             return None
         if isinstance(node, ast.AnnAssign) and not all(
             isinstance(n, _PLAIN_ANNOTATION) and (not isinstance(n, ast.BinOp) or isinstance(n.op, ast.BitOr))
-            for n in ast.walk(node.annotation)
+            for n in _walk(node.annotation)
         ):
             return None
         # The size first: a large literal is not worth evaluating a second time.
@@ -423,7 +477,13 @@ class DefRegistry:
         return DefList(dict(e) for e in self.entries.values())
 
 
-class DefList(list[dict[str, Any]]):
+if TYPE_CHECKING:
+    _Entries = list[dict[str, Any]]
+else:
+    _Entries = list  # the same class as `list[dict[str, Any]]`, without `typing` at start-up
+
+
+class DefList(_Entries):
     """The result of `defs()`: a list of dicts that prints as a compact listing."""
 
     def __repr__(self) -> str:
@@ -465,7 +525,19 @@ def defs() -> DefList:
     in files). Entries marked `[not restored]` failed to come back; redefine them, or drop one
     with `name = None`.
     """
-    import vis
+    return _current.listing() if _current is not None else DefList()
 
-    registry = vis._registry
-    return registry.listing() if registry is not None else DefList()
+
+#: The registry of this worker's runner (None outside a worker).
+_current: DefRegistry | None = None
+
+
+def set_current_registry(registry: DefRegistry) -> None:
+    """Makes `registry` the one `defs()` lists (the worker's runner calls it at start)."""
+    global _current
+    _current = registry
+
+
+def current_registry() -> DefRegistry | None:
+    """The registry `defs()` lists, if a runner set one."""
+    return _current

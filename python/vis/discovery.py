@@ -5,9 +5,12 @@ text, and the objects also expose the data (`.rows`, `.total`, `.next_offset`, .
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
 
 from vis import _extensions
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 
 class AproposResult:

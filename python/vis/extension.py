@@ -31,13 +31,20 @@ what they registered. Calls that need the worker (`cat`, `grep`, `sh`, host call
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, TypeVar, overload
 
 from vis import _state
 from vis._extensions.registry import Registrations, registry
 from vis._outside import WorkerRequiredError
 
-F = TypeVar("F", bound=Callable[..., Any])
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable, TypeVar, overload
+
+    F = TypeVar("F", bound=Callable[..., Any])
+else:
+
+    def overload(fn):  # `typing.overload` only marks the typed variants; the last `def` wins
+        return fn
 
 __all__ = ["register", "namespace", "page", "context_provider", "current", "registered", "WorkerRequiredError"]
 
@@ -122,7 +129,7 @@ def register(target: Any = None, name: str | None = None, *, pinned: bool = Fals
         if not _state.in_worker:
             # In a worker the loader fills them in, from the cache when it can
             # (`vis._extensions.signatures`).
-            from vis._extensions.manifest import doc_text, signature_text
+            from vis._extensions.signatures import doc_text, signature_text
 
             signature, doc = signature_text(fn), doc_text(fn)
         ext.add(

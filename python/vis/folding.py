@@ -5,9 +5,12 @@ Both are calls to the gateway that owns the session (`vis chat`, `vis serve`, `v
 """
 from __future__ import annotations
 
-from typing import Any
 
 from vis import _native
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class FoldReceipt(dict):  # type: ignore[type-arg]

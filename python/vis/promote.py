@@ -1,10 +1,10 @@
 """`promote`: turn a helper from `defs()` into an extension of the workspace."""
 from __future__ import annotations
 
-import ast
 import os
 
 from vis import _extensions, _state
+from vis.defs import current_registry
 
 _HEADER = '''"""Helpers promoted from vis sessions with promote(); they load in every session of this
 workspace. Edit freely: each function is registered with @register."""
@@ -20,6 +20,8 @@ class PromoteResult(str):
 
 
 def _used_names(source: str) -> set[str]:
+    import ast
+
     return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
@@ -34,10 +36,10 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
     same name again replaces the earlier version. The imports it uses (from `defs()`) are
     copied along.
     """
+    import ast
     import inspect
     import textwrap
 
-    import vis
     from vis import _native
 
     if not isinstance(name, str) or not name:
@@ -48,7 +50,7 @@ def promote(name: str, extension: str = "helpers") -> PromoteResult:
         raise ValueError("invalid extension name %r: %s" % (extension, e)) from None
     if "." in extension:
         raise ValueError("invalid extension name %r: use one identifier such as 'helpers' (it becomes a file name)" % extension)
-    registry = vis._registry
+    registry = current_registry()
     entries = registry.entries if registry is not None else {}
     record = entries.get(name)
     # The live function wins: it may have been (re)defined earlier in the running block,

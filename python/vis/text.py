@@ -11,9 +11,14 @@ valid until its line changes; ``patch`` rejects stale addresses instead of guess
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence, Union
 
 from vis import _native
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence, Union
+
+    PathArg = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "cat",
@@ -27,8 +32,6 @@ __all__ = [
     "GrepMatch",
     "PatchResult",
 ]
-
-PathArg = Union[str, "os.PathLike[str]"]
 
 PatchError = _native.PatchError
 AddressError = _native.AddressError

@@ -33,6 +33,7 @@ mod providers;
 mod sandbox;
 mod serve;
 mod shell;
+mod startup;
 mod store;
 mod structure;
 mod supervisor;

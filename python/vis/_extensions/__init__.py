@@ -1,33 +1,33 @@
 """Extensions, pages and skills: what the worker drives, and where each part lives.
 
-The worker's Runner calls `install(ns)` once at start-up and `before_block(session)` before
-every block. Everything an extension registers goes through `vis.extension` (the public API).
+The worker's Runner calls `install(ns, core, names)` once at start-up and
+`before_block(session)` before every block. Everything an extension registers goes through
+`vis.extension` (the public API); MCP tools are pushed in by `vis._mcp`, which uses this
+package (never the other way round).
 
 - `registry`: the shared state (what is registered, loaded and reported);
 - `discovery`: the four sources and which candidate wins; `entry_points`: installed
   distributions' entry points and their cached index;
 - `loading`: importing one extension, all or nothing;
 - `skills`: SKILL.md folders;
-- `manifest`: the prelude's entries and the native manifest;
+- `signatures`: signatures and docstrings, cached; `manifest`: the prelude's entries and the
+  native manifest;
 - `namespace`: the objects the model calls (`git.diff(...)`).
 """
 from __future__ import annotations
 
-from typing import Any
 
 from vis._extensions import loading as _loading
 from vis._extensions.discovery import discover
-from vis._extensions.manifest import (
-    build,
-    collect_core,
-    manifest,
-    name_of,
-    signature_text,
-    take_manifest_update,
-)
+from vis._extensions.manifest import build, collect_core, manifest, name_of, take_manifest_update
 from vis._extensions.namespace import build_objects
-from vis._extensions.registry import Registrations, registry
+from vis._extensions.registry import Registrations, registry, short_error
+from vis._extensions.signatures import signature_text
 from vis._extensions.skills import collect_skills
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 __all__ = [
     "Registrations",
@@ -46,8 +46,6 @@ __all__ = [
 
 def rebuild() -> None:
     """Rebuilds the manifest and the model's namespace objects after a change."""
-    from vis import _mcp
-
     registry.manifest = build()
     registry.manifest_changed = True
     ns = registry.ns
@@ -59,7 +57,7 @@ def rebuild() -> None:
     functions: dict[str, Any] = {}
     for ext in registry.loaded.values():
         functions.update(ext.functions)
-    functions.update(_mcp.functions())
+    functions.update(registry.mcp_functions)
     registry.installed = build_objects(registry.manifest.function_names(), functions)
     for name, obj in registry.installed.items():
         ns[name] = obj
@@ -68,9 +66,12 @@ def rebuild() -> None:
             del ns[name]
 
 
-def install(ns: dict[str, Any]) -> None:
-    """Start-up: core entries, pages, skills, extensions; then the namespace objects."""
+def install(ns: dict[str, Any], core: dict[str, Callable[..., Any]], names: list[str]) -> None:
+    """Start-up: core entries (the prelude's functions `core`, its public `names`), pages,
+    skills, extensions; then the namespace objects in `ns`."""
     registry.ns = ns
+    registry.core_functions = dict(core)
+    registry.prelude_names = list(names)
     collect_core()
     collect_skills()
     _loading.load_extensions()
@@ -99,9 +100,6 @@ def take_cache_writes() -> list[dict[str, Any]]:
 def before_block(session: dict[str, Any]) -> None:
     """Fills session["extensions"] from the context providers and prints each new problem
     once (at the top of the block's output)."""
-    from vis import _mcp
-    from vis._extensions.registry import short_error
-
     out: dict[str, Any] = {}
     lines = registry.notices
     registry.notices = []
@@ -131,6 +129,5 @@ def before_block(session: dict[str, Any]) -> None:
                     )
         out[name] = value
     session["extensions"] = out
-    _mcp.before_block(session)
     for line in lines:
         print(line)

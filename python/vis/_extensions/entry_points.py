@@ -4,7 +4,8 @@ They are read straight from `entry_points.txt` in each `*.dist-info` / `*.egg-in
 (`importlib.metadata` would cost more to import than the whole scan), and what one sys.path
 directory holds is kept in an index so a start does not open every distribution again:
 
-- the index of a directory is the cache file `entry-points/<crc32 of its path>.json`,
+- the index of a directory is the cache file `entry-points/<8 hex digits of a digest of its
+  path>.json`,
   `{"version": 1, "dir": path, "mtime": mtime_ns, "entries": [[name, value, dist_dir], ...]}`;
 - it is used only when it parses, has this shape, names this directory and the directory
   still has the recorded mtime (installing or removing a distribution adds or removes an entry
@@ -24,10 +25,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from vis import _native, _state
 from vis._extensions.registry import registry
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 GROUP = "vis.extensions"
 INDEX_VERSION = 1
@@ -91,9 +95,8 @@ def scan(directory: str) -> list[list[str]]:
 
 
 def _index_path(directory: str) -> str:
-    import zlib
-
-    return "entry-points/%08x.json" % zlib.crc32(directory.encode("utf-8", "surrogateescape"))
+    # `_native.digest`, not `zlib.crc32`: no extension module to load at start-up.
+    return "entry-points/%s.json" % _native.digest(directory.encode("utf-8", "surrogateescape"))[:8]
 
 
 def _read_index(path: str, directory: str, mtime: int) -> list[list[str]] | None:
@@ -153,11 +156,11 @@ def installed() -> list[list[str]]:
 
 def load(value: str) -> Any:
     """Imports an entry point's `module[:attr.path]` (extras in brackets ignored)."""
-    import importlib
-
     target = value.split("[", 1)[0].strip()
     module_name, _, attrs = target.partition(":")
-    obj: Any = importlib.import_module(module_name.strip())
+    # `importlib.import_module` for an absolute name, without importing `importlib`.
+    __import__(module_name.strip())
+    obj: Any = sys.modules[module_name.strip()]
     for attr in filter(None, attrs.strip().split(".")):
         obj = getattr(obj, attr)
     return obj

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from vis._extensions import entry_points, signatures
 from vis._extensions.discovery import Candidate, discover
 from vis._extensions.registry import Registrations, registry, short_error
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _module_name(c: Candidate) -> str:
@@ -20,16 +23,13 @@ def _module_name(c: Candidate) -> str:
 
 
 def _import_candidate(c: Candidate) -> None:
-    import importlib
-
     if c.source == "bundled":
         sys.modules.pop(c.target, None)
-        importlib.import_module(c.target)
+        # `importlib.import_module` for an absolute name, without importing `importlib`.
+        __import__(c.target)
     elif c.source == "entry point":
-        import types
-
         obj = entry_points.load(c.target)
-        if not isinstance(obj, types.ModuleType) and callable(obj):
+        if not isinstance(obj, type(sys)) and callable(obj):
             obj()
     else:
         import importlib.util

@@ -5,57 +5,23 @@ that the worker sends to the host.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
+from vis import _native
+from vis._extensions.namespace import Namespace, path_of
 from vis._extensions.registry import registry
+from vis._extensions.signatures import describe, doc_text, signature_text
 
+__all__ = ["all_entries", "build", "collect_core", "doc_text", "manifest", "name_of", "signature_text", "take_manifest_update"]
 
-class _Raw:
-    """Shows a string annotation without quotes (`path: str`, not `path: 'str'`)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def signature_text(obj: Any) -> str:
-    """`(a, b: int = 1) -> str` for a callable (string annotations unquoted); "" if unknown."""
-    import inspect
-
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        return ""
-
-    def raw(annotation: Any) -> Any:
-        return _Raw(annotation) if isinstance(annotation, str) else annotation
-
-    params = [p.replace(annotation=raw(p.annotation)) for p in sig.parameters.values()]
-    return str(sig.replace(parameters=params, return_annotation=raw(sig.return_annotation)))
-
-
-def doc_text(obj: Any) -> str:
-    """The cleaned docstring of `obj` ("" if it has none)."""
-    import inspect
-
-    return inspect.getdoc(obj) or ""
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def collect_core() -> None:
     """The prelude's own entries: its functions (pinned) and documentation pages."""
-    import vis
-
-    from vis._extensions import signatures
-
-    functions = {}
-    for name in vis.__all__:
-        obj = getattr(vis, name, None)
-        if obj is None or isinstance(obj, type) or not callable(obj):
-            continue
-        functions[name] = obj
-    described = signatures.describe(functions)
+    functions = registry.core_functions
+    described = describe(functions)
     registry.core_entries = [
         {
             "name": name,
@@ -90,19 +56,15 @@ def collect_core() -> None:
 
 def all_entries() -> list[dict[str, Any]]:
     """Every entry, in manifest input order (core, pages, skills, extensions by name, MCP)."""
-    from vis import _mcp
-
     entries = registry.core_entries + registry.page_entries + registry.skill_entries
     for name in sorted(registry.loaded):
         entries.extend(registry.loaded[name].entries)
-    entries.extend(_mcp.entries())
+    entries.extend(registry.mcp_entries)
     return entries
 
 
 def build() -> Any:
     """The native manifest of every entry, deny list applied."""
-    from vis import _native
-
     try:
         return _native.Manifest(all_entries())
     except (TypeError, KeyError, ValueError) as e:
@@ -130,21 +92,16 @@ def take_manifest_update() -> Any:
 
 def name_of(obj: Any) -> str | None:
     """The registered dotted name of a function or namespace object, if any."""
-    from vis import _mcp
-    from vis._extensions.namespace import Namespace, path_of
-
     if isinstance(obj, Namespace):
         return path_of(obj)
     for ext in registry.loaded.values():
         for name, fn in ext.functions.items():
             if fn is obj:
                 return name
-    for name, fn in _mcp.functions().items():
+    for name, fn in registry.mcp_functions.items():
         if fn is obj:
             return name
-    import vis
-
     for name in registry.core_names:
-        if getattr(vis, name, None) is obj:
+        if registry.core_functions.get(name) is obj:
             return name
     return None

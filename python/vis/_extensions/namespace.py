@@ -2,7 +2,9 @@
 attributes are its members (functions and nested namespaces)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 
 class Namespace:

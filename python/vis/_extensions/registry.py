@@ -1,7 +1,15 @@
-"""The state behind extensions, pages and skills: what is registered, loaded and reported."""
+"""The state behind extensions, pages and skills: what is registered, loaded and reported.
+
+Its sources are pushed into it by the layers above, never fetched from them: the runner gives
+the prelude's functions and public names (`install`), the loader what each extension
+registered, and `vis._mcp` the MCP servers' tools. So nothing here imports `vis` or `vis._mcp`.
+"""
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
 
 #: Longest error text kept per extension (the model sees it in session["extensions"]).
 ERROR_MAX = 1500
@@ -44,6 +52,10 @@ class Registry:
     def __init__(self) -> None:
         self.core_entries: list[dict[str, Any]] = []
         self.core_names: list[str] = []
+        #: The prelude's functions (its callable public names), by name.
+        self.core_functions: dict[str, Callable[..., Any]] = {}
+        #: Every public name of the prelude (`vis.__all__`): a block's namespace has them.
+        self.prelude_names: list[str] = []
         self.page_entries: list[dict[str, Any]] = []
         self.skill_entries: list[dict[str, Any]] = []
         #: Committed extensions: name -> Registrations.
@@ -64,6 +76,10 @@ class Registry:
         self.installed: dict[str, Any] = {}
         #: Cache files to write, for the host: {"path": relative path, "content": JSON-like value}.
         self.cache_writes: list[dict[str, Any]] = []
+        #: The MCP servers' namespaces and tools (pushed by `vis._mcp.install`).
+        self.mcp_entries: list[dict[str, Any]] = []
+        #: Dotted name -> function, for every installed MCP tool.
+        self.mcp_functions: dict[str, Callable[..., Any]] = {}
 
 
 registry = Registry()

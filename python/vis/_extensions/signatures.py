@@ -23,14 +23,50 @@ function's own file changes.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
 
 from vis import _native, _state
 from vis._extensions.registry import registry
 
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
 FORMAT_VERSION = 1
 #: Files of the embedded prelude and bundled extensions: covered by the prelude digest.
 _EMBEDDED_PREFIX = "<vis>/"
+
+
+class _Raw:
+    """Shows a string annotation without quotes (`path: str`, not `path: 'str'`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def signature_text(obj: Any) -> str:
+    """`(a, b: int = 1) -> str` for a callable (string annotations unquoted); "" if unknown."""
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return ""
+
+    def raw(annotation: Any) -> Any:
+        return _Raw(annotation) if isinstance(annotation, str) else annotation
+
+    params = [p.replace(annotation=raw(p.annotation)) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=params, return_annotation=raw(sig.return_annotation)))
+
+
+def doc_text(obj: Any) -> str:
+    """The cleaned docstring of `obj` ("" if it has none)."""
+    import inspect
+
+    return inspect.getdoc(obj) or ""
 
 
 def _source_files(fn: Any) -> list[str] | None:
@@ -96,8 +132,6 @@ def describe(functions: dict[str, Callable[..., Any]]) -> dict[str, tuple[str, s
         cached = _read(path, key, list(functions))
         if cached is not None:
             return cached
-    from vis._extensions.manifest import doc_text, signature_text
-
     computed = {name: (signature_text(fn), doc_text(fn)) for name, fn in functions.items()}
     if path is not None:
         content = {

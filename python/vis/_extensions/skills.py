@@ -13,10 +13,13 @@ repository wrote it), and the user's own skill of the same name wins. `vis trust
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from vis import _state
 from vis._extensions.registry import registry
+
+TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 #: What an untrusted workspace's skill shows instead of its description.

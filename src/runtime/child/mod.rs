@@ -2,13 +2,25 @@
 //!
 //! - `launcher`: the namespaces, the filesystem view, init and the worker process (it runs
 //!   first, while the process has one thread);
-//! - `worker`: the channel's reader thread and the interpreter thread;
+//! - `worker`: the process's start (limits, descriptors) and the interpreter thread's loop;
+//! - `channel`: the channel to the host (its reader thread, host calls, interrupts);
+//! - `prelude`: the embedded prelude and its start in the interpreter;
 //! - `python`: `vis._native`, the Rust functions the prelude calls (pyo3);
+//! - `settings`: what the worker is told (`WorkerArgs`) and tells the prelude
+//!   (`vis._state.Settings`);
 //! - `frames`: blocking reads and writes of the host's frames.
+//!
+//! The files depend on each other one way only: `worker` on `launcher`, `channel`, `prelude`
+//! and `settings`; `prelude` on `python` and `settings`; `python` on `channel`; `channel` on
+//! `frames`. Nothing depends back.
 
+mod channel;
 pub mod frames;
 mod launcher;
+mod prelude;
 mod python;
+mod settings;
 mod worker;
 
-pub use worker::{run_worker, WorkerArgs};
+pub use settings::WorkerArgs;
+pub use worker::run_worker;

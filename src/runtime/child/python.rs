@@ -25,11 +25,11 @@ fn host_call<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let params = crate::protocol::json_from_py(params)?;
     let method = method.to_string();
-    let answer = py.detach(move || super::worker::host_call(&method, params));
+    let answer = py.detach(move || super::channel::host_call(&method, params));
     match answer {
         Ok(value) => crate::protocol::json_into_py(std::borrow::Cow::Owned(value), py),
-        Err(super::worker::HostCallError::Failed(e)) => Err(PyRuntimeError::new_err(e)),
-        Err(super::worker::HostCallError::Interrupted) => {
+        Err(super::channel::HostCallError::Failed(e)) => Err(PyRuntimeError::new_err(e)),
+        Err(super::channel::HostCallError::Interrupted) => {
             // The interrupt's SIGINT is pending: let Python's handler raise KeyboardInterrupt
             // (it does so only while a block runs); raise it here if it did not.
             py.check_signals()?;
@@ -64,14 +64,14 @@ fn digest(data: &[u8]) -> String {
 /// compile or run, so one that kills or hangs the worker is skipped in the next one.
 #[pyfunction]
 fn restoring(index: usize) -> PyResult<()> {
-    super::worker::report_restoring(index).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    super::channel::report_restoring(index).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// True when the host asked to interrupt the block now running. The runner checks it right
 /// after arming its SIGINT handler, so an interrupt that came just before is not lost.
 #[pyfunction]
 fn interrupt_pending() -> bool {
-    super::worker::interrupt_pending()
+    super::channel::interrupt_pending()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,0 +1,54 @@
+//! The worker's start imports little: the standard modules that cost milliseconds are imported
+//! where they are used, not by the prelude's start (issue 22 §8).
+
+use vis::protocol::Status;
+
+use crate::support::run;
+use crate::vistest;
+
+/// Modules the prelude's start must not import (each, with what it pulls in, costs a bare
+/// interpreter's start a millisecond or more).
+const HEAVY: &str = "['typing', 're', 'pathlib', 'ast', 'enum', 'ipaddress', 'urllib.parse', 'contextlib', 'inspect', 'importlib.util', 'importlib.metadata', 'zlib', 'json', 'tempfile']";
+
+vistest!(the_prelude_start_imports_no_heavy_module, |env| {
+    // A first worker fills Vis's caches (the signatures of the prelude's functions, computed
+    // with `inspect`); a start finds them there from then on, and that start is checked.
+    let mut first = env.runtime();
+    assert_eq!(run(&env, &mut first, "1").output, "1\n");
+    drop(first);
+    let mut rt = env.runtime();
+    // Measured against what the interpreter had loaded before the prelude (`site` and the
+    // `.pth` files of this machine's site-packages may import any of them on their own).
+    let code = format!(
+        "import sys, _vis_embedded\nsorted(m for m in {HEAVY} if m in sys.modules and m not in _vis_embedded.MODULES_BEFORE_PRELUDE)"
+    );
+    let out = run(&env, &mut rt, &code);
+    assert_eq!(out.status, Status::Ok, "{}", out.output);
+    assert_eq!(out.output, "[]\n");
+});
+
+vistest!(path_is_there_when_a_block_names_it, |env| {
+    let mut rt = env.runtime();
+    let out = run(
+        &env,
+        &mut rt,
+        "import vis\nprint(Path('a') / 'b', vis.Path is Path, 'Path' in dir(vis))",
+    );
+    assert_eq!(out.status, Status::Ok, "{}", out.output);
+    assert_eq!(out.output, "a/b True True\n");
+    // Reached without naming it: through the namespace.
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, "globals()['Path'].__name__");
+    assert_eq!(out.output, "'Path'\n");
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, "from vis import *\nPath.__module__");
+    assert_eq!(out.output, "'pathlib'\n");
+});
+
+vistest!(a_restored_definition_that_names_path_finds_it, |env| {
+    let first = env.exec("s", "def where(name):\n    return Path(name).name\n");
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let again = env.exec("s", "where('/a/b.txt')");
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert!(again.stdout.ends_with("'b.txt'\n"), "{}", again.stdout);
+});
