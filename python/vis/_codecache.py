@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import Any, Sequence
 
-    from vis._state import Definition
+    from vis._protocol import Definition
 else:
     CodeType = type(compile("", "", "exec"))
 

@@ -8,7 +8,7 @@ added, removed or changes kind on either side. Import it only for type checking 
 """
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict, Union
 
 
 class SessionCounts(TypedDict):
@@ -134,6 +134,8 @@ class Session(TypedDict):
     restored: Restored | None
     mcp: McpStatus
     sandbox: Sandbox | None
+    #: Added by the runner from the block's own `workspace_roots`.
+    workspace_roots: NotRequired[list[str]]
 
 
 class FoldReceipt(TypedDict):

@@ -32,23 +32,7 @@ if TYPE_CHECKING:
     import types
     from typing import Any, TypedDict
 
-    from vis._state import Definition
-
-    class Block(TypedDict):
-        """One block, as the worker hands it over (`protocol::Block`)."""
-
-        code: str
-        filename: str
-        #: The `session` dict; this runner adds `workspace_roots` and `extensions`.
-        session: dict[str, Any]
-        workspace_roots: list[str]
-        output_limit: int
-        artifact_path: str
-        artifact_dir: str
-        artifact_quota: int
-        #: Seconds.
-        timeout: float
-
+    from vis._protocol import Block, Definition, RestoreReport
 
     class Report(TypedDict):
         """What the runner says about a block; the worker adds its output, the host decides the
@@ -60,13 +44,6 @@ if TYPE_CHECKING:
         defs_deleted: list[str]
         #: The visible manifest (`vis._native.Manifest`) when the block changed it, else None.
         manifest: Any
-
-
-    class RestoreReport(TypedDict):
-        ok: list[str]
-        failed: list[tuple[str, str]]
-        #: (definition, module-level names it reads that the new worker does not have)
-        unkept: list[tuple[str, list[str]]]
 
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"

@@ -29,14 +29,6 @@ if TYPE_CHECKING:
         #: `.pth` files) may load.
         trusted: bool
 
-    class Definition(TypedDict):
-        """A persisted top-level definition (`protocol::PersistedDef`)."""
-
-        name: str
-        kind: str
-        source: str
-        signature: str
-        doc: str
 
 
 #: The `session` dict of the running block.

@@ -32,7 +32,11 @@ def check(value, hint, where="value"):
         if not isinstance(value, dict):
             return [f"{where}: {type(value).__name__}, not the dict {hint.__name__}"]
         hints = typing.get_type_hints(hint)
-        missing = sorted(set(hints) - set(value))
+        # Keys the Python side adds itself are `NotRequired` (read from the annotations:
+        # under `from __future__ import annotations` the class cannot see it itself).
+        extras = typing.get_type_hints(hint, include_extras=True)
+        optional = {k for k, h in extras.items() if typing.get_origin(h) is typing.NotRequired}
+        missing = sorted(set(hints) - set(value) - optional)
         extra = sorted(set(value) - set(hints))
         if missing:
             problems.append(f"{where}: {hint.__name__} declares {missing}, which the host does not send")
