@@ -296,18 +296,26 @@ fn die_with_parent() {
     }
 }
 
+/// Points stdin and stdout at `/dev/null`: the pipes to the host are the worker's alone, so
+/// the host sees EOF as soon as the worker goes.
+///
+/// # Safety
+/// Plain syscalls on the process's own descriptors 0 and 1.
+unsafe fn release_pipes() {
+    let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+    if devnull >= 0 {
+        libc::dup2(devnull, 0);
+        libc::dup2(devnull, 1);
+        libc::close(devnull);
+    }
+}
+
 /// The launcher: waits for init, then ends the way the worker ended (its exit code, or the
 /// same signal), so the host reads the worker's fate from the pid it knows.
 fn run_launcher(init: libc::pid_t, status_read: libc::c_int) -> ! {
     // SAFETY: only plain syscalls on our own descriptors and child.
     unsafe {
-        // The pipes belong to the worker: the host must see EOF as soon as the worker goes.
-        let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if devnull >= 0 {
-            libc::dup2(devnull, 0);
-            libc::dup2(devnull, 1);
-            libc::close(devnull);
-        }
+        release_pipes();
         let mut status: libc::c_int = 0;
         while libc::waitpid(init, &mut status, 0) < 0 {
             if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -331,12 +339,7 @@ fn run_launcher(init: libc::pid_t, status_read: libc::c_int) -> ! {
 fn run_init(worker: libc::pid_t, status_write: libc::c_int) -> ! {
     // SAFETY: plain syscalls.
     unsafe {
-        let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if devnull >= 0 {
-            libc::dup2(devnull, 0);
-            libc::dup2(devnull, 1);
-            libc::close(devnull);
-        }
+        release_pipes();
         loop {
             let mut status: libc::c_int = 0;
             let pid = libc::waitpid(-1, &mut status, 0);
