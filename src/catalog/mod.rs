@@ -57,7 +57,7 @@ pub use doc::doc;
 pub use error::{CatalogError, Result};
 pub use front_matter::parse_front_matter;
 pub use manifest::{DenyList, EntryKind, Manifest, ManifestEntry, NamespaceInfo, Origin, Row};
-pub use names::{validate_name, validate_namespace, NameRule, PYTHON_KEYWORDS};
+pub use names::{spell_segment, validate_name, validate_namespace, NameRule, PYTHON_KEYWORDS};
 pub use python::{manifest_entries_of, register as register_native, set_deny_list};
 pub use render::{render_catalog, render_catalog_text, DEFAULT_BUDGET_TOKENS};
 pub use snapshot::{RenderMode, Snapshot, SnapshotItem};

@@ -88,37 +88,41 @@ fn suggest_path(name: &str, rule: NameRule) -> String {
     let fixed: Vec<String> = name
         .split('.')
         .filter(|s| !s.is_empty())
-        .map(|segment| {
-            let mut out: String = segment
-                .chars()
-                .map(|c| {
-                    let ok =
-                        unicode_ident::is_xid_continue(c) || (rule == NameRule::Slug && c == '-');
-                    if ok {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            if out
-                .chars()
-                .next()
-                .is_some_and(|c| !(c == '_' || unicode_ident::is_xid_start(c)))
-            {
-                out.insert(0, '_');
-            }
-            if PYTHON_KEYWORDS.contains(&out.as_str()) {
-                out.push('_');
-            }
-            out
-        })
+        .map(|segment| spell_segment(segment, rule))
         .collect();
     if fixed.is_empty() {
         "name".into()
     } else {
         fixed.join(".")
     }
+}
+
+/// `segment` made a valid segment under `rule`: every character it may not hold becomes `_`,
+/// a leading `_` when it would not start like an identifier (or is empty), a trailing `_` on a
+/// keyword. MCP names become Python names by the same rule, so the two never disagree.
+pub fn spell_segment(segment: &str, rule: NameRule) -> String {
+    let mut out: String = segment
+        .chars()
+        .map(|c| {
+            let ok = unicode_ident::is_xid_continue(c) || (rule == NameRule::Slug && c == '-');
+            if ok {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out
+        .chars()
+        .next()
+        .is_none_or(|c| !(c == '_' || unicode_ident::is_xid_start(c)))
+    {
+        out.insert(0, '_');
+    }
+    if PYTHON_KEYWORDS.contains(&out.as_str()) {
+        out.push('_');
+    }
+    out
 }
 
 /// The namespace a name lives in (`""` for top-level names).

@@ -246,21 +246,7 @@ fn render_summary(
 
     let mut body = header;
     let mut items = Vec::new();
-    for g in &groups {
-        push_line(
-            &mut body,
-            &mut items,
-            g.name,
-            EntryKind::Namespace,
-            g.line(),
-        );
-        for (e, _) in g.funcs.iter().zip(&g.shown).filter(|(_, s)| **s) {
-            push_line(&mut body, &mut items, &e.name, e.kind, e.line());
-        }
-    }
-    for e in &pinned_docs {
-        push_line(&mut body, &mut items, &e.name, e.kind, e.line());
-    }
+    push_shown(&mut body, &mut items, &groups, &pinned_docs);
     if let Some(l) = &docs_line {
         body.push_str(l);
     }
@@ -270,6 +256,25 @@ fn render_summary(
         items,
         used,
     ))
+}
+
+/// Appends each group's line with the lines of its shown functions under it, then the pinned
+/// pages and skills.
+fn push_shown<'g, 'a: 'g>(
+    body: &mut String,
+    items: &mut Vec<SnapshotItem>,
+    groups: impl IntoIterator<Item = &'g Group<'a>>,
+    pinned_docs: &[&&ManifestEntry],
+) {
+    for g in groups {
+        push_line(body, items, g.name, EntryKind::Namespace, g.line());
+        for (e, _) in g.funcs.iter().zip(&g.shown).filter(|(_, s)| **s) {
+            push_line(body, items, &e.name, e.kind, e.line());
+        }
+    }
+    for e in pinned_docs {
+        push_line(body, items, &e.name, e.kind, e.line());
+    }
 }
 
 /// Appends one rendered line to the body and records it as a snapshot item.
@@ -306,21 +311,7 @@ fn render_index(
     let mut items = Vec::new();
     let (with_pinned, others): (Vec<&Group<'_>>, Vec<&Group<'_>>) =
         groups.iter().partition(|g| g.shown.iter().any(|s| *s));
-    for g in &with_pinned {
-        push_line(
-            &mut body,
-            &mut items,
-            g.name,
-            EntryKind::Namespace,
-            g.line(),
-        );
-        for (e, _) in g.funcs.iter().zip(&g.shown).filter(|(_, s)| **s) {
-            push_line(&mut body, &mut items, &e.name, e.kind, e.line());
-        }
-    }
-    for e in pinned_docs {
-        push_line(&mut body, &mut items, &e.name, e.kind, e.line());
-    }
+    push_shown(&mut body, &mut items, with_pinned, pinned_docs);
     let tail = docs_line.unwrap_or_default();
     let mut used = count(&body)? + count(&tail)?;
     // Room for the closing "… N more" line, whose digits are bounded by the group count.

@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::error::{json_message, ProviderError};
-use super::sse::SseEvent;
 use super::{Decode, Decoded};
 use crate::protocol::{AssistantMessage, ContentBlock, StreamEvent, ToolCall, Usage};
 
@@ -221,18 +220,12 @@ impl Decoder {
 impl Decode for Decoder {
     fn feed(
         &mut self,
-        event: &SseEvent,
+        event: &str,
+        data: &str,
         emit: &mut dyn FnMut(StreamEvent),
     ) -> Result<bool, ProviderError> {
-        let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(false);
-        }
         let value = super::data_json(data)?;
-        let kind = value
-            .get("type")
-            .and_then(|t| t.as_str())
-            .unwrap_or(event.event.as_str());
+        let kind = value.get("type").and_then(|t| t.as_str()).unwrap_or(event);
         match kind {
             "message_start" => {
                 let start: MessageStart = parse(data, kind)?;

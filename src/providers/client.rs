@@ -384,7 +384,11 @@ async fn read<D: Decode>(
             }
             Err(err) => return Err(err),
         };
-        match decoder.feed(&event, emit) {
+        let data = event.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        match decoder.feed(&event.event, data, emit) {
             Ok(false) => {}
             Ok(true) => {
                 done = true;

@@ -177,10 +177,12 @@ pub(crate) struct Decoded {
 
 /// One provider's stream decoder: events in, a complete response out.
 pub(crate) trait Decode: Send {
-    /// Takes one event; `Ok(true)` when it completed the response (`[DONE]`, `message_stop`).
+    /// Takes one event, its name and its data (trimmed, never empty: an event without data
+    /// carries nothing); `Ok(true)` when it completed the response (`[DONE]`, `message_stop`).
     fn feed(
         &mut self,
-        event: &sse::SseEvent,
+        event: &str,
+        data: &str,
         emit: &mut dyn FnMut(StreamEvent),
     ) -> Result<bool, ProviderError>;
 

@@ -23,7 +23,6 @@
 use serde::Deserialize;
 
 use super::error::{json_message, ProviderError};
-use super::sse::SseEvent;
 use super::{Decode, Decoded};
 use crate::protocol::{AssistantMessage, ContentBlock, StreamEvent, ToolCall, Usage};
 
@@ -213,15 +212,12 @@ fn chunk_error(chunk: &serde_json::Value, error: &serde_json::Value) -> Provider
 impl Decode for Decoder {
     fn feed(
         &mut self,
-        event: &SseEvent,
+        _event: &str,
+        data: &str,
         emit: &mut dyn FnMut(StreamEvent),
     ) -> Result<bool, ProviderError> {
-        let data = event.data.trim();
         if data == "[DONE]" {
             return Ok(true);
-        }
-        if data.is_empty() {
-            return Ok(false);
         }
         let value = super::data_json(data)?;
         if let Some(error) = value.get("error").filter(|e| !e.is_null()) {

@@ -88,6 +88,11 @@ pub fn drop_all() -> Result<(), SandboxError> {
 
 /// True when this thread may change its bounding set and secure bits (`CAP_SETPCAP`).
 fn holds_setpcap() -> bool {
+    held().is_some_and(|data| data[0].effective & (1 << CAP_SETPCAP) != 0)
+}
+
+/// This thread's capability sets (two words each, version 3), or `None` when capget fails.
+fn held() -> Option<[CapData; 2]> {
     let mut header = CapHeader {
         version: CAPABILITY_VERSION_3,
         pid: 0,
@@ -101,7 +106,7 @@ fn holds_setpcap() -> bool {
             data.as_mut_ptr(),
         )
     };
-    rc == 0 && data[0].effective & (1 << CAP_SETPCAP) != 0
+    (rc == 0).then_some(data)
 }
 
 /// The highest capability number this kernel knows.
@@ -114,21 +119,8 @@ fn last_cap() -> u32 {
 
 /// True when this thread holds no capability in any set (for tests and `Layers`).
 pub fn none_held() -> bool {
-    let mut header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget with a valid header and two data words.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut header as *mut CapHeader,
-            data.as_mut_ptr(),
-        )
-    };
-    rc == 0
-        && data
-            .iter()
+    held().is_some_and(|data| {
+        data.iter()
             .all(|d| d.effective == 0 && d.permitted == 0 && d.inheritable == 0)
+    })
 }

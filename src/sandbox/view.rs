@@ -228,6 +228,12 @@ mod tests {
         Policy::for_mode(mode)
     }
 
+    /// The view of `policy` for the one workspace `ws`, with no home or Vis directories.
+    fn plan_in(policy: &Policy, ws: &Path) -> View {
+        let roots = [ws.to_path_buf()];
+        plan(policy, &roots, None, &VisPlaces::default(), &[])
+    }
+
     #[test]
     fn workspace_write_binds_roots_and_protects_git_and_vis() {
         let dir = tempfile::tempdir().unwrap();
@@ -235,26 +241,14 @@ mod tests {
         std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
         std::fs::create_dir_all(ws.join(".vis")).unwrap();
         let ws = ws.canonicalize().unwrap();
-        let view = plan(
-            &policy(Mode::WorkspaceWrite),
-            std::slice::from_ref(&ws),
-            None,
-            &VisPlaces::default(),
-            &[],
-        );
+        let view = plan_in(&policy(Mode::WorkspaceWrite), &ws);
         assert_eq!(view.writable, vec![ws.clone()]);
         assert_eq!(view.protected, vec![ws.join(".git"), ws.join(".vis")]);
         assert!(view.hidden.contains(&PathBuf::from("/etc/shadow")));
         // read-only: the workspace is not writable, only the session's own directories.
         let mut read_only = policy(Mode::ReadOnly);
         read_only.session_dirs.push(dir.path().to_path_buf());
-        let view = plan(
-            &read_only,
-            std::slice::from_ref(&ws),
-            None,
-            &VisPlaces::default(),
-            &[],
-        );
+        let view = plan_in(&read_only, &ws);
         assert_eq!(view.writable, vec![dir.path().canonicalize().unwrap()]);
         assert!(view.protected.is_empty());
     }
@@ -269,13 +263,7 @@ mod tests {
         let ws = dir.path().join("wt");
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
-        let view = plan(
-            &policy(Mode::WorkspaceWrite),
-            std::slice::from_ref(&ws),
-            None,
-            &VisPlaces::default(),
-            &[],
-        );
+        let view = plan_in(&policy(Mode::WorkspaceWrite), &ws);
         let main_git = main_git.canonicalize().unwrap();
         assert!(view.protected.contains(&main_git), "{view:?}");
         assert!(

@@ -151,6 +151,28 @@ fn line_ref(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Lin
     )))
 }
 
+/// The `#[pymethods]` of a result that prints as its `text` (`__repr__`, `__str__` and the
+/// `text` getter), plus the methods given: one definition for every printed result.
+macro_rules! printed_result_methods {
+    ($ty:ident { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            fn __repr__(&self) -> String {
+                self.text.clone()
+            }
+            fn __str__(&self) -> String {
+                self.text.clone()
+            }
+            /// The printed text.
+            #[getter]
+            fn text(&self) -> String {
+                self.text.clone()
+            }
+            $($methods)*
+        }
+    };
+}
+
 /// `cat` result: prints as the addressed text.
 #[pyclass(module = "vis.text", name = "CatResult", frozen)]
 pub struct PyCatResult {
@@ -158,19 +180,7 @@ pub struct PyCatResult {
     text: String,
 }
 
-#[pymethods]
-impl PyCatResult {
-    fn __repr__(&self) -> String {
-        self.text.clone()
-    }
-    fn __str__(&self) -> String {
-        self.text.clone()
-    }
-    /// The printed text.
-    #[getter]
-    fn text(&self) -> String {
-        self.text.clone()
-    }
+printed_result_methods! {PyCatResult {
     #[getter]
     fn path(&self) -> String {
         self.output.path.clone()
@@ -197,7 +207,7 @@ impl PyCatResult {
             .map(|l| (l.address.line, l.address.to_string(), l.text))
             .collect()
     }
-}
+}}
 
 /// One matched line of a grep result.
 #[pyclass(module = "vis.text", name = "GrepMatch", frozen)]
@@ -239,18 +249,7 @@ pub struct PyGrepResult {
     text: String,
 }
 
-#[pymethods]
-impl PyGrepResult {
-    fn __repr__(&self) -> String {
-        self.text.clone()
-    }
-    fn __str__(&self) -> String {
-        self.text.clone()
-    }
-    #[getter]
-    fn text(&self) -> String {
-        self.text.clone()
-    }
+printed_result_methods! {PyGrepResult {
     /// Matched lines within the limit, as GrepMatch(path, line, address, text).
     #[getter]
     fn matches(&self) -> Vec<PyGrepMatch> {
@@ -281,7 +280,7 @@ impl PyGrepResult {
         let list = PyList::new(py, slf.matches())?;
         Ok(list.try_iter()?.into_any())
     }
-}
+}}
 
 /// `patch` result: a summary and the changed region with fresh addresses.
 #[pyclass(module = "vis.text", name = "PatchResult", frozen)]
@@ -290,18 +289,7 @@ pub struct PyPatchResult {
     text: String,
 }
 
-#[pymethods]
-impl PyPatchResult {
-    fn __repr__(&self) -> String {
-        self.text.clone()
-    }
-    fn __str__(&self) -> String {
-        self.text.clone()
-    }
-    #[getter]
-    fn text(&self) -> String {
-        self.text.clone()
-    }
+printed_result_methods! {PyPatchResult {
     #[getter]
     fn path(&self) -> String {
         self.output.path.clone()
@@ -340,7 +328,7 @@ impl PyPatchResult {
     fn regions(&self) -> Vec<(usize, usize)> {
         self.output.regions.clone()
     }
-}
+}}
 
 #[pyfunction]
 #[pyo3(signature = (path, start=None, end=None))]

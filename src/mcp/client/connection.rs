@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams};
@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
 use super::errors::ServerError;
-use super::http::LimitedHttp;
+use super::http::{header_map, install_crypto_provider, LimitedHttp};
 use super::{lock, McpHub, Slot};
 use crate::config::{expand_env, Transport, INHERITED_ENV};
 use crate::mcp::framing::{LineTransport, Side};
@@ -64,15 +64,6 @@ impl ClientHandler for Events {
             Implementation::new("vis", env!("CARGO_PKG_VERSION")),
         )
     }
-}
-
-fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-    });
 }
 
 impl McpHub {
@@ -311,21 +302,7 @@ impl McpHub {
                 install_crypto_provider();
                 let what = |field: &str| format!("[mcp.servers.{name}] {field}");
                 let url = expand_env(url, &what("url"))?;
-                let mut map = std::collections::HashMap::new();
-                for (k, v) in headers {
-                    let value = expand_env(v, &what(&format!("headers.{k}")))?;
-                    let (Ok(hn), Ok(hv)) = (
-                        reqwest::header::HeaderName::from_bytes(k.as_bytes()),
-                        reqwest::header::HeaderValue::from_str(&value),
-                    ) else {
-                        return Err(ServerError::BadHeader {
-                            name: name.clone(),
-                            header: k.clone(),
-                            file: slot.spec.file.clone(),
-                        });
-                    };
-                    map.insert(hn, hv);
-                }
+                let map = header_map(name, headers, &slot.spec.file)?;
                 let client =
                     reqwest::Client::builder()
                         .build()
@@ -472,4 +449,77 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
         .append(true)
         .open(path)
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Stdio;
+
+    use super::*;
+
+    /// A real process running `script` under `sh`, its stderr read as a server's is (tail and
+    /// log); returns it once its stderr closed, so the tail is complete.
+    async fn run(script: &str, log: &Path) -> ChildProc {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let tail = Arc::new(Mutex::new(String::new()));
+        spawn_stderr_reader(stderr, tail.clone(), log.to_path_buf());
+        let pid = child.id().unwrap() as i32;
+        // The reader holds the last reference to its tail while it runs.
+        while Arc::strong_count(&tail) > 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ChildProc {
+            pid,
+            child,
+            channel: None,
+            stderr: tail,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exited_server_reports_its_code_and_the_end_of_its_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("logs/mcp-fx.stderr.log");
+        let mut proc = run("echo 'no token' >&2; echo 'giving up' >&2; exit 3", &log).await;
+        assert_eq!(
+            stop_child(&mut proc, None).await,
+            "exited with code 3 (its stderr ends: no token | giving up)"
+        );
+        // The whole stderr is in the artifact log (its directory made on the first line).
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "no token\ngiving up\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_killed_server_reports_the_signal_and_a_silent_one_no_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("mcp-fx.stderr.log");
+        let mut proc = run("kill -9 $$", &log).await;
+        assert_eq!(stop_child(&mut proc, None).await, "was killed by signal 9");
+        // Nothing written: no log file either.
+        assert!(!log.exists());
+    }
+
+    #[tokio::test]
+    async fn only_the_end_of_a_long_stderr_is_kept_for_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("mcp-fx.stderr.log");
+        let script = "i=0; while [ $i -lt 100 ]; do echo \"line $i $(printf '%040d' 0)\" >&2; \
+                      i=$((i+1)); done";
+        let proc = run(script, &log).await;
+        let tail = lock(&proc.stderr).clone();
+        assert_eq!(tail.chars().count(), STDERR_TAIL_CHARS);
+        assert!(tail.ends_with(&format!("line 99 {:040}\n", 0)), "{tail}");
+        assert!(!tail.contains("line 0 "));
+        assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 100);
+    }
 }

@@ -7,9 +7,10 @@
 //! reqwest and raises a flag when the SDK refused an answer for its size, so the call can say
 //! so ([`crate::mcp::McpHub::call`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use futures::StreamExt;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -19,6 +20,45 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
+
+use super::errors::ServerError;
+use crate::config::expand_env;
+
+/// Installs rustls' provider once (the build leaves the choice to us); reqwest needs one
+/// before it builds a client.
+pub(super) fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
+/// The `headers` of server `name` (declared in `file`) as HTTP headers, `${NAME}` expanded
+/// from the host's environment; a name or value HTTP cannot carry is an error naming it.
+pub(super) fn header_map(
+    name: &str,
+    headers: &BTreeMap<String, String>,
+    file: &Path,
+) -> Result<HashMap<HeaderName, HeaderValue>, ServerError> {
+    let mut map = HashMap::new();
+    for (k, v) in headers {
+        let value = expand_env(v, &format!("[mcp.servers.{name}] headers.{k}"))?;
+        let (Ok(hn), Ok(hv)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) else {
+            return Err(ServerError::BadHeader {
+                name: name.to_string(),
+                header: k.clone(),
+                file: file.to_path_buf(),
+            });
+        };
+        map.insert(hn, hv);
+    }
+    Ok(map)
+}
 
 /// reqwest, plus the over-the-limit flag of one connection.
 #[derive(Clone)]
@@ -174,3 +214,6 @@ impl StreamableHttpClient for LimitedHttp {
         Ok(watched(stream, self.over_limit.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests;

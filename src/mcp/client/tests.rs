@@ -8,25 +8,62 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::config::{ServerSource, Transport};
+use crate::protocol::CallError;
 
-/// A hub with one stdio server `fx` that is never started (its command does not exist), its
-/// tools taken from a stored list, and a 1 KiB message limit.
-fn hub(deny: &[&str]) -> McpHub {
-    let spec = ServerSpec {
-        name: "fx".into(),
+/// A server `name` of the user's config that runs `transport`.
+fn spec(name: &str, transport: Transport) -> ServerSpec {
+    ServerSpec {
+        name: name.into(),
         source: ServerSource::Config,
-        transport: Transport::Stdio {
+        transport,
+        timeout: None,
+        file: PathBuf::from("/c/config.toml"),
+    }
+}
+
+/// A stdio server `fx` whose command does not exist (it never starts).
+fn missing_command() -> ServerSpec {
+    spec(
+        "fx",
+        Transport::Stdio {
             command: "/nonexistent/mcp-server".into(),
             args: vec![],
             env: Default::default(),
             cwd: None,
         },
-        timeout: None,
-        file: PathBuf::from("/c/config.toml"),
-    };
+    )
+}
+
+/// Settings with 5 s timeouts, `deny` and a 1 KiB message limit.
+fn settings(deny: &[&str]) -> HubSettings {
+    HubSettings {
+        call_timeout: Duration::from_secs(5),
+        startup_timeout: Duration::from_secs(5),
+        workspace: PathBuf::from("/"),
+        artifact_dir: std::env::temp_dir(),
+        deny: DenyList::new(deny.iter().copied()).unwrap(),
+        max_message_bytes: 1024,
+        program: PathBuf::from("/nonexistent/vis"),
+    }
+}
+
+/// A hub of `servers`, nothing skipped.
+fn hub_of(servers: Vec<ServerSpec>, settings: HubSettings) -> McpHub {
+    McpHub::new(
+        McpPlan {
+            servers,
+            skipped: vec![],
+        },
+        settings,
+    )
+}
+
+/// A hub with one stdio server `fx` that is never started (its command does not exist), its
+/// tools taken from a stored list, and a 1 KiB message limit.
+fn hub(deny: &[&str]) -> McpHub {
     let hub = McpHub::new(
         McpPlan {
-            servers: vec![spec],
+            servers: vec![missing_command()],
             skipped: vec![Skipped {
                 name: "proj".into(),
                 file: PathBuf::from("/ws/.vis/mcp.toml"),
@@ -36,15 +73,7 @@ fn hub(deny: &[&str]) -> McpHub {
                 fix: "review it, then run `vis mcp approve /ws`".into(),
             }],
         },
-        HubSettings {
-            call_timeout: Duration::from_secs(5),
-            startup_timeout: Duration::from_secs(5),
-            workspace: PathBuf::from("/"),
-            artifact_dir: std::env::temp_dir(),
-            deny: DenyList::new(deny.iter().copied()).unwrap(),
-            max_message_bytes: 1024,
-            program: PathBuf::from("/nonexistent/vis"),
-        },
+        settings(deny),
     );
     let tools = json!([
         {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
@@ -152,5 +181,213 @@ async fn calls_are_checked_before_any_server_starts() {
     assert_eq!(
         hub.status_json()["servers"]["fx"]["status"],
         "stopped after an error; it starts again on the next call"
+    );
+}
+
+/// The answer of calling `server.tool` with no arguments.
+async fn call(hub: &McpHub, server: &str, tool: &str) -> Result<Value, CallError> {
+    hub.call(server, tool, Default::default()).await
+}
+
+#[tokio::test]
+async fn a_call_with_no_server_configured_says_so() {
+    let hub = hub_of(vec![], settings(&[]));
+    assert!(hub.is_empty());
+    assert_eq!(
+        error_text(call(&hub, "gh", "x").await),
+        "there is no MCP server `gh`: none is configured (see session[\"mcp\"])"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_the_worker_was_not_given_is_refused() {
+    // `get-user` maps onto the `get_user` the server also lists, so it was left out.
+    let hub = hub(&[]);
+    assert_eq!(
+        error_text(call(&hub, "fx", "get-user").await),
+        "MCP server `fx` has no tool `get-user`; doc('fx') lists its tools"
+    );
+    // Before any list (live or stored), no tool was given at all.
+    let unlisted = hub_of(vec![missing_command()], settings(&[]));
+    assert_eq!(unlisted.unlisted(), ["fx"]);
+    assert_eq!(
+        error_text(call(&unlisted, "fx", "echo").await),
+        "MCP server `fx` has no tool `echo`; doc('fx') lists its tools"
+    );
+    assert_eq!(
+        unlisted.status_json()["servers"]["fx"]["status"],
+        "not started; it starts on the first call"
+    );
+}
+
+#[tokio::test]
+async fn a_denied_server_gives_no_tools_and_refuses_every_call() {
+    let hub = hub(&["fx"]);
+    let (namespaces, functions) = hub.functions();
+    assert!(namespaces.is_empty() && functions.is_empty());
+    assert_eq!(hub.status_json()["servers"]["fx"]["tools"], 0);
+    assert_eq!(
+        error_text(call(&hub, "fx", "echo").await),
+        "MCP server `fx` has no tool `echo`; doc('fx') lists its tools"
+    );
+}
+
+#[test]
+fn a_callable_tool_brings_its_output_schema() {
+    let hub = hub_of(vec![missing_command()], settings(&["fx.hidden"]));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    let tools = json!([
+        {"name": "count", "inputSchema": {"type": "object"}, "outputSchema": schema},
+        {"name": "plain", "inputSchema": {"type": "object"}},
+        {"name": "hidden", "inputSchema": {"type": "object"}},
+    ]);
+    hub.use_cached_tools("fx", &tools.to_string());
+    let slot = hub.slot("fx").unwrap();
+    assert_eq!(hub.callable(slot, "count"), Some(Some(schema)));
+    assert_eq!(hub.callable(slot, "plain"), Some(None));
+    assert_eq!(hub.callable(slot, "hidden"), None);
+    assert_eq!(hub.callable(slot, "absent"), None);
+}
+
+#[test]
+fn a_stored_list_is_used_only_when_it_is_a_list_and_none_is_known() {
+    let hub = hub_of(vec![missing_command()], settings(&[]));
+    hub.use_cached_tools("fx", "not json");
+    hub.use_cached_tools("fx", r#"{"name": "echo"}"#);
+    hub.use_cached_tools("nope", r#"[{"name": "echo", "inputSchema": {}}]"#);
+    assert_eq!(hub.unlisted(), ["fx"]);
+    hub.use_cached_tools(
+        "fx",
+        r#"[{"name": "a", "inputSchema": {"type": "object"}}]"#,
+    );
+    hub.use_cached_tools(
+        "fx",
+        r#"[{"name": "b", "inputSchema": {"type": "object"}}]"#,
+    );
+    let names: Vec<String> = hub.functions().1.into_iter().map(|f| f.name).collect();
+    assert_eq!(names, ["fx.a"], "the first list stays");
+    // A stored list is not a live one: nothing for the store to save.
+    assert!(hub.take_unsaved_tool_lists().is_empty());
+}
+
+/// `session["mcp"]` for `server` after the hub tried to start it.
+async fn after_connect(hub: &McpHub, server: &str) -> Value {
+    hub.connect_all().await;
+    hub.status_json()["servers"][server].clone()
+}
+
+#[tokio::test]
+async fn an_http_header_that_cannot_be_sent_stops_the_start() {
+    let server = spec(
+        "docs",
+        Transport::Http {
+            url: "http://127.0.0.1:9/mcp".into(),
+            headers: [("Bad Header".to_string(), "x".to_string())].into(),
+        },
+    );
+    let hub = hub_of(vec![server], settings(&[]));
+    let status = after_connect(&hub, "docs").await;
+    assert_eq!(
+        status["error"],
+        "MCP server `docs`: header `Bad Header` is not a valid HTTP header; fix it in /c/config.toml"
+    );
+    assert_eq!(
+        status["status"],
+        "stopped after an error; it starts again on the next call"
+    );
+    assert_eq!(status["starts"], 0);
+}
+
+#[tokio::test]
+async fn an_unset_variable_in_a_command_names_the_field_and_the_variable() {
+    let server = spec(
+        "fx",
+        Transport::Stdio {
+            command: "server".into(),
+            args: vec!["--token=${VIS_TEST_NEVER_SET_TOKEN}".into()],
+            env: Default::default(),
+            cwd: None,
+        },
+    );
+    let hub = hub_of(vec![server], settings(&[]));
+    let status = after_connect(&hub, "fx").await;
+    assert_eq!(
+        status["error"],
+        "[mcp.servers.fx] args uses ${VIS_TEST_NEVER_SET_TOKEN}, but the environment variable VIS_TEST_NEVER_SET_TOKEN is not set; set it or write the value"
+    );
+}
+
+#[tokio::test]
+async fn an_http_server_that_is_not_there_fails_the_handshake_with_the_fix() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let server = spec(
+        "docs",
+        Transport::Http {
+            url: url.clone(),
+            headers: Default::default(),
+        },
+    );
+    let hub = hub_of(vec![server], settings(&[]));
+    let answer = call(&hub, "docs", "search").await;
+    // No tool was given yet, so the call is refused before anything starts; connecting
+    // says why the server is not there.
+    assert!(error_text(answer).contains("has no tool `search`"));
+    let status = after_connect(&hub, "docs").await;
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "MCP server `docs` at {url} did not answer the MCP handshake ("
+        )) && error.ends_with("); check that it runs and that `url` is its MCP endpoint"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_the_handshake_times_out_naming_the_setting() {
+    // It accepts connections and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let server = spec(
+        "slow",
+        Transport::Http {
+            url: url.clone(),
+            headers: Default::default(),
+        },
+    );
+    let mut quick = settings(&[]);
+    quick.startup_timeout = Duration::from_millis(300);
+    let hub = hub_of(vec![server], quick);
+    let status = after_connect(&hub, "slow").await;
+    assert_eq!(
+        status["error"],
+        format!("MCP server `slow` did not start within 0.3 s; check that `{url}` runs and speaks MCP (a slow start needs a larger [mcp] startup_timeout)")
+    );
+    assert_eq!(
+        status["status"],
+        "stopped after an error; it starts again on the next call"
+    );
+    held.abort();
+}
+
+#[test]
+fn durations_and_titles_read_as_people_write_them() {
+    assert_eq!(seconds(Duration::from_secs(30)), "30 s");
+    assert_eq!(seconds(Duration::from_millis(2500)), "2.5 s");
+    assert_eq!(seconds(Duration::from_millis(300)), "0.3 s");
+    assert_eq!(
+        one_line("  Git\n  helpers\tfor   you "),
+        "Git helpers for you"
     );
 }

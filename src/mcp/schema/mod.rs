@@ -39,7 +39,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use crate::catalog::{validate_name, NameRule, PYTHON_KEYWORDS};
+use crate::catalog::{spell_segment, validate_name, NameRule};
 use crate::protocol::{McpFunction, McpParam};
 use text::{cleandoc, one_line, short_literal};
 use types::{Budget, Defs};
@@ -62,27 +62,7 @@ pub const NAMESPACE_ATTRIBUTES: [&str; 3] = ["_path", "_function", "_members"];
 
 /// The Python identifier for an MCP argument name (see the module docs).
 pub fn python_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if unicode_ident::is_xid_continue(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out
-        .chars()
-        .next()
-        .is_none_or(|c| !(c == '_' || unicode_ident::is_xid_start(c)))
-    {
-        out.insert(0, '_');
-    }
-    if PYTHON_KEYWORDS.contains(&out.as_str()) {
-        out.push('_');
-    }
-    out
+    spell_segment(name, NameRule::Identifier)
 }
 
 /// The Python name of an MCP tool: [`python_name`], plus a trailing `_` for a name the

@@ -207,22 +207,11 @@ impl Scanner<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tokens::tests::{kinds, texts};
     use super::super::tokens::{tokenize, Dialect, Kind};
 
     const PY311: Dialect = Dialect::of_version(3, 11);
     const PY312: Dialect = Dialect::of_version(3, 12);
-
-    fn kinds(source: &str, dialect: Dialect) -> Vec<(Kind, String)> {
-        tokenize(source, dialect)
-            .unwrap()
-            .iter()
-            .map(|t| (t.kind, t.text(source).to_string()))
-            .collect()
-    }
-
-    fn texts(source: &str, dialect: Dialect) -> Vec<String> {
-        kinds(source, dialect).into_iter().map(|(_, t)| t).collect()
-    }
 
     #[test]
     fn strings_hide_what_looks_like_code() {

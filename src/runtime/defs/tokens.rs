@@ -447,12 +447,13 @@ impl Scanner<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const PY311: Dialect = Dialect::of_version(3, 11);
 
-    fn kinds(source: &str, dialect: Dialect) -> Vec<(Kind, String)> {
+    /// Each token's kind and text (these tests and those of `strings`).
+    pub(in crate::runtime::defs) fn kinds(source: &str, dialect: Dialect) -> Vec<(Kind, String)> {
         tokenize(source, dialect)
             .unwrap()
             .iter()
@@ -460,7 +461,7 @@ mod tests {
             .collect()
     }
 
-    fn texts(source: &str, dialect: Dialect) -> Vec<String> {
+    pub(in crate::runtime::defs) fn texts(source: &str, dialect: Dialect) -> Vec<String> {
         kinds(source, dialect).into_iter().map(|(_, t)| t).collect()
     }
 
@@ -482,25 +483,20 @@ mod tests {
         use Kind::*;
         let k =
             |s: &str| -> Vec<Kind> { tokenize(s, PY311).unwrap().iter().map(|t| t.kind).collect() };
-        assert_eq!(
-            k("if x:\n    y\nz\n"),
-            [Name, Name, Op, Newline, Indent, Name, Newline, Dedent, Name, Newline]
-        );
+        // The last line back at the top level, or still inside the block.
+        let back = [
+            Name, Name, Op, Newline, Indent, Name, Newline, Dedent, Name, Newline,
+        ];
+        let inside = [
+            Name, Name, Op, Newline, Indent, Name, Newline, Name, Newline, Dedent,
+        ];
+        assert_eq!(k("if x:\n    y\nz\n"), back);
         // A form feed resets the column: this `z` is at the top level again.
-        assert_eq!(
-            k("if x:\n    y\n    \x0cz\n"),
-            [Name, Name, Op, Newline, Indent, Name, Newline, Dedent, Name, Newline]
-        );
+        assert_eq!(k("if x:\n    y\n    \x0cz\n"), back);
         // Blank and comment-only lines do not count, whatever their indentation.
-        assert_eq!(
-            k("if x:\n    y\n  # c\n\x0c\n\n    w\n"),
-            [Name, Name, Op, Newline, Indent, Name, Newline, Name, Newline, Dedent]
-        );
+        assert_eq!(k("if x:\n    y\n  # c\n\x0c\n\n    w\n"), inside);
         // A tab counts to the next multiple of 8, and must agree with a tab size of 1.
-        assert_eq!(
-            k("if x:\n\ty\n\tz\n"),
-            [Name, Name, Op, Newline, Indent, Name, Newline, Name, Newline, Dedent]
-        );
+        assert_eq!(k("if x:\n\ty\n\tz\n"), inside);
         let e = tokenize("if x:\n\ty\n        z\n", PY311).unwrap_err();
         assert!(e.message.contains("tabs and spaces"), "{e}");
         let e = tokenize("if x:\n    y\n  z\n", PY311).unwrap_err();

@@ -6,9 +6,9 @@
 //! written in one transaction, so a completed iteration is always part of the conversation and
 //! an interrupted one never half is.
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension};
 
-use super::{json_column, named, SqliteStore};
+use super::{json_column, named, next_number, touch_session, SqliteStore};
 use crate::protocol::{IterationRecord, IterationStatus, Measurement};
 use crate::store::api::{
     ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, NewHistoryItem,
@@ -88,10 +88,8 @@ impl Conversation for SqliteStore {
 
     /// Appends one item; returns its `seq`.
     fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let seq = next_history_seq(&tx, session_id)?;
+        let tx = self.immediate()?;
+        let seq = next_number(&tx, "history", "seq", session_id)?;
         tx.execute(
             "INSERT INTO history (session_id, seq, turn, kind, body, tokens, meta)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -105,10 +103,7 @@ impl Conversation for SqliteStore {
                 item.meta
             ],
         )?;
-        tx.execute(
-            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
-            params![session_id, now_millis()],
-        )?;
+        touch_session(&tx, session_id)?;
         tx.commit()?;
         Ok(seq)
     }
@@ -170,14 +165,8 @@ impl Conversation for SqliteStore {
 
     /// Stores a request's health record; `seq` is assigned here and returned.
     fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let seq: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM requests WHERE session_id = ?1",
-            [session_id],
-            |r| r.get(0),
-        )?;
+        let tx = self.immediate()?;
+        let seq = next_number(&tx, "requests", "seq", session_id)?;
         tx.execute(
             "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,
                 input_tokens, cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error, fold_measurement)
@@ -256,20 +245,10 @@ params![session_id, range.first, range.last], |r| {
     }
 }
 
-fn next_history_seq(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<i64> {
-    Ok(tx.query_row(
-        "SELECT COALESCE(MAX(seq), 0) + 1 FROM history WHERE session_id = ?1",
-        [session_id],
-        |r| r.get(0),
-    )?)
-}
-
 impl FoldRecords for SqliteStore {
     /// Records a fold and marks the folds it absorbs, together.
     fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self.immediate()?;
         tx.execute(
             "INSERT INTO folds (session_id, id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10, ?11, ?12)",
@@ -347,7 +326,7 @@ pub(super) fn answer_call(
         "UPDATE iterations SET call_id = ?4 WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3",
         params![rec.session_id, rec.turn, rec.iteration, answer.call_id],
     )?;
-    let seq = next_history_seq(tx, rec.session_id)?;
+    let seq = next_number(tx, "history", "seq", rec.session_id)?;
     tx.execute(
         "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
          VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",

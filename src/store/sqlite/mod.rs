@@ -185,6 +185,14 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// A write transaction that takes the write lock at once, so a number it reads stays
+    /// unallocated by other processes until it commits.
+    fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
     /// Every row `sql` yields, mapped.
     fn rows<T>(
         &self,
@@ -216,6 +224,30 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
+
+/// The number after the highest `column` of the session's rows in `table` (1 for none), read
+/// inside the caller's [`SqliteStore::immediate`] transaction.
+fn next_number(
+    tx: &rusqlite::Transaction<'_>,
+    table: &str,
+    column: &str,
+    session_id: &str,
+) -> Result<i64> {
+    Ok(tx.query_row(
+        &format!("SELECT COALESCE(MAX({column}), 0) + 1 FROM {table} WHERE session_id = ?1"),
+        [session_id],
+        |r| r.get(0),
+    )?)
+}
+
+/// Marks the session as used now, inside the caller's transaction.
+fn touch_session(tx: &rusqlite::Transaction<'_>, session_id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
+        rusqlite::params![session_id, now_millis()],
+    )?;
+    Ok(())
 }
 
 /// A column holding a name (a kind or a status), parsed; an unknown name is an error naming

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use rusqlite::{params, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension};
 
-use super::{chat, json_column, named, SqliteStore};
+use super::{chat, json_column, named, next_number, touch_session, SqliteStore};
 use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
@@ -81,22 +81,13 @@ impl SessionRecords for SqliteStore {
         kind: TurnKind,
         user_text: Option<&str>,
     ) -> Result<i64> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let turn: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(turn), 0) + 1 FROM turns WHERE session_id = ?1",
-            [session_id],
-            |r| r.get(0),
-        )?;
+        let tx = self.immediate()?;
+        let turn = next_number(&tx, "turns", "turn", session_id)?;
         tx.execute(
             "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
             params![session_id, turn, kind.as_str(), user_text, now_millis(), process_identity(std::process::id() as i32)],
         )?;
-        tx.execute(
-            "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
-            params![session_id, now_millis()],
-        )?;
+        touch_session(&tx, session_id)?;
         tx.commit()?;
         Ok(turn)
     }
@@ -139,9 +130,7 @@ impl SessionRecords for SqliteStore {
         rec: &IterationRecord<'_>,
         answers: Option<&ToolAnswer>,
     ) -> Result<Option<i64>> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self.immediate()?;
         tx.execute(
             "DELETE FROM iterations WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3 AND status = 'running'",
             params![rec.session_id, rec.turn, rec.iteration],
@@ -293,9 +282,7 @@ impl SessionRecords for SqliteStore {
 
     /// Removes a session and everything recorded for it.
     fn delete_session(&mut self, session_id: &str) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self.immediate()?;
         for table in [
             "history",
             "requests",
@@ -373,22 +360,14 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
         )?;
     }
     for def in rec.defs_set {
-        let seq: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM defs WHERE session_id = ?1",
-            [rec.session_id],
-            |r| r.get(0),
-        )?;
+        let seq = next_number(tx, "defs", "seq", rec.session_id)?;
         tx.execute(
             "INSERT OR REPLACE INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
         )?;
     }
-    tx.execute(
-        "UPDATE sessions SET updated_at = ?2 WHERE id = ?1",
-        params![rec.session_id, now_millis()],
-    )?;
-    Ok(())
+    touch_session(tx, rec.session_id)
 }
 
 #[cfg(test)]
@@ -407,6 +386,30 @@ mod tests {
         }
     }
 
+    /// Iteration 1 of `turn` in session `s1`, ended ok.
+    fn first_iteration<'a>(
+        turn: i64,
+        code: &'a str,
+        defs_set: &'a [PersistedDef],
+        defs_deleted: &'a [String],
+    ) -> IterationRecord<'a> {
+        IterationRecord {
+            session_id: "s1",
+            turn,
+            iteration: 1,
+            code,
+            output: "",
+            status: IterationStatus::Ended(Status::Ok),
+            started_at: 0,
+            duration_ms: 1,
+            exec_us: 1,
+            artifact: None,
+            worker_exit: None,
+            defs_set,
+            defs_deleted,
+        }
+    }
+
     #[test]
     fn turns_iterations_and_defs_round_trip() {
         let mut store = SqliteStore::open_in_memory().unwrap();
@@ -416,44 +419,13 @@ mod tests {
         assert_eq!(store.next_iteration("s1", t).unwrap(), 1);
         let set = [def("a"), def("b")];
         store
-            .finish_iteration(
-                &IterationRecord {
-                    session_id: "s1",
-                    turn: t,
-                    iteration: 1,
-                    code: "def a(): pass",
-                    output: "",
-                    status: IterationStatus::Ended(Status::Ok),
-                    started_at: 0,
-                    duration_ms: 1,
-                    exec_us: 1,
-                    artifact: None,
-                    worker_exit: None,
-                    defs_set: &set,
-                    defs_deleted: &[],
-                },
-                None,
-            )
+            .finish_iteration(&first_iteration(t, "def a(): pass", &set, &[]), None)
             .unwrap();
         store.end_turn("s1", t, TurnStatus::Done).unwrap();
         let t2 = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         store
             .finish_iteration(
-                &IterationRecord {
-                    session_id: "s1",
-                    turn: t2,
-                    iteration: 1,
-                    code: "del a; def a(): 1",
-                    output: "",
-                    status: IterationStatus::Ended(Status::Ok),
-                    started_at: 0,
-                    duration_ms: 1,
-                    exec_us: 1,
-                    artifact: None,
-                    worker_exit: None,
-                    defs_set: &[def("a")],
-                    defs_deleted: &["b".to_string()],
-                },
+                &first_iteration(t2, "del a; def a(): 1", &[def("a")], &["b".to_string()]),
                 None,
             )
             .unwrap();
