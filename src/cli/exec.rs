@@ -184,7 +184,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
                 None,
             );
         }
-        runner.shutdown().await;
+        // `vis exec` exits next: the worker is killed, not waited for.
+        runner.shutdown_at_exit().await;
         listener.abort();
         ran.map(|ran| (ran, ended))
     })?;

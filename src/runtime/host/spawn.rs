@@ -201,6 +201,23 @@ impl WorkerProcess {
         }
     }
 
+    /// Kills the worker for a host that exits right after, without reaping it, when the
+    /// kernel finishes the job: in a PID namespace, killing the launcher's group ends init and
+    /// with it everything in the namespace, and with a private `/tmp` nothing of the worker is
+    /// in the temp directory the host removes next. The host's exit hands the launcher to init,
+    /// which reaps it. Returns false, having done nothing, otherwise (the caller kills and
+    /// waits as usual).
+    pub fn kill_at_exit(&mut self) -> bool {
+        if !(self.isolation.pid_namespace && self.isolation.private_tmp) {
+            return false;
+        }
+        if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
+            // Already gone is fine.
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        true
+    }
+
     /// Kills the worker and everything it started, and reaps it.
     pub async fn kill(&mut self) -> ExitInfo {
         if self.isolation.pid_namespace {
