@@ -119,6 +119,9 @@ impl WorkerProcess {
         if let Some(message) = first {
             worker.channel.send(message);
         }
+        // Other hosts' leftovers are swept while this worker starts, not before: reading the
+        // temp directory (hundreds of entries on a busy machine) is off the start's path.
+        sweep_stale_tmp(&std::env::temp_dir());
         let ready = tokio::time::timeout(opts.startup_timeout, worker.channel.recv()).await;
 
         match ready {
@@ -253,7 +256,6 @@ const TMP_PREFIX: &str = "vis-tmp-";
 /// A temp directory of the worker's own, mode 0700, named after this process so a later
 /// spawn can sweep it if this process is killed before it removes it.
 fn private_tmp() -> std::io::Result<tempfile::TempDir> {
-    sweep_stale_tmp(&std::env::temp_dir());
     tempfile::Builder::new()
         .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
         .permissions(std::fs::Permissions::from_mode(0o700))
