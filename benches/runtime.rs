@@ -32,8 +32,19 @@
 //!
 //! This machine's `site` runs a `.pth` that imports `certifi` (with `pathlib`, `re`, `typing`,
 //! `tempfile`...): the worker's interpreter pays it as (a) does, so the unchanged first row is
-//! that `.pth`, not Vis. The 2.0× target is not met yet: see `docs/runtime.md` for where the
-//! rest of a bare start goes.
+//! that `.pth`, not Vis.
+//!
+//! Then (bdf0771: the store's log settled before the turn's first write, so no fsync after the
+//! block; no second write of the code; the worker not reaped at the end of `vis exec`; the
+//! temp sweep after the spawn), 2026-12-05, same machine, release, `--runs 21`, one quiet run:
+//! (a) / (b) 38.5 / 10.9 ms; cold `vis exec` 52.6 ms: 1.37× / 4.83×; the same with the
+//! worker's interpreter bare 33.0 ms: 0.86× / 3.03×; restart 45.8 ms: 1.23× / 4.22×. The old
+//! and new binaries alternated run by run (41 rounds, twice; `vis exec` with the worker's
+//! interpreter bare against (b)): 33.6 / 34.5 ms (3.04× / 3.02×) before, 31.7 / 32.3 ms
+//! (2.86× / 2.83×) after; on the loaded machine (three bench runs each, alternating) 4.88×
+//! before and 3.87× after (medians), the fsync the end no longer waits for being what a busy
+//! disk makes slow. The 2.0× target is not met: see `docs/runtime.md` for where the rest of
+//! a bare start goes.
 //!
 //! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
 //! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is

@@ -184,7 +184,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
                 None,
             );
         }
-        runner.shutdown().await;
+        // `vis exec` exits next: the worker is killed, not waited for.
+        runner.shutdown_at_exit().await;
         listener.abort();
         ran.map(|ran| (ran, ended))
     })?;
@@ -256,11 +257,17 @@ struct PreparedTurn {
 }
 
 impl TurnPlan<'_> {
-    /// Closes turns a stopped process left running, begins the turn and its iteration (the
-    /// code is stored before the worker sees it), learns the MCP servers, and settles the
-    /// store's log while the worker is still starting.
+    /// Settles the store's log, closes turns a stopped process left running, begins the turn
+    /// and its iteration (the code is stored before the worker sees it) and learns the MCP
+    /// servers, all while the worker is still starting.
     fn record(&self, store: &mut Box<Store>) -> Result<PreparedTurn, CliError> {
         let session_id = self.session_id;
+        // First: the checkpoint copies the previous runs' log into the database, so the next
+        // write starts the log over, which syncs its header (an fsync, milliseconds on a busy
+        // disk). That write is this turn's, while the worker starts, and the iteration's
+        // record after the block is a plain append (`synchronous = NORMAL`: no fsync).
+        // A log that cannot be settled now is settled by a later run or SQLite itself.
+        let _ = store.settle_log();
         let closed = store.close_dangling_turns(session_id)?;
         if closed > 0 {
             errln!("vis: closed {closed} turn(s) of session {session_id} left running by a process that stopped (recorded as interrupted)");
@@ -285,8 +292,6 @@ impl TurnPlan<'_> {
         }
         let hub = (!hub.is_empty()).then_some(hub);
         store.begin_iteration(session_id, turn, iteration, self.code, now_millis())?;
-        // A log that cannot be settled now is settled by a later run or SQLite itself.
-        let _ = store.settle_log();
         Ok(PreparedTurn {
             turn,
             iteration,

@@ -52,3 +52,48 @@ vistest!(a_restored_definition_that_names_path_finds_it, |env| {
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
     assert!(again.stdout.ends_with("'b.txt'\n"), "{}", again.stdout);
 });
+
+vistest!(vis_exec_records_its_block_before_it_ends, |env| {
+    // `vis exec` settles the store's log before the turn's first write and ends without
+    // waiting for its worker: the iteration and the turn are committed by the time it exits.
+    for (i, code) in ["def f():\n    return 41\n", "f() + 1"].iter().enumerate() {
+        let run = env.exec("s", code);
+        assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+        let store = vis::store::Store::open(&env.db()).unwrap();
+        let rows = store.iterations("s").unwrap();
+        assert_eq!(rows.len(), i + 1);
+        let last = &rows[i];
+        assert_eq!(last.code, *code);
+        assert_eq!(last.status, vis::protocol::IterationStatus::Ended(Status::Ok));
+        assert_eq!(last.output, run.stdout);
+        let turns = store.turns("s").unwrap();
+        assert_eq!(turns.len(), i + 1);
+        assert_eq!(turns[i].status, vis::protocol::TurnStatus::Done);
+    }
+    // The workers are gone soon after (the kernel ends the namespace).
+    let workspace = env.workspace().to_string_lossy().into_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = workers_of(&workspace);
+        if left.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running: {left:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+});
+
+/// The pids of live `vis worker` processes started for `workspace` (a zombie has no cmdline).
+fn workers_of(workspace: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) == Some(&&b"worker"[..]) && args.contains(&workspace.as_bytes()) {
+            found.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}

@@ -562,3 +562,31 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
     assert_eq!(at, 1_764_806_400_000);
     assert_eq!(store.catalog_snapshot(&snap.hash).unwrap(), Some(snap));
 }
+
+#[test]
+fn beginning_a_running_iteration_again_with_its_code_writes_nothing() {
+    // `vis exec` records the code while the worker starts and the runner does again right
+    // before it sends the block: that second call must not commit anything on the way.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    let mut store = Store::open(&db).unwrap();
+    store.ensure_session("s", &["/w".into()]).unwrap();
+    let t = store.begin_turn("s", TurnKind::Exec, None).unwrap();
+    store.begin_iteration("s", t, 1, "x = 1", 0).unwrap();
+    // Another connection's `data_version` moves whenever this one commits a change.
+    let watcher = Connection::open(&db).unwrap();
+    let version = || -> i64 {
+        watcher
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = version();
+    store.begin_iteration("s", t, 1, "x = 1", 0).unwrap();
+    assert_eq!(version(), before, "the same code was written again");
+    // Other code for the running iteration still replaces it.
+    store.begin_iteration("s", t, 1, "x = 2", 0).unwrap();
+    assert_ne!(version(), before);
+    let rows = store.iterations("s").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].code, "x = 2");
+}

@@ -119,6 +119,9 @@ impl WorkerProcess {
         if let Some(message) = first {
             worker.channel.send(message);
         }
+        // Other hosts' leftovers are swept while this worker starts, not before: reading the
+        // temp directory (hundreds of entries on a busy machine) is off the start's path.
+        sweep_stale_tmp(&std::env::temp_dir());
         let ready = tokio::time::timeout(opts.startup_timeout, worker.channel.recv()).await;
 
         match ready {
@@ -201,6 +204,23 @@ impl WorkerProcess {
         }
     }
 
+    /// Kills the worker for a host that exits right after, without reaping it, when the
+    /// kernel finishes the job: in a PID namespace, killing the launcher's group ends init and
+    /// with it everything in the namespace, and with a private `/tmp` nothing of the worker is
+    /// in the temp directory the host removes next. The host's exit hands the launcher to init,
+    /// which reaps it. Returns false, having done nothing, otherwise (the caller kills and
+    /// waits as usual).
+    pub fn kill_at_exit(&mut self) -> bool {
+        if !(self.isolation.pid_namespace && self.isolation.private_tmp) {
+            return false;
+        }
+        if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
+            // Already gone is fine.
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+        true
+    }
+
     /// Kills the worker and everything it started, and reaps it.
     pub async fn kill(&mut self) -> ExitInfo {
         if self.isolation.pid_namespace {
@@ -236,7 +256,6 @@ const TMP_PREFIX: &str = "vis-tmp-";
 /// A temp directory of the worker's own, mode 0700, named after this process so a later
 /// spawn can sweep it if this process is killed before it removes it.
 fn private_tmp() -> std::io::Result<tempfile::TempDir> {
-    sweep_stale_tmp(&std::env::temp_dir());
     tempfile::Builder::new()
         .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
         .permissions(std::fs::Permissions::from_mode(0o700))

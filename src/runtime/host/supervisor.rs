@@ -202,4 +202,17 @@ impl Supervisor {
             worker.kill().await;
         }
     }
+
+    /// [`Supervisor::shutdown`] for a host that exits right after (`vis exec`): the worker is
+    /// killed, and waited for only where the kernel would not finish the job (see
+    /// `WorkerProcess::kill_at_exit`); the wait for its namespace's teardown was a
+    /// millisecond or two of every `vis exec`.
+    pub async fn shutdown_at_exit(&mut self) {
+        if let Some(mut worker) = self.worker.take() {
+            worker.channel.send(HostMessage::Shutdown);
+            if !worker.kill_at_exit() {
+                worker.kill().await;
+            }
+        }
+    }
 }

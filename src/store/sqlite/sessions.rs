@@ -112,12 +112,14 @@ impl SessionRecords for SqliteStore {
         started_at: i64,
     ) -> Result<()> {
         // Again for a running iteration (a caller may record the code early, while the worker
-        // starts, and the runner before it sends the block): the same row, not a second one.
+        // starts, and the runner before it sends the block): the same row, not a second one,
+        // and untouched when its code is already there (nothing written, nothing to commit,
+        // right before the block is sent).
         self.conn.execute(
             "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
              VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)
              ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
-             WHERE iterations.status = 'running'",
+             WHERE iterations.status = 'running' AND iterations.code IS NOT excluded.code",
             params![session_id, turn, iteration, code, started_at],
         )?;
         Ok(())
