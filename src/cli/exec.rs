@@ -7,7 +7,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    current_dir, limits, load_config, resolve_workspace, worker_options, LimitArgs,
+    limits, load_config, resolve_workspace, session_id, session_roots, worker_options, LimitArgs,
 };
 use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
@@ -15,7 +15,6 @@ use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization
 use crate::runtime::{
     BlockLimits, BlockRunner, BlockSpec, NoConversation, RunError, RuntimeError, Supervisor,
 };
-use crate::session::{new_session_id, validate_session_id};
 use crate::store::{now_millis, Store};
 
 #[derive(Debug, Args)]
@@ -60,32 +59,10 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
-    let (session_id, created) = match &args.session {
-        Some(id) => {
-            validate_session_id(id)?;
-            (id.clone(), false)
-        }
-        None => (new_session_id(), true),
-    };
+    let (session_id, created) = session_id(args.session.as_deref())?;
 
     let mut store = Store::open(db)?;
-    let default_root = match &workspace {
-        Some(w) => w.clone(),
-        None => current_dir()?,
-    };
-    let root_strings = vec![default_root.to_string_lossy().into_owned()];
-    let row = store.ensure_session(&session_id, &root_strings)?;
-    let roots = if workspace.is_some() && row.workspace_roots != root_strings {
-        store.set_workspace_roots(&session_id, &root_strings)?;
-        root_strings
-    } else {
-        row.workspace_roots
-    };
-    if let Some(missing) = roots.iter().find(|r| !Path::new(r).is_dir()) {
-        return Err(CliError::usage(format!(
-            "the workspace {missing} of session '{session_id}' no longer exists; pass --workspace DIR to move the session"
-        )));
-    }
+    let roots = session_roots(&*store, &session_id, workspace.as_deref())?;
     if created {
         errln!("vis: new session {session_id} (continue it with --session {session_id})");
     }

@@ -412,3 +412,42 @@ pub fn chat_settings(
         },
     })
 }
+
+/// The session `--session` names (checked), or a new one: its id and whether it is new.
+pub fn session_id(flag: Option<&str>) -> Result<(String, bool), CliError> {
+    match flag {
+        Some(id) => {
+            crate::session::validate_session_id(id)?;
+            Ok((id.to_string(), false))
+        }
+        None => Ok((crate::session::new_session_id(), true)),
+    }
+}
+
+/// The workspace roots of session `id`, made in the store if it is new: `--workspace` (else
+/// the current directory for a new session) moves it there; a root that no longer exists is
+/// a usage error that says how to move the session.
+pub fn session_roots(
+    store: &dyn crate::store::SessionStore,
+    id: &str,
+    workspace: Option<&Path>,
+) -> Result<Vec<String>, CliError> {
+    let default_root = match workspace {
+        Some(w) => w.to_path_buf(),
+        None => current_dir()?,
+    };
+    let root_strings = vec![default_root.to_string_lossy().into_owned()];
+    let row = store.ensure_session(id, &root_strings)?;
+    let roots = if workspace.is_some() && row.workspace_roots != root_strings {
+        store.set_workspace_roots(id, &root_strings)?;
+        root_strings
+    } else {
+        row.workspace_roots
+    };
+    if let Some(missing) = roots.iter().find(|r| !Path::new(r).is_dir()) {
+        return Err(CliError::usage(format!(
+            "the workspace {missing} of session '{id}' no longer exists; pass --workspace DIR to move the session"
+        )));
+    }
+    Ok(roots)
+}

@@ -64,7 +64,10 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
         assert_eq!(rows.len(), i + 1);
         let last = &rows[i];
         assert_eq!(last.code, *code);
-        assert_eq!(last.status, vis::protocol::IterationStatus::Ended(Status::Ok));
+        assert_eq!(
+            last.status,
+            vis::protocol::IterationStatus::Ended(Status::Ok)
+        );
         assert_eq!(last.output, run.stdout);
         let turns = store.turns("s").unwrap();
         assert_eq!(turns.len(), i + 1);
@@ -78,7 +81,10 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
         if left.is_empty() {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "still running: {left:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {left:?}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 });
