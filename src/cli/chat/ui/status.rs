@@ -116,13 +116,13 @@ pub fn line(session: &ChatSession) -> String {
     let t = totals(&requests);
     let last_part = match last {
         Some(r) => {
-            let input = r.input_tokens.map(|v| v.max(0) as u64);
-            let cached = r.cached_tokens.map(|v| v.max(0) as u64);
+            let input = tokens(r.input_tokens);
+            let cached = tokens(r.cached_tokens);
             format!(
                 "last in {}{} out {}",
                 count(input),
                 cached_share(input, cached),
-                count(r.output_tokens.map(|v| v.max(0) as u64))
+                count(tokens(r.output_tokens))
             )
         }
         None => "no answered request yet".into(),
@@ -185,14 +185,14 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
         "last request".into(),
         match last {
             Some(r) => {
-                let input = r.input_tokens.map(|v| v.max(0) as u64);
-                let cached = r.cached_tokens.map(|v| v.max(0) as u64);
+                let input = tokens(r.input_tokens);
+                let cached = tokens(r.cached_tokens);
                 format!(
                     "in {}, cached {}{}, out {}, {} ms",
                     count(input),
                     count(cached),
                     cached_share(input, cached),
-                    count(r.output_tokens.map(|v| v.max(0) as u64)),
+                    count(tokens(r.output_tokens)),
                     r.latency_ms
                 )
             }
@@ -268,6 +268,11 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
     };
     rows.push(("worker".into(), worker));
     rows
+}
+
+/// A stored token count (never negative in practice) as a count to show.
+fn tokens(stored: Option<i64>) -> Option<u64> {
+    stored.map(|v| v.max(0) as u64)
 }
 
 #[cfg(test)]
