@@ -205,9 +205,10 @@ fn main() {
                     .send()
                     .await
                     .unwrap();
-                let id = serde_json::from_str::<Value>(&resp.text().await.unwrap()).unwrap()["id"]
+                let body = resp.text().await.unwrap();
+                let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
                     .as_str()
-                    .unwrap()
+                    .unwrap_or_else(|| panic!("no session was created: {body}"))
                     .to_string();
                 let mut overheads = Vec::new();
                 let mut first = 0.0;

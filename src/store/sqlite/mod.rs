@@ -86,10 +86,14 @@ impl SqliteStore {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "vis.db".into());
+        // Unique per call, not just per process and millisecond: threads of one process (the
+        // sessions `vis serve` opens at once) must never share a half-made file.
+        static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let temp = path.with_file_name(format!(
-            ".{name}.new-{}-{}",
+            ".{name}.new-{}-{}-{}",
             std::process::id(),
-            now_millis()
+            now_millis(),
+            CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         {
             let conn = Connection::open(&temp).map_err(|e| classify_open_error(&temp, e))?;

@@ -446,4 +446,31 @@ mod tests {
             Err(StoreError::UnknownSession(_))
         ));
     }
+
+    #[test]
+    fn threads_creating_one_new_database_at_once_all_open_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vis.db");
+        let opened: Vec<_> = (0..16)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let store = SqliteStore::open(&path)?;
+                    store.ensure_session(&format!("s{i}"), &["/w".to_string()])?;
+                    Ok::<_, crate::store::StoreError>(())
+                })
+            })
+            .collect();
+        for handle in opened {
+            handle.join().unwrap().unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.list_sessions().unwrap().len(), 16);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".new-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
 }
