@@ -343,10 +343,11 @@ impl Conversation {
         let FoldPlan {
             row,
             absorbs,
-            view,
             first_changed,
             group,
         } = plan;
+        // The same spans the plan measured, on the same entries: the same change.
+        fold::apply(&mut self.entries, row.id, &row.spans);
         for f in self.folds.iter_mut() {
             if absorbs.contains(&f.id) {
                 f.absorbed_by = Some(row.id);
@@ -362,7 +363,6 @@ impl Conversation {
             group_id: row.group_id,
             measurement: row.measurement.clone(),
         });
-        self.entries = view;
         self.estimate = self.prefix.as_ref().map_or(0, |p| p.tokens.max(0) as u64)
             + self.entries.iter().map(|e| e.tokens).sum::<u64>();
         if let Some(assembler) = &mut self.assembler {

@@ -36,7 +36,7 @@ mod keys;
 mod measure;
 mod select;
 
-pub use apply::{apply, load, span_texts};
+pub use apply::{apply, effect, load, span_texts, Effect};
 pub use gist::{mechanical_gist, original_text};
 pub use keys::{parse_keys, FoldKey, KeyError};
 pub use measure::{
@@ -44,7 +44,6 @@ pub use measure::{
 };
 pub use select::{is_settled, select, Fold, Mark, MarkKind, Now, SelectError, Selection};
 
-use super::history::{Entry, NoticeMeta};
 use super::{Conversation, FoldSettings};
 use crate::protocol::{Before, CallError, FoldReceipt, FoldSpan, Measurement, SessionRead};
 use crate::store::{FoldRow, Store, StoreError};
@@ -122,8 +121,6 @@ pub struct FoldPlan {
     pub row: FoldRow,
     /// Earlier folds this one absorbs.
     pub absorbs: Vec<i64>,
-    /// The conversation as requests carry it after the fold.
-    pub(super) view: Vec<Entry>,
     /// Where the conversation's bytes change first.
     pub(super) first_changed: usize,
     pub(super) group: PendingGroup,
@@ -173,21 +170,15 @@ pub fn plan(
             text,
         })
         .collect();
-    let mut view = conversation.entries().to_vec();
-    let before_tokens: u64 = view.iter().map(|e| e.tokens).sum();
-    let Some(first_changed) = apply(&mut view, id, &spans) else {
+    // Worked out on the conversation as it is: a copy of it costs more than the whole plan.
+    let Some(effect) = effect(conversation.entries(), &spans) else {
         return Err(FoldError::SelectsNothing {
             key: key.to_string(),
         });
     };
-    let after_tokens: u64 = view.iter().map(|e| e.tokens).sum();
-    let fold_items: u64 = view
-        .iter()
-        .filter(|e| matches!(e.meta, Some(NoticeMeta::Fold { id: f, .. }) if f == id))
-        .map(|e| e.tokens)
-        .sum();
-    let removed = before_tokens - (after_tokens - fold_items);
-    let recache: u64 = view[first_changed..].iter().map(|e| e.tokens).sum();
+    let removed = effect.removed_tokens;
+    let fold_items = effect.fold_tokens;
+    let recache = effect.tail_tokens;
     let mut group = match conversation.pending() {
         Some(group) => group.clone(),
         None => PendingGroup {
@@ -237,8 +228,7 @@ pub fn plan(
     Ok(FoldPlan {
         row,
         absorbs: selection.absorbs,
-        view,
-        first_changed,
+        first_changed: effect.first_changed,
         group,
     })
 }
