@@ -57,7 +57,8 @@ fn worker_rss() -> Vec<u64> {
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
             continue;
         };
-        if !String::from_utf8_lossy(&cmd).contains("worker\0--capture") {
+        // `vis worker …`: the worker's own processes (launcher, init, interpreter).
+        if cmd.split(|b| *b == 0).nth(1) != Some(&b"worker"[..]) {
             continue;
         }
         let Ok(status) = std::fs::read_to_string(e.path().join("smaps_rollup")) else {
