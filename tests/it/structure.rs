@@ -1,5 +1,7 @@
 //! The crate's layering, checked on its source: a top-level module is used through what its
-//! root (`mod.rs`) exports, never through a sibling's submodule path.
+//! root (`mod.rs`) exports, never through a sibling's submodule path; no directory's modules
+//! depend on each other in a cycle; and the Python package's modules do not import each other
+//! in a cycle.
 
 use std::path::{Path, PathBuf};
 
@@ -377,4 +379,49 @@ fn the_cycle_checker_reads_paths_and_finds_cycles() {
     assert_eq!(cycles(&names, &edges), [["a", "b", "c"]]);
     edges.insert("c".to_string(), vec!["d".to_string()]);
     assert!(cycles(&names, &edges).is_empty());
+}
+
+/// The import cycles of the Python package at `root`, found by
+/// `tests/fixtures/import_cycles.py` (module-level imports; `TYPE_CHECKING` ones aside).
+fn python_import_cycles(root: &Path) -> Vec<Vec<String>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import_cycles.py");
+    let out = std::process::Command::new(crate::support::mcp::python())
+        .arg(script)
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_python_package_has_no_import_cycle() {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/vis");
+    let found = python_import_cycles(&package);
+    assert!(
+        found.is_empty(),
+        "Python modules that import each other at import time (import one lazily, or move what both need below both): {found:?}"
+    );
+}
+
+#[test]
+fn the_python_checker_finds_a_cycle_and_ignores_type_checking() {
+    let dir = tempfile::tempdir().unwrap();
+    let pkg = dir.path().join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("__init__.py"), "").unwrap();
+    std::fs::write(pkg.join("a.py"), "from pkg import b\n").unwrap();
+    std::fs::write(pkg.join("b.py"), "from . import c\n").unwrap();
+    std::fs::write(pkg.join("c.py"), "import pkg.a\n").unwrap();
+    assert_eq!(python_import_cycles(&pkg), [["pkg.a", "pkg.b", "pkg.c"]]);
+    std::fs::write(
+        pkg.join("c.py"),
+        "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    import pkg.a\n\ndef f():\n    import pkg.a\n",
+    )
+    .unwrap();
+    assert!(python_import_cycles(&pkg).is_empty());
 }
