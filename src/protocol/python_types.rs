@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use serde_json::{json, Value};
 
@@ -83,55 +84,46 @@ def check(value, hint, where="value"):
     return [] if ok else [f"{where}: {value!r} is not {getattr(hint, '__name__', hint)}"]
 "#;
 
-/// The module `_protocol.py` and the checker, loaded once per test.
+/// The module `_protocol.py` (as `vis._protocol`, so `typing.get_type_hints` resolves its
+/// names) with the checker beside it: loaded once per process, since the tests run on
+/// several threads and a module replaced under one of them would lose its names.
 fn load(py: Python<'_>) -> Bound<'_, PyDict> {
-    let globals = PyDict::new(py);
-    let run = |source: &str, name: &str| {
-        let code = std::ffi::CString::new(source).unwrap();
-        let file = std::ffi::CString::new(name).unwrap();
-        py.run(&code, Some(&globals), None)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let _ = file;
-    };
-    // `__name__` so `typing.get_type_hints` resolves the module's own names.
-    globals.set_item("__name__", "vis._protocol").unwrap();
-    let module = pyo3::types::PyModule::new(py, "vis._protocol").unwrap();
-    py.import("sys")
-        .unwrap()
-        .getattr("modules")
-        .unwrap()
-        .set_item("vis._protocol", &module)
-        .unwrap();
-    run(PROTOCOL_PY, "_protocol.py");
-    for (key, value) in globals.iter() {
-        module
-            .setattr(key.cast::<pyo3::types::PyString>().unwrap(), value)
-            .unwrap();
-    }
-    run(CHECKER, "checker");
-    globals
+    static MODULE: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    MODULE
+        .get_or_init(py, || {
+            let module = pyo3::types::PyModule::new(py, "vis._protocol").unwrap();
+            let globals = module.dict();
+            for (source, name) in [(PROTOCOL_PY, "_protocol.py"), (CHECKER, "checker")] {
+                let code = std::ffi::CString::new(source).unwrap();
+                py.run(&code, Some(&globals), None)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            py.import("sys")
+                .unwrap()
+                .getattr("modules")
+                .unwrap()
+                .set_item("vis._protocol", &module)
+                .unwrap();
+            globals.unbind()
+        })
+        .bind(py)
+        .clone()
 }
 
 /// Problems of `value` (already a Python object) against `_protocol.<name>`.
-fn problems(
-    py: Python<'_>,
-    globals: &Bound<'_, PyDict>,
-    value: Bound<'_, PyAny>,
-    name: &str,
-) -> String {
+fn problems(globals: &Bound<'_, PyDict>, value: Bound<'_, PyAny>, name: &str) -> String {
     let hint = globals
         .get_item(name)
         .unwrap()
         .unwrap_or_else(|| panic!("no {name} in _protocol.py"));
     let check = globals.get_item("check").unwrap().unwrap();
     let found: Vec<String> = check.call1((value, hint, name)).unwrap().extract().unwrap();
-    let _ = py;
     found.join("\n")
 }
 
 fn json_problems(py: Python<'_>, globals: &Bound<'_, PyDict>, value: Value, name: &str) -> String {
     let object = json_into_py(Cow::Owned(value), py).unwrap();
-    problems(py, globals, object, name)
+    problems(globals, object, name)
 }
 
 fn layers() -> Layers {
@@ -295,7 +287,7 @@ fn blocks_and_definitions_match_their_typed_dicts() {
                 timeout: Duration::from_millis(1500),
             };
             let object = (&block).into_pyobject(py).unwrap().into_any();
-            assert_eq!(problems(py, &globals, object, "Block"), "");
+            assert_eq!(problems(&globals, object, "Block"), "");
         }
         let def = PersistedDef {
             name: "f".into(),
@@ -305,7 +297,7 @@ fn blocks_and_definitions_match_their_typed_dicts() {
             doc: String::new(),
         };
         let object = (&def).into_pyobject(py).unwrap().into_any();
-        assert_eq!(problems(py, &globals, object, "Definition"), "");
+        assert_eq!(problems(&globals, object, "Definition"), "");
     });
 }
 

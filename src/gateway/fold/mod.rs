@@ -176,9 +176,6 @@ pub fn plan(
             key: key.to_string(),
         });
     };
-    let removed = effect.removed_tokens;
-    let fold_items = effect.fold_tokens;
-    let recache = effect.tail_tokens;
     let mut group = match conversation.pending() {
         Some(group) => group.clone(),
         None => PendingGroup {
@@ -201,10 +198,10 @@ pub fn plan(
         selected: labels,
         widened: selection.widened,
         absorbed: selection.absorbs.clone(),
-        tokens_removed: removed,
+        tokens_removed: effect.removed_tokens,
         gist_tokens,
-        estimated_net_tokens: removed as i64 - fold_items as i64,
-        recache_tokens: recache,
+        estimated_net_tokens: effect.removed_tokens as i64 - effect.fold_tokens as i64,
+        recache_tokens: effect.tail_tokens,
         fold_count: group.fold_ids.len(),
         automatic,
         measurement: "pending".into(),

@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde_json::Value;
 use vis::providers::ProviderKind;
 
-use super::lifetime::{http, KillOnDrop};
+use super::lifetime::{http, real_serve, KillOnDrop, RealServe};
 use crate::support::chat::{answer, calls};
 use crate::support::fake_provider::FakeProvider;
-use crate::support::mcp::{drive, stdio_table, toml_str, with_fixture, write_config};
+use crate::support::mcp::{drive, with_fixture};
 use crate::support::{wait_until, TestEnv};
 use crate::vistest;
 
@@ -86,46 +86,15 @@ fn through_mcp(env: &TestEnv) -> String {
 fn through_serve(env: &TestEnv) -> String {
     let fake = FakeProvider::start();
     let kind = ProviderKind::OpenAi;
-    write_config(
-        env,
-        &format!(
-            "[provider]\nname = \"openai\"\nmodel = \"fake-model\"\nbase_url = {}\n{}",
-            toml_str(&fake.base_url(kind)),
-            stdio_table("fx", "")
-        ),
-    );
     fake.push(calls(kind, "a", &[BLOCK_A]));
     fake.push(calls(kind, "b", &[BLOCK_B]));
     fake.push(answer(kind, "done"));
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let _host = KillOnDrop(
-        env.command(&["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let up = wait_until(Duration::from_secs(60), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(up, "vis serve did not listen on {port}");
-    let token = std::fs::read_to_string(vis::config::serve_token_path(&env.db()))
-        .unwrap()
-        .trim()
-        .to_string();
-    let created = serde_json::json!({"workspace": env.workspace()}).to_string();
-    let (status, body) = http(port, &token, "POST", "/api/sessions", &created);
-    assert!(
-        status.contains("201") || status.contains("200"),
-        "{status}: {body}"
-    );
-    let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let RealServe {
+        host: _host,
+        port,
+        token,
+        session: id,
+    } = real_serve(env, &fake);
     let message = serde_json::json!({"message": "go"}).to_string();
     let (status, stream) = http(
         port,

@@ -148,23 +148,29 @@ pub(super) fn http(
     )
 }
 
-vistest!(servers_die_with_a_killed_vis_serve, |env| {
-    let fake = FakeProvider::start();
-    let kind = ProviderKind::OpenAi;
+/// A real `vis serve` with the fake provider and the fixture as server `fx`, listening on a
+/// loopback port, and one session made through its API in the env's workspace.
+pub(super) struct RealServe {
+    pub host: KillOnDrop,
+    pub port: u16,
+    pub token: String,
+    pub session: String,
+}
+
+pub(super) fn real_serve(env: &TestEnv, fake: &FakeProvider) -> RealServe {
     write_config(
-        &env,
+        env,
         &format!(
             "[provider]\nname = \"openai\"\nmodel = \"fake-model\"\nbase_url = {}\n{}",
-            toml_str(&fake.base_url(kind)),
+            toml_str(&fake.base_url(ProviderKind::OpenAi)),
             stdio_table("fx", "")
         ),
     );
-    fake.push(calls(kind, "a", &[BLOCK]));
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut host = KillOnDrop(
+    let host = KillOnDrop(
         env.command(&["serve", "--listen", &format!("127.0.0.1:{port}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -187,10 +193,27 @@ vistest!(servers_die_with_a_killed_vis_serve, |env| {
         status.contains("201") || status.contains("200"),
         "{status}: {body}"
     );
-    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+    let session = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
         .as_str()
         .unwrap()
         .to_string();
+    RealServe {
+        host,
+        port,
+        token,
+        session,
+    }
+}
+
+vistest!(servers_die_with_a_killed_vis_serve, |env| {
+    let fake = FakeProvider::start();
+    fake.push(calls(ProviderKind::OpenAi, "a", &[BLOCK]));
+    let RealServe {
+        mut host,
+        port,
+        token,
+        session: id,
+    } = real_serve(&env, &fake);
     // The turn's block never ends: its request is left waiting while the host is killed.
     let turn = std::thread::spawn(move || {
         let message = serde_json::json!({"message": "start the server"}).to_string();

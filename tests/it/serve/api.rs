@@ -261,13 +261,7 @@ vistest!(a_busy_session_answers_409_and_can_be_interrupted, |env| {
             .await;
         assert_eq!((s, v["code"].as_str().unwrap()), (409, "busy"), "{v}");
         assert!(v["message"].as_str().unwrap().contains("interrupt"), "{v}");
-        let (s, _) = c
-            .json(
-                reqwest::Method::POST,
-                &format!("/api/sessions/{id}/exec"),
-                Some(json!({"code": "1"})),
-            )
-            .await;
+        let (s, _) = c.exec(&id, "1").await;
         assert_eq!(s, 409);
         let (s, v) = c
             .json(
@@ -292,13 +286,7 @@ vistest!(a_busy_session_answers_409_and_can_be_interrupted, |env| {
         assert_eq!(block.data["status"], "interrupted");
         assert_eq!(evs.last().unwrap().data["status"], "interrupted");
         // The session is usable again.
-        let (s, v) = c
-            .json(
-                reqwest::Method::POST,
-                &format!("/api/sessions/{id}/exec"),
-                Some(json!({"code": "print('back')"})),
-            )
-            .await;
+        let (s, v) = c.exec(&id, "print('back')").await;
         assert_eq!((s, v["output"].as_str().unwrap()), (200, "back\n"), "{v}");
     });
 });
@@ -404,7 +392,7 @@ vistest!(
         let exec = |id: String, code: &'static str| {
             let c = &c;
             async move {
-                let (s, v) = c.json(reqwest::Method::POST, &format!("/api/sessions/{id}/exec"), Some(json!({"code": code}))).await;
+                let (s, v) = c.exec(&id, code).await;
                 assert_eq!(s, 200, "{v}");
                 v["output"].as_str().unwrap().to_string()
             }
@@ -531,13 +519,7 @@ vistest!(delete_ends_the_worker_and_keeps_or_removes_history, |env| {
         let keep = c.create(&env).await;
         let gone = c.create(&env).await;
         for id in [&keep, &gone] {
-            let (s, _) = c
-                .json(
-                    reqwest::Method::POST,
-                    &format!("/api/sessions/{id}/exec"),
-                    Some(json!({"code": "x = 1"})),
-                )
-                .await;
+            let (s, _) = c.exec(id, "x = 1").await;
             assert_eq!(s, 200);
         }
         let (s, v) = c
@@ -569,13 +551,7 @@ vistest!(delete_ends_the_worker_and_keeps_or_removes_history, |env| {
             .await;
         assert_eq!(s, 404);
         // The kept session runs again (a new worker).
-        let (s, v) = c
-            .json(
-                reqwest::Method::POST,
-                &format!("/api/sessions/{keep}/exec"),
-                Some(json!({"code": "print(1)"})),
-            )
-            .await;
+        let (s, v) = c.exec(&keep, "print(1)").await;
         assert_eq!((s, v["status"].as_str().unwrap()), (200, "ok"));
     });
 });

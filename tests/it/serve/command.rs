@@ -351,13 +351,7 @@ vistest!(workspaces_only_where_the_server_allows, |env| {
             .await;
         assert_eq!(s, 201, "{v}");
         let id = v["id"].as_str().unwrap().to_string();
-        let (s, v) = c
-            .json(
-                Method::POST,
-                &format!("/api/sessions/{id}/exec"),
-                Some(json!({"code": "import os\nprint(os.getcwd())"})),
-            )
-            .await;
+        let (s, v) = c.exec(&id, "import os\nprint(os.getcwd())").await;
         assert_eq!(
             (s, v["output"].as_str()),
             (
@@ -401,12 +395,7 @@ vistest!(replacing_the_binary_does_not_break_new_sessions, |env| {
                 .await;
             assert_eq!(s, 201, "{v}");
             let id = v["id"].as_str().unwrap().to_string();
-            c.json(
-                Method::POST,
-                &format!("/api/sessions/{id}/exec"),
-                Some(json!({"code": code})),
-            )
-            .await
+            c.exec(&id, code).await
         })
     };
     let (s, v) = exec(&c, "print('before')");

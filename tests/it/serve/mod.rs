@@ -78,6 +78,16 @@ impl Client {
         )
     }
 
+    /// Runs `code` in session `id` (`POST /api/sessions/{id}/exec`).
+    pub async fn exec(&self, id: &str, code: &str) -> (u16, Value) {
+        self.json(
+            reqwest::Method::POST,
+            &format!("/api/sessions/{id}/exec"),
+            Some(serde_json::json!({ "code": code })),
+        )
+        .await
+    }
+
     pub async fn create(&self, env: &TestEnv) -> String {
         let (status, body) = self
             .json(
