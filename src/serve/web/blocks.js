@@ -60,11 +60,13 @@ function lastState(line) {
 }
 
 // Adds what a running block printed (`skipped` bytes before it were not sent) to its card,
-// which shows the last LIVE_LINES lines as text until the block finishes.
+// which shows the last LIVE_LINES lines as text until the block finishes. Returns the box of
+// lines when this made it (null after).
 export function blockOutput(card, text, skipped) {
   let box = card.querySelector('.live-output');
-  if (!box) {
-    box = el('pre', { class: 'live-output', 'aria-live': 'off' });
+  const made = !box;
+  if (made) {
+    box = el('pre', { class: 'live-output' });
     card.append(el('div', { class: 'output live' }, box));
     card.liveText = '';
   }
@@ -73,6 +75,7 @@ export function blockOutput(card, text, skipped) {
   const lines = card.liveText.split('\n');
   if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
   box.textContent = lines.slice(-LIVE_LINES).map(lastState).join('\n');
+  return made ? box : null;
 }
 
 export function finishBlock(card, status, output, ms) {

@@ -155,9 +155,11 @@ function onEvent(view, ev, follow) {
       setStatus(view, `turn ${ev.turn} · block ${ev.iteration} running…`);
       break;
     }
-    case 'block_output':
-      blockOutput(runningCard(view, ev), ev.text, ev.skipped_bytes);
+    case 'block_output': {
+      const made = blockOutput(runningCard(view, ev), ev.text, ev.skipped_bytes);
+      if (made && view.id === state.current) made.scrollIntoView({ block: 'nearest' });
       break;
+    }
     case 'block_finished': {
       finishBlock(runningCard(view, ev), ev.status, ev.output, ev.wall_ms);
       setStatus(view, `turn ${ev.turn} · block ${ev.iteration}: ${ev.status} in ${wall(ev.wall_ms)}`);
