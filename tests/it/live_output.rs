@@ -20,7 +20,7 @@ use crate::support::chat::{answer, calls, events};
 use crate::support::fake_provider::FakeProvider;
 use crate::support::serve::{ServerConfig, TestServer};
 use crate::support::tmux::{Tmux, DEADLINE};
-use crate::support::{vis_bin, TestEnv};
+use crate::support::vis_bin;
 use crate::vistest;
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
