@@ -3,7 +3,7 @@
 //! floods it. Each block waits for a file the test creates only after it saw the first line,
 //! so "before the block ended" is a fact of the test, not a timing.
 
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use crate::support::chat::{answer, calls, events};
 use crate::support::fake_provider::FakeProvider;
 use crate::support::serve::{ServerConfig, TestServer};
 use crate::support::tmux::{Tmux, DEADLINE};
-use crate::support::vis_bin;
+use crate::support::{vis_bin, TestEnv};
 use crate::vistest;
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
@@ -159,69 +159,89 @@ vistest!(
 vistest!(
     chat_m_prints_a_blocks_lines_as_they_complete_and_not_twice,
     |env| {
-        let fake = FakeProvider::start();
-        fake.push(calls(KIND, "a", &[WAITS_FOR_GO]));
-        fake.push(answer(KIND, "Both lines."));
-        let mut args = chat_args(&fake);
-        args.extend(["-m".into(), "print two lines".into()]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = env
-            .command(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = mpsc::channel::<String>();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { break };
-                if tx
-                    .send(String::from_utf8_lossy(&line).into_owned())
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let mut seen = Vec::new();
-        // Everything up to the first line of output arrives while the block still runs.
-        while !seen.iter().any(|l: &String| l == "first line") {
-            seen.push(lines.recv_timeout(DEADLINE).unwrap_or_else(|_| {
-                panic!("no `first line` while the block runs; stdout so far:\n{seen:#?}")
-            }));
-        }
-        assert!(
-            !seen.iter().any(|l| l.starts_with("── ok")),
-            "the block ended already:\n{seen:#?}"
-        );
-        std::fs::write(env.workspace().join("go"), "").unwrap();
-        seen.extend(lines.iter());
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "{seen:#?}");
-        let out = seen.join("\n") + "\n";
-        assert!(
-            !out.contains('\u{1b}'),
-            "a raw escape reached stdout:\n{out}"
-        );
-        // The lines streamed before the status; after it only what had not been shown (the
-        // unterminated last line); each line once.
-        let expected = "first line\n\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mosc\nsecond line\n── ok · ";
-        assert!(out.contains(expected), "{out}");
-        let after_status = out.split("── ok · ").nth(1).unwrap();
-        let rest: Vec<&str> = after_status.lines().skip(1).take(2).collect();
-        assert_eq!(rest, ["no newline", "Both lines."], "{out}");
-        assert_eq!(out.matches("first line").count(), 1, "{out}");
-        assert_eq!(out.matches("second line").count(), 1, "{out}");
-        // What the model got is the whole output, as before.
-        let requests = fake.requests();
-        let sent = requests.last().unwrap().body_str();
-        assert!(
-            sent.contains("first line\\n\\u001b]0;pwned\\u0007\\u001b[2J\\u001b[31mosc\\nsecond line\\nno newline"),
-            "{sent}"
-        );
+        transcript_streams_lines(&env, &["-m", "print two lines"], None);
     }
 );
+
+vistest!(
+    piped_chat_prints_a_blocks_lines_as_they_complete_and_not_twice,
+    |env| {
+        transcript_streams_lines(&env, &[], Some("print two lines\n"));
+    }
+);
+
+/// `vis chat ARGS` (with `stdin` piped in) runs [`WAITS_FOR_GO`]; its transcript, read line by
+/// line, shows the block's first line while the block still runs, and no line twice.
+fn transcript_streams_lines(env: &TestEnv, extra: &[&str], stdin: Option<&str>) {
+    let fake = FakeProvider::start();
+    fake.push(calls(KIND, "a", &[WAITS_FOR_GO]));
+    fake.push(answer(KIND, "Both lines."));
+    let mut args = chat_args(&fake);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = env.command(&args);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        // Written and closed: the program ends after this turn.
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    let (tx, lines) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).split(b'\n') {
+            let Ok(line) = line else { break };
+            if tx
+                .send(String::from_utf8_lossy(&line).into_owned())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    // Everything up to the first line of output arrives while the block still runs.
+    while !seen.iter().any(|l: &String| l == "first line") {
+        seen.push(lines.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            panic!("no `first line` while the block runs; stdout so far:\n{seen:#?}")
+        }));
+    }
+    assert!(
+        !seen.iter().any(|l| l.starts_with("── ok")),
+        "the block ended already:\n{seen:#?}"
+    );
+    std::fs::write(env.workspace().join("go"), "").unwrap();
+    seen.extend(lines.iter());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    let out = seen.join("\n") + "\n";
+    assert!(
+        !out.contains('\u{1b}'),
+        "a raw escape reached stdout:\n{out}"
+    );
+    // The lines streamed before the status; after it only what had not been shown (the
+    // unterminated last line); each line once.
+    let expected = "first line\n\\x1b]0;pwned\\x07\\x1b[2J\\x1b[31mosc\nsecond line\n── ok · ";
+    assert!(out.contains(expected), "{out}");
+    let after_status = out.split("── ok · ").nth(1).unwrap();
+    let rest: Vec<&str> = after_status.lines().skip(1).take(2).collect();
+    assert_eq!(rest, ["no newline", "Both lines."], "{out}");
+    assert_eq!(out.matches("first line").count(), 1, "{out}");
+    assert_eq!(out.matches("second line").count(), 1, "{out}");
+    // What the model got is the whole output, as before.
+    let requests = fake.requests();
+    let sent = requests.last().unwrap().body_str();
+    assert!(
+        sent.contains(
+            "first line\\n\\u001b]0;pwned\\u0007\\u001b[2J\\u001b[31mosc\\nsecond line\\nno newline"
+        ),
+        "{sent}"
+    );
+}
 
 vistest!(block_output_streams_over_sse_before_the_block_ends, |env| {
     let rt = events();
