@@ -1,6 +1,6 @@
 //! A running block's output as it arrives: in the TUI under the spinner (tmux), in `vis chat
-//! -m`'s transcript line by line, over `vis serve`'s event stream, and bounded when a block
-//! floods it. Each block waits for a file the test creates only after it saw the first line,
+//! -m`'s transcript line by line, over `vis serve`'s event stream and in the web view (headless
+//! Chromium), and bounded when a block floods it. Each block waits for a file the test creates only after it saw the first line,
 //! so "before the block ended" is a fact of the test, not a timing.
 
 use std::io::{BufRead, Write};
@@ -22,6 +22,7 @@ use crate::support::serve::{ServerConfig, TestServer};
 use crate::support::tmux::{Tmux, DEADLINE};
 use crate::support::{vis_bin, TestEnv};
 use crate::vistest;
+use crate::web::browser::Browser;
 
 const KIND: ProviderKind = ProviderKind::OpenAi;
 
@@ -319,6 +320,54 @@ vistest!(block_output_streams_over_sse_before_the_block_ends, |env| {
         assert!(again.iter().any(|e| e.event == "block_output"));
     });
 });
+
+vistest!(
+    the_web_view_shows_a_running_blocks_last_lines_as_text,
+    |env| {
+        let rt = events();
+        let fake = FakeProvider::start();
+        let server = TestServer::start(&env, &fake, ServerConfig::default());
+        rt.block_on(async {
+            let id = Client::new(&server).create(&env).await;
+            // Eight lines, one of them markup, then a wait for `go` the test writes once it saw
+            // them; then one more line.
+            fake.push(calls(
+                KIND,
+                "a",
+                &[
+                    "import os, time\nfor i in range(1, 8):\n    print(f'count {i}', flush=True)\n\
+               print('<img src=x onerror=alert(1)>', flush=True)\n\
+               while not os.path.exists('go'):\n    time.sleep(0.02)\nprint('last' + ' line')",
+                ],
+            ));
+            fake.push(answer(KIND, "Counted."));
+            let b = Browser::start().await;
+            b.goto(&format!("{}#{id}", server.login_url())).await;
+            b.wait_text("#session-head", &id).await;
+            b.type_into("#message", "count").await;
+            b.click("#send").await;
+            // While the block runs its card shows the last five lines it printed, as text.
+            let tail = b.wait_text(".live .block .output.live", "onerror").await;
+            assert_eq!(
+                tail,
+                "count 4\ncount 5\ncount 6\ncount 7\n<img src=x onerror=alert(1)>"
+            );
+            assert_eq!(b.count(".live img").await, 0);
+            let head = b.text(".live .block .block-head").await;
+            assert!(head.contains("running"), "{head}");
+            b.screenshot("block-live-output").await;
+            std::fs::write(env.workspace().join("go"), "").unwrap();
+            // Finished: the live lines give way to the usual collapsed output.
+            let t = b.wait_text("#transcript", "Counted.").await;
+            assert!(t.contains("count 1\ncount 2"), "{t}");
+            assert_eq!(b.count(".output.live").await, 0);
+            assert_eq!(b.count("#transcript img").await, 0);
+            let out = b.text("#transcript .block .output").await;
+            assert!(out.contains("show all 9 lines"), "{out}");
+            b.close().await;
+        });
+    }
+);
 
 vistest!(
     a_block_printing_200_mb_streams_a_bounded_tail_and_returns_the_same_result,

@@ -6,7 +6,7 @@
 //! `target/web-screenshots/`.
 
 #[path = "support/browser.rs"]
-mod browser;
+pub mod browser;
 
 use std::time::Duration;
 
@@ -406,55 +406,6 @@ vistest!(the_web_view_follows_a_turn_another_client_started, |env| {
         b.close().await;
     });
 });
-
-vistest!(
-    the_web_view_shows_a_running_blocks_last_lines_as_text,
-    |env| {
-        let rt = events();
-        let fake = FakeProvider::start();
-        let server = TestServer::start(&env, &fake, ServerConfig::default());
-        rt.block_on(async {
-            let api = Api::new(&server);
-            let id = api.create(&env).await;
-            // Eight lines, one of them markup, then a wait for `go` the test writes once it saw
-            // them; then one more line.
-            fake.push(block(
-                "a",
-                "Counting.",
-                "import os, time\nfor i in range(1, 8):\n    print(f'count {i}', flush=True)\n\
-             print('<img src=x onerror=alert(1)>', flush=True)\n\
-             while not os.path.exists('go'):\n    time.sleep(0.02)\nprint('last' + ' line')",
-                1000,
-                0,
-            ));
-            fake.push(final_answer("Counted.", 1300, 900));
-            let b = Browser::start().await;
-            b.goto(&format!("{}#{id}", server.login_url())).await;
-            b.wait_text("#session-head", &id).await;
-            b.type_into("#message", "count").await;
-            b.click("#send").await;
-            // While the block runs its card shows the last five lines it printed, as text.
-            let tail = b.wait_text(".live .block .output.live", "onerror").await;
-            assert_eq!(
-                tail,
-                "count 4\ncount 5\ncount 6\ncount 7\n<img src=x onerror=alert(1)>"
-            );
-            assert_eq!(b.count(".live img").await, 0);
-            let head = b.text(".live .block .block-head").await;
-            assert!(head.contains("running"), "{head}");
-            b.screenshot("block-live-output").await;
-            std::fs::write(env.workspace().join("go"), "").unwrap();
-            // Finished: the live lines give way to the usual collapsed output.
-            let t = b.wait_text("#transcript", "Counted.").await;
-            assert!(t.contains("count 1\ncount 2"), "{t}");
-            assert_eq!(b.count(".output.live").await, 0);
-            assert_eq!(b.count("#transcript img").await, 0);
-            let out = b.text("#transcript .block .output").await;
-            assert!(out.contains("show all 9 lines"), "{out}");
-            b.close().await;
-        });
-    }
-);
 
 vistest!(the_web_view_shows_every_page_of_a_long_session, |env| {
     let rt = events();
