@@ -9,11 +9,11 @@ use crate::support::tmux::{Tmux, DEADLINE};
 use crate::support::{vis_bin, wait_until, TestEnv};
 use crate::vistest;
 
-const KIND: ProviderKind = ProviderKind::OpenAi;
+pub(crate) const KIND: ProviderKind = ProviderKind::OpenAi;
 const PROMPT: &str = "› ";
 
 /// `vis chat` against `fake` in a tmux pane, with the env's database, home and config.
-fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
+pub(crate) fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
     let tmux = launch(env, fake, extra);
     tmux.wait_text(PROMPT);
     tmux
@@ -49,7 +49,7 @@ fn launch(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
 }
 
 /// The screen after the n-th status line (a turn's end) appears.
-fn wait_turns(tmux: &Tmux, n: usize) -> String {
+pub(crate) fn wait_turns(tmux: &Tmux, n: usize) -> String {
     tmux.wait_count("· util ", n)
 }
 

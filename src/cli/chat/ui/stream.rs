@@ -132,6 +132,8 @@ impl MarkdownStream {
 
 #[cfg(test)]
 mod tests {
+    use super::super::screen::term::Terminal;
+    use super::super::screen::Screen;
     use super::super::style::strip;
     use super::*;
     use proptest::prelude::*;
@@ -149,8 +151,8 @@ mod tests {
         render(text, width)
     }
 
-    /// Streams `text` cut at `cuts` (byte offsets, any order); returns what was committed.
-    fn streamed(text: &str, cuts: &[usize], width: usize) -> Vec<String> {
+    /// `text` cut at `cuts` (byte offsets, any order, taken modulo its length).
+    fn chunks<'a>(text: &'a str, cuts: &[usize]) -> Vec<&'a str> {
         let mut cuts: Vec<usize> = cuts
             .iter()
             .map(|c| c % (text.len() + 1))
@@ -158,16 +160,63 @@ mod tests {
             .collect();
         cuts.sort_unstable();
         cuts.dedup();
-        let mut md = MarkdownStream::default();
         let mut out = Vec::new();
         let mut from = 0;
         for cut in cuts.into_iter().chain([text.len()]) {
-            let update = md.push(&text[from..cut], width);
-            out.extend(update.commit);
+            out.push(&text[from..cut]);
             from = cut;
+        }
+        out
+    }
+
+    /// Streams `text` cut at `cuts`; returns what was committed.
+    fn streamed(text: &str, cuts: &[usize], width: usize) -> Vec<String> {
+        let mut md = MarkdownStream::default();
+        let mut out = Vec::new();
+        for chunk in chunks(text, cuts) {
+            out.extend(md.push(chunk, width).commit);
         }
         out.extend(md.finish(width));
         out
+    }
+
+    /// Streams `text` cut at `cuts` onto a terminal as the view draws it: what settles is
+    /// committed, the rest redrawn in the live region above a spinner; with `budget`, renders
+    /// wait for the budget and a timer's refresh comes every third delta. Returns the screen
+    /// at the end.
+    fn on_screen(text: &str, cuts: &[usize], width: usize, budget: bool) -> String {
+        let mut md = MarkdownStream::default();
+        if budget {
+            md.credit = 0;
+        }
+        let mut screen = Screen::default();
+        let mut term = Terminal::default();
+        let mut live = Vec::new();
+        for (n, chunk) in chunks(text, cuts).into_iter().enumerate() {
+            let mut update = md.push(chunk, width);
+            if budget && n % 3 == 2 {
+                let refreshed = md.refresh(width);
+                update.commit.extend(refreshed.commit);
+                update.live = refreshed.live.or(update.live);
+            }
+            if let Some(rows) = update.live {
+                live = rows;
+            }
+            let commit: String = update.commit.iter().map(|r| format!("{r}\n")).collect();
+            term.write(&screen.frame(&commit, &live, Some("⠋ thinking 1.0 s")));
+        }
+        let rest: String = md.finish(width).iter().map(|r| format!("{r}\n")).collect();
+        term.write(&screen.frame(&rest, &[], None));
+        term.text()
+    }
+
+    /// The whole rendering as a terminal shows it.
+    fn whole_on_screen(text: &str, width: usize) -> String {
+        let mut term = Terminal::default();
+        for row in render(text, width) {
+            term.write(&format!("{row}\n"));
+        }
+        term.text()
     }
 
     #[test]
@@ -185,14 +234,30 @@ mod tests {
                         "{text:?} cut at {cut}, width {width}"
                     );
                 }
-                // Byte by byte: every delta one character.
+                // Byte by byte: every delta one character, on a terminal too.
                 let all: Vec<usize> = (0..text.len()).collect();
                 assert_eq!(streamed(text, &all, width), expected, "{text:?} bytewise");
+                assert_eq!(
+                    on_screen(text, &all, width, false),
+                    whole_on_screen(text, width),
+                    "{text:?} bytewise on a terminal"
+                );
             }
         }
     }
 
     proptest! {
+        #[test]
+        fn any_chunking_leaves_the_screen_of_the_whole_rendering(
+            sample in 0..SAMPLES.len(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..40),
+            width in 20usize..120,
+            budget in any::<bool>(),
+        ) {
+            let text = SAMPLES[sample];
+            prop_assert_eq!(on_screen(text, &cuts, width, budget), whole_on_screen(text, width));
+        }
+
         #[test]
         fn any_chunking_commits_the_whole_rendering(
             sample in 0..SAMPLES.len(),
