@@ -30,6 +30,7 @@ use super::plain::Transcript;
 use super::screen::{self, Screen};
 use super::stream::{MarkdownStream, Update};
 use super::style::{self, ACCENT, BAD, DIM, WARN};
+use super::wrap::{paint, Line};
 use crate::cli::chat::seconds;
 use crate::cli::term::{escape_controls, print_styled};
 use crate::protocol::Event;
@@ -325,8 +326,12 @@ impl View {
             out.push('\n');
         }
         let out = self.text_section(out);
-        if let Some(live) = update.live {
-            self.live = live;
+        if let Some(mut live) = update.live {
+            // Text after a block starts with a blank row, as it will when committed.
+            if self.last == Drawn::Block && !live.is_empty() {
+                live.insert(0, Line::new());
+            }
+            self.live = screen::fit_with(&live, live_height(), |row| paint(row));
         }
         self.emit(&out);
     }
@@ -373,15 +378,7 @@ impl View {
     /// the spinner again.
     pub fn emit(&mut self, text: &str) {
         let out = if self.fancy {
-            let mut live = Vec::new();
-            if !self.live.is_empty() {
-                // Text after a block starts with a blank row, as committed text will.
-                if self.last == Drawn::Block {
-                    live.push(String::new());
-                }
-                live.extend(self.live.iter().cloned());
-            }
-            let live = screen::fit(live, term_height().saturating_sub(3));
+            let live = screen::fit(&self.live, live_height());
             let spinner = self.spinner_line();
             self.screen.frame(text, &live, spinner.as_deref())
         } else {
@@ -440,11 +437,12 @@ fn term_width() -> usize {
         .max(20)
 }
 
-fn term_height() -> usize {
+/// Rows the live region may take: the screen's height, less the spinner and a margin.
+fn live_height() -> usize {
     crossterm::terminal::size()
         .map(|(_, h)| h as usize)
         .unwrap_or(24)
-        .max(5)
+        .saturating_sub(3)
 }
 
 /// The answer's rows leave the last column free: a row that fills it makes some terminals

@@ -77,18 +77,27 @@ impl Screen {
 }
 
 /// `rows` cut to their last `height` rows, the first of them saying how many are above (they
-/// are drawn when they settle).
-pub fn fit(rows: Vec<String>, height: usize) -> Vec<String> {
+/// are drawn when they settle). Copies only the rows shown: a frame costs the screen's height,
+/// not the region's.
+pub fn fit(rows: &[String], height: usize) -> Vec<String> {
+    fit_with(rows, height, String::clone)
+}
+
+/// [`fit`] for rows that `paint` turns into text: only the rows shown are painted.
+pub fn fit_with<T>(rows: &[T], height: usize, paint: impl Fn(&T) -> String) -> Vec<String> {
     let height = height.max(2);
-    if rows.len() <= height {
-        return rows;
-    }
-    let hidden = rows.len() - (height - 1);
+    let hidden = if rows.len() <= height {
+        0
+    } else {
+        rows.len() - (height - 1)
+    };
     let mut out = Vec::with_capacity(height);
-    out.push(DIM.paint(&format!(
-        "  ⋮ {hidden} more rows above, drawn when complete"
-    )));
-    out.extend(rows.into_iter().skip(hidden));
+    if hidden > 0 {
+        out.push(DIM.paint(&format!(
+            "  ⋮ {hidden} more rows above, drawn when complete"
+        )));
+    }
+    out.extend(rows[hidden..].iter().map(paint));
     out
 }
 
@@ -221,7 +230,7 @@ mod tests {
     #[test]
     fn a_tall_region_shows_its_last_rows() {
         let all: Vec<String> = (1..=10).map(|i| format!("row {i}")).collect();
-        let fitted = fit(all, 4);
+        let fitted = fit(&all, 4);
         assert_eq!(fitted.len(), 4);
         assert!(fitted[0].contains("7 more rows above"), "{fitted:?}");
         assert_eq!(&fitted[1..], ["row 8", "row 9", "row 10"]);

@@ -19,7 +19,8 @@
 //! short the live view lags behind, and the caller may [`refresh`](MarkdownStream::refresh) it
 //! on a timer.
 
-use super::markdown::{block_starts, render, Joiner};
+use super::markdown::{block_starts, render_rows, Joiner};
+use super::wrap::{paint, Line};
 
 /// Bytes of re-rendering a received byte pays for.
 pub const WORK_PER_BYTE: usize = 2;
@@ -28,10 +29,11 @@ const FREE_WORK: usize = 256 * 1024;
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Update {
-    /// Rows settled: drawn once, above the live view.
+    /// Rows settled, painted: drawn once, above the live view.
     pub commit: Vec<String>,
-    /// The live view's rows now (`None`: unchanged).
-    pub live: Option<Vec<String>>,
+    /// The live view's rows now (`None`: unchanged), not painted: a view that shows only its
+    /// last rows paints only those.
+    pub live: Option<Vec<Line>>,
 }
 
 pub struct MarkdownStream {
@@ -99,7 +101,7 @@ impl MarkdownStream {
         }
         self.joiner.add(&tail[from..], width, &mut out);
         *self = MarkdownStream::default();
-        out
+        out.iter().map(|row| paint(row)).collect()
     }
 
     /// Forgets everything (the attempt that streamed it failed).
@@ -120,11 +122,11 @@ impl MarkdownStream {
         self.tail.drain(..from);
         let mut live = Vec::new();
         if self.joiner.pending_blank() && !self.tail.trim().is_empty() {
-            live.push(String::new());
+            live.push(Line::new());
         }
-        live.extend(render(&self.tail, width));
+        live.extend(render_rows(&self.tail, width));
         Update {
-            commit,
+            commit: commit.iter().map(|row| paint(row)).collect(),
             live: Some(live),
         }
     }
@@ -132,6 +134,7 @@ impl MarkdownStream {
 
 #[cfg(test)]
 mod tests {
+    use super::super::markdown::render;
     use super::super::screen::term::Terminal;
     use super::super::screen::Screen;
     use super::super::style::strip;
@@ -149,6 +152,11 @@ mod tests {
 
     fn whole(text: &str, width: usize) -> Vec<String> {
         render(text, width)
+    }
+
+    /// The live rows without styles.
+    fn shown(live: Option<Vec<Line>>) -> Vec<String> {
+        live.unwrap().iter().map(|row| strip(&paint(row))).collect()
     }
 
     /// `text` cut at `cuts` (byte offsets, any order, taken modulo its length).
@@ -200,7 +208,7 @@ mod tests {
                 update.live = refreshed.live.or(update.live);
             }
             if let Some(rows) = update.live {
-                live = rows;
+                live = rows.iter().map(|row| paint(row)).collect();
             }
             let commit: String = update.commit.iter().map(|r| format!("{r}\n")).collect();
             term.write(&screen.frame(&commit, &live, Some("⠋ thinking 1.0 s")));
@@ -275,18 +283,18 @@ mod tests {
         let update = md.push("| a | b |\n", 80);
         assert!(update.commit.is_empty());
         // One header row and nothing else yet: a paragraph, for now.
-        let live: Vec<String> = update.live.unwrap().iter().map(|l| strip(l)).collect();
-        assert_eq!(live, ["| a | b |"]);
+        assert_eq!(shown(update.live), ["| a | b |"]);
         // The next block begun on an incomplete line settles nothing.
         let update = md.push("|---|---|\n| 1 | 2 |\n\nNext **par", 80);
         assert!(update.commit.is_empty());
-        let live: Vec<String> = update.live.unwrap().iter().map(|l| strip(l)).collect();
-        assert_eq!(live, ["a │ b", "──┼──", "1 │ 2", "", "Next **par"]);
+        assert_eq!(
+            shown(update.live),
+            ["a │ b", "──┼──", "1 │ 2", "", "Next **par"]
+        );
         let update = md.push("t**\n", 80);
         let commit: Vec<String> = update.commit.iter().map(|l| strip(l)).collect();
         assert_eq!(commit, ["a │ b", "──┼──", "1 │ 2"]);
-        let live: Vec<String> = update.live.unwrap().iter().map(|l| strip(l)).collect();
-        assert_eq!(live, ["", "Next part"]);
+        assert_eq!(shown(update.live), ["", "Next part"]);
         let rest: Vec<String> = md.finish(80).iter().map(|l| strip(l)).collect();
         assert_eq!(rest, ["", "Next part"]);
     }
@@ -296,13 +304,11 @@ mod tests {
         let mut md = MarkdownStream::default();
         let update = md.push("```python\nx = '''\n", 80);
         assert!(update.commit.is_empty());
-        let live = update.live.unwrap();
-        assert_eq!(strip(&live[0]), "  ┄ python (not run)");
+        assert_eq!(shown(update.live)[0], "  ┄ python (not run)");
         let update = md.push("'''\n```\n\nafter\n", 80);
         let commit: Vec<String> = update.commit.iter().map(|l| strip(l)).collect();
         assert_eq!(commit, ["  ┄ python (not run)", "  ┆ x = '''", "  ┆ '''"]);
-        let live: Vec<String> = update.live.unwrap().iter().map(|l| strip(l)).collect();
-        assert_eq!(live, ["", "after"]);
+        assert_eq!(shown(update.live), ["", "after"]);
     }
 
     #[test]

@@ -38,18 +38,20 @@ pub fn code_rows(lang: &str, code: &str, room: usize) -> Vec<Line> {
     let first_room = room.saturating_sub(wrap::text_width(&gutter.text));
     let rest_room = first_room.saturating_sub(2).max(4);
     for line in highlight_spans(code, lang) {
-        let mut rows = hard_wrap(&line, first_room.max(4)).into_iter();
-        let head = rows.next().unwrap_or_default();
-        let rest: Vec<Span> = rows.flatten().collect();
         let mut row = vec![gutter.clone()];
-        row.extend(head);
+        if line_width(&line) <= first_room {
+            row.extend(line);
+            out.push(row);
+            continue;
+        }
+        let mut rows = hard_wrap(&line, first_room.max(4)).into_iter();
+        row.extend(rows.next().unwrap_or_default());
         out.push(row);
-        if !rest.is_empty() {
-            for part in hard_wrap(&rest, rest_room) {
-                let mut row = vec![gutter.clone(), continued.clone()];
-                row.extend(part);
-                out.push(row);
-            }
+        let rest: Vec<Span> = rows.flatten().collect();
+        for part in hard_wrap(&rest, rest_room) {
+            let mut row = vec![gutter.clone(), continued.clone()];
+            row.extend(part);
+            out.push(row);
         }
     }
     out

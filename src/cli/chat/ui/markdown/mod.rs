@@ -41,6 +41,14 @@ fn options() -> Options {
 /// `src` rendered whole: painted rows of at most `width` columns (one less than a terminal's
 /// width leaves the last column free, so no terminal wraps a row by itself).
 pub fn render(src: &str, width: usize) -> Vec<String> {
+    render_rows(src, width)
+        .iter()
+        .map(|row| paint(row))
+        .collect()
+}
+
+/// [`render`] before painting: rows of styled spans.
+pub fn render_rows(src: &str, width: usize) -> Vec<Line> {
     let mut out = Vec::new();
     let mut joiner = Joiner::default();
     let starts = block_starts(src);
@@ -66,11 +74,11 @@ pub struct Joiner {
 impl Joiner {
     /// Renders the source of one top-level block (`block`, from the start of its first line to
     /// the start of the next block's) into `out`.
-    pub fn add(&mut self, block: &str, width: usize, out: &mut Vec<String>) {
+    pub fn add(&mut self, block: &str, width: usize, out: &mut Vec<Line>) {
         let rows = render_block(block, width);
         if !rows.is_empty() {
             if self.gap && self.started {
-                out.push(String::new());
+                out.push(Line::new());
             }
             out.extend(rows);
             self.started = true;
@@ -119,14 +127,14 @@ pub fn block_starts(src: &str) -> Vec<usize> {
     starts
 }
 
-/// One top-level block's source, parsed on its own, as painted rows.
-pub fn render_block(src: &str, width: usize) -> Vec<String> {
+/// One top-level block's source, parsed on its own, as rows.
+pub fn render_block(src: &str, width: usize) -> Vec<Line> {
     let mut r = Renderer::new(width.max(8));
     for event in Parser::new_ext(src, options()) {
         r.event(event);
     }
     r.flush_inline();
-    r.rows.iter().map(|row| paint(row)).collect()
+    r.rows
 }
 
 /// A container's mark before its rows: a quote's bar, a list item's marker (then spaces).
