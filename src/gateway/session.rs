@@ -410,6 +410,7 @@ impl ChatSession {
             status: ran.status,
             output: ran.output.clone(),
             wall_ms: ran.wall.as_millis() as u64,
+            code: None,
         });
         self.runner
             .store()

@@ -305,6 +305,7 @@ async fn run_call(
         status: ran.status,
         output: ran.output,
         wall_ms: ran.wall.as_millis() as u64,
+        code: None,
     });
     Ok(ran.failure)
 }
@@ -341,6 +342,7 @@ fn record_not_run(
         status,
         output,
         wall_ms: 0,
+        code: Some(code.to_string()),
     });
     Ok(())
 }

@@ -62,6 +62,10 @@ pub enum Event {
         status: IterationStatus,
         output: String,
         wall_ms: u64,
+        /// The call's code when it did not run (rejected, or cut off by an interrupt), so no
+        /// `block_started` showed it: for a rejected call, its arguments as the model sent them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
     },
     /// Something the person should know that is not model output (a catalog update was
     /// sent, the provider changed on resume, …).
@@ -168,6 +172,7 @@ mod tests {
                 status: IterationStatus::Rejected,
                 output: text(),
                 wall_ms: 0,
+                code: Some(text()),
             },
             Event::Notice { text: text() },
             Event::Error {
@@ -217,6 +222,7 @@ mod tests {
             status: IterationStatus::Ended(Status::Timeout),
             output: String::new(),
             wall_ms: 5,
+            code: None,
         };
         let json = serde_json::to_value(&block).unwrap();
         assert_eq!(json["status"], "timeout");

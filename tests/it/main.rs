@@ -13,6 +13,7 @@ mod support;
 mod blocks;
 mod catalog;
 mod chat;
+mod chat_transcript;
 mod chat_tui;
 mod cli;
 mod defs;

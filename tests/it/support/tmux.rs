@@ -27,7 +27,7 @@ impl Tmux {
         // the program gets all the rows.
         std::fs::write(
             &conf,
-            "set -g remain-on-exit on\nset -g status off\nset -sg escape-time 0\nset -g history-limit 10000\n",
+            "set -g remain-on-exit on\nset -g status off\nset -sg escape-time 0\nset -g history-limit 100000\n",
         )
         .unwrap();
         let tmux = Tmux { socket };
