@@ -48,6 +48,11 @@
 //! disk makes slow. The 2.0× target is not met: see `docs/runtime.md` for where the rest of
 //! a bare start goes.
 //!
+//! Live output (issue 23 §2), 2026-12-05, release, 2 cores under a load of 6–7, `--blocks
+//! 10000`, four runs: the round trip watched and not, alternating on one worker, p50 93–110 µs
+//! either way, watched 1–3 µs slower (the same loop with both sides unwatched: 0–1 µs apart);
+//! p99 is the machine's load (1.5–8 ms on both sides).
+//!
 //! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
 //! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is
 //! skipped and says so).

@@ -71,9 +71,11 @@ impl Supervisor {
         };
         worker.channel.route_calls(calls);
         let mut watching = watch.map(Watching::new);
-        if watching.is_some() {
+        let stale = || worker.capture().metadata().map_or(true, |m| m.len() > 0);
+        if watching.is_some() && stale() {
             // The worker empties the capture as the block starts; emptied here first, the
-            // previous block's output cannot pass for this one's before it does.
+            // previous block's output cannot pass for this one's before it does. (Only when
+            // there is something: a truncation costs a few microseconds, the look one.)
             let _ = worker.capture().set_len(0);
         }
         worker.channel.send(HostMessage::Exec {
@@ -154,9 +156,14 @@ async fn wait_for_result(
     // Set once an interrupt (timeout or stop) went out: when the grace period ends.
     let mut kill_at: Option<Instant> = None;
     let mut cause = None;
-    // Far enough never to fire; used while a deadline is not armed.
-    let never = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     loop {
+        // One timer: the deadline that comes next (the kill once an interrupt went out, else
+        // the timeout), or a watched block's next read when that is sooner.
+        let deadline = kill_at.unwrap_or(timeout_at);
+        let wake_at = match live {
+            Some(_) => deadline.min(read_at),
+            None => deadline,
+        };
         tokio::select! {
             incoming = worker.channel.recv() => match incoming {
                 Incoming::Message(WorkerMessage::Result { id: got, result }) if got == id => {
@@ -187,26 +194,26 @@ async fn wait_for_result(
                     return Ok((Ending::Died { exit, captured }, cause));
                 }
             },
-            _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
-                cause = Some(Cause::Timeout);
-                worker.channel.send(HostMessage::Interrupt { id });
-                kill_at = Some(Instant::now() + grace);
-            }
             _ = stop.cancelled(), if kill_at.is_none() => {
                 cause = Some(Cause::Stop);
                 worker.channel.send(HostMessage::Interrupt { id });
                 kill_at = Some(Instant::now() + grace);
             }
-            _ = tokio::time::sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
-                let exit = worker.kill().await;
-                let captured = captured_output(worker, block);
-                return Ok((Ending::Killed { exit, captured }, cause));
-            }
-            _ = tokio::time::sleep_until(read_at), if live.is_some() => {
-                if let Some(watching) = live.as_mut() {
+            _ = tokio::time::sleep_until(wake_at) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    if kill_at.is_some() {
+                        let exit = worker.kill().await;
+                        let captured = captured_output(worker, block);
+                        return Ok((Ending::Killed { exit, captured }, cause));
+                    }
+                    cause = Some(Cause::Timeout);
+                    worker.channel.send(HostMessage::Interrupt { id });
+                    kill_at = Some(now + grace);
+                } else if let Some(watching) = live.as_mut() {
                     watching.poll(worker.capture());
+                    read_at = now + LIVE_INTERVAL;
                 }
-                read_at = Instant::now() + LIVE_INTERVAL;
             }
         }
     }
