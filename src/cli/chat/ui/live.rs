@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use super::style::{self, DIM};
 use crate::cli::term::escape_controls;
 
-/// Output lines shown under the spinner while a block runs.
+/// Output lines shown above the spinner while a block runs.
 pub const LIVE_LINES: usize = 5;
 
 /// The most kept of the line in progress (its start is shown; a carriage return starts it over).
