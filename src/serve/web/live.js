@@ -68,7 +68,8 @@ function runningCard(view, ev) {
   const key = `${ev.turn}/${ev.iteration}`;
   let card = view.blocks.get(key);
   if (!card) {
-    card = blockCard({ label: `t${ev.turn}/i${ev.iteration}`, status: 'running' });
+    // A call that did not run (rejected) had no block_started: its code comes with its end.
+    card = blockCard({ label: `t${ev.turn}/i${ev.iteration}`, code: ev.code, status: 'running' });
     view.blocks.set(key, card);
     liveAppend(view, card);
   }
