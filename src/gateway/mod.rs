@@ -123,6 +123,10 @@ pub struct ChatSession {
     drain: tokio_util::sync::CancellationToken,
     /// Whether the MCP servers were started and asked for their tools yet.
     mcp_listed: bool,
+    /// The context window the server told about (`None`: it did not, or was not asked).
+    server_window: Option<crate::providers::ServerWindow>,
+    /// Whether this session's start asked the server and recorded the limits it runs with.
+    limits_settled: bool,
 }
 
 /// `bytes` for a request body.

@@ -52,7 +52,18 @@ pub(super) async fn run(
     if text.trim().is_empty() {
         return Err(GatewayError::EmptyMessage);
     }
-    session.ensure_prefix().await?;
+    // The first turn of a session start asks the server for its context window while the
+    // worker starts (a short timeout; a server that tells nothing leaves the guess).
+    let question = session.window_question();
+    let asking = async move {
+        match question {
+            Some(settings) => crate::providers::context_window(&settings).await,
+            None => None,
+        }
+    };
+    let (prefix, window) = tokio::join!(session.ensure_prefix(), asking);
+    prefix?;
+    session.settle_limits(window)?;
     let id = session.id.clone();
     let turn = session
         .runner
@@ -121,7 +132,7 @@ pub(super) async fn run(
         let estimate = session.conversation.estimate();
         let _ = events.send(Event::RequestStarted { turn, n });
         let started_at = now_millis();
-        let answer = request(session, body, events, stop, warm_up).await;
+        let (answer, clock) = request(session, body, events, stop, warm_up).await;
         warm_up = false;
         let response = match answer {
             None => {
@@ -130,8 +141,11 @@ pub(super) async fn run(
                     turn,
                     started_at,
                     estimate,
-                    None,
-                    Some(("interrupted", "the request was interrupted".into())),
+                    Outcome::Failed {
+                        clock,
+                        kind: "interrupted",
+                        message: "the request was interrupted".into(),
+                    },
                 )?;
                 return interrupted(session, turn, events);
             }
@@ -142,14 +156,23 @@ pub(super) async fn run(
                     turn,
                     started_at,
                     estimate,
-                    None,
-                    Some((e.kind(), message.clone())),
+                    Outcome::Failed {
+                        clock,
+                        kind: e.kind(),
+                        message: message.clone(),
+                    },
                 )?;
                 return failed(session, turn, TurnStatus::Failed, &kind, message, events);
             }
             Some(Ok(response)) => response,
         };
-        record_request(session, turn, started_at, estimate, Some(&response), None)?;
+        record_request(
+            session,
+            turn,
+            started_at,
+            estimate,
+            Outcome::Answered(&response),
+        )?;
         let _ = events.send(Event::ResponseFinished {
             turn,
             n,
@@ -169,7 +192,47 @@ pub(super) async fn run(
             HistoryItem::Assistant(message),
             None,
         )?;
+        let cut = response
+            .stop_reason
+            .as_deref()
+            .and_then(output_limit_reason);
+        if let Some(reason) = cut {
+            // The last call of a cut answer may be cut too: none of them runs, and the model
+            // is told so in their results.
+            for call in &calls {
+                let iteration = session.runner.store().next_iteration(&id, turn)?;
+                let note = format!(
+                    "[vis] not run: the answer was cut at the output limit ({reason}) before it was complete; the person can let you continue with a new message."
+                );
+                record_not_run(
+                    session,
+                    turn,
+                    iteration,
+                    call,
+                    &call.arguments,
+                    note,
+                    IterationStatus::Rejected,
+                    events,
+                )?;
+            }
+            let _ = events.send(Event::Notice {
+                text: cut_notice(session, reason),
+            });
+            return end(
+                session,
+                turn,
+                TurnStatus::OutputLimit,
+                final_text,
+                None,
+                events,
+            );
+        }
         if calls.is_empty() {
+            if final_text.trim().is_empty() {
+                let _ = events.send(Event::Notice {
+                    text: EMPTY_ANSWER.into(),
+                });
+            }
             return end(session, turn, TurnStatus::Done, final_text, None, events);
         }
         let mut limit_hit = false;
@@ -364,6 +427,15 @@ fn push_result(
     session.conversation.push(entry);
 }
 
+/// What the gateway saw of a request while it ran: the retries made and, for the attempt
+/// that ran last, the time to its first content (a failed or interrupted request has no
+/// `ModelResponse` to say so).
+#[derive(Debug, Clone, Copy, Default)]
+struct Clock {
+    retries: u32,
+    ttft: Option<std::time::Duration>,
+}
+
 /// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
 /// meanwhile (a start failure shows when a block needs the worker).
 async fn request(
@@ -372,16 +444,35 @@ async fn request(
     events: &EventSink,
     stop: &CancellationToken,
     warm_up: bool,
-) -> Option<Result<ModelResponse, ProviderError>> {
+) -> (Option<Result<ModelResponse, ProviderError>>, Clock) {
+    let mut clock = Clock::default();
     if let Err(e) = session.provider() {
-        return Some(Err(e));
+        return (Some(Err(e)), clock);
     }
     let Some(provider) = session.provider.as_ref() else {
-        return Some(Err(ProviderError::Config("no provider".into())));
+        return (
+            Some(Err(ProviderError::Config("no provider".into()))),
+            clock,
+        );
     };
     let supervisor = session.runner.supervisor_mut();
     let sink = events.clone();
+    // An attempt starts when the request goes out, or after a retry's wait.
+    let mut attempt_start = std::time::Instant::now();
+    let clock_ref = &mut clock;
     let mut on_event = move |event: StreamEvent| {
+        match &event {
+            StreamEvent::Retrying { delay_ms, .. } => {
+                clock_ref.retries += 1;
+                clock_ref.ttft = None;
+                attempt_start =
+                    std::time::Instant::now() + std::time::Duration::from_millis(*delay_ms);
+            }
+            _ if clock_ref.ttft.is_none() => {
+                clock_ref.ttft = Some(attempt_start.elapsed());
+            }
+            _ => {}
+        }
         let event = match event {
             StreamEvent::TextDelta { text } => Event::TextDelta { text },
             StreamEvent::ReasoningDelta { text } => Event::ReasoningDelta { text },
@@ -410,7 +501,18 @@ async fn request(
         }
     };
     let (answer, ()) = tokio::join!(stream, start);
-    answer
+    (answer, clock)
+}
+
+/// How a request ended, for its health record.
+enum Outcome<'a> {
+    Answered(&'a ModelResponse),
+    /// Failed or interrupted (`kind` "interrupted"): what the gateway saw of it.
+    Failed {
+        clock: Clock,
+        kind: &'a str,
+        message: String,
+    },
 }
 
 fn record_request(
@@ -418,12 +520,15 @@ fn record_request(
     turn: i64,
     started_at: i64,
     estimate: u64,
-    response: Option<&ModelResponse>,
-    error: Option<(&str, String)>,
+    outcome: Outcome<'_>,
 ) -> Result<(), GatewayError> {
     let as_i64 = |v: Option<u64>| v.map(|n| n as i64);
     let settings = &session.settings.provider;
     let provider_name = settings.kind.as_str().to_string();
+    let response = match &outcome {
+        Outcome::Answered(r) => Some(*r),
+        Outcome::Failed { .. } => None,
+    };
     let model_name = response
         .and_then(|r| r.model.clone())
         .unwrap_or_else(|| settings.model.clone());
@@ -446,30 +551,79 @@ fn record_request(
         }
         None => None,
     };
+    let millis = |d: std::time::Duration| d.as_millis() as i64;
+    let (latency_ms, ttft_ms, retries, error_kind, error) = match outcome {
+        Outcome::Answered(r) => (
+            millis(r.latency),
+            r.ttft.map(millis),
+            r.retries as i64,
+            None,
+            None,
+        ),
+        Outcome::Failed {
+            clock,
+            kind,
+            message,
+        } => (
+            now_millis() - started_at,
+            clock.ttft.map(millis),
+            clock.retries as i64,
+            Some(kind.to_string()),
+            Some(message),
+        ),
+    };
     let record = RequestRecord {
         seq: 0,
         turn,
         provider: provider_name,
         model: model_name,
         started_at,
-        latency_ms: response.map_or_else(
-            || now_millis() - started_at,
-            |r| r.latency.as_millis() as i64,
-        ),
-        ttft_ms: response.and_then(|r| r.ttft).map(|d| d.as_millis() as i64),
-        retries: response.map_or(0, |r| r.retries as i64),
+        latency_ms,
+        ttft_ms,
+        retries,
         input_tokens: response.and_then(|r| as_i64(r.usage.input_tokens)),
         cached_tokens: response.and_then(|r| as_i64(r.usage.cached_tokens)),
         cache_creation_tokens: response.and_then(|r| as_i64(r.usage.cache_creation_tokens)),
         output_tokens: response.and_then(|r| as_i64(r.usage.output_tokens)),
         estimate_tokens: estimate as i64,
-        error_kind: error.as_ref().map(|(k, _)| k.to_string()),
-        error: error.map(|(_, m)| m),
+        error_kind,
+        error,
         fold_measurement: measurement.map(|m| serde_json::to_string(&m).unwrap_or_default()),
+        finish_reason: response.and_then(|r| r.stop_reason.clone()),
     };
     let id = session.id.clone();
     session.runner.store_mut().record_request(&id, &record)?;
     Ok(())
+}
+
+/// What a person sees when the model's answer was empty (no text, no call).
+pub const EMPTY_ANSWER: &str = "(empty answer: the model sent no text and no tool call)";
+
+/// The finish reason, as sent, when it says the answer was cut at the output limit
+/// (OpenAI-compatible `length`, Anthropic `max_tokens`).
+fn output_limit_reason(stop_reason: &str) -> Option<String> {
+    match stop_reason {
+        "length" => Some("finish_reason \"length\"".into()),
+        "max_tokens" => Some("stop_reason \"max_tokens\"".into()),
+        _ => None,
+    }
+}
+
+/// The line that ends a cut turn, naming what sets the limit.
+fn cut_notice(session: &ChatSession, reason: String) -> String {
+    let what = match session.settings.provider.kind {
+        crate::providers::ProviderKind::Anthropic => format!(
+            "raise [provider] max_output_tokens (now {})",
+            session.settings.max_output_tokens
+        ),
+        // Vis sends no output limit to these servers: theirs, or a full context, cut it.
+        crate::providers::ProviderKind::OpenAi => {
+            "the server's own output limit or a full context window ended it".into()
+        }
+    };
+    format!(
+        "the answer was cut at the output limit ({reason}); {what}; send a message to let the model go on"
+    )
 }
 
 /// Ends the turn with an error that is also sent as an event.

@@ -47,6 +47,23 @@ pub enum ProviderError {
     #[error("the provider refused the request (HTTP {status}): {message}; not retried: fix what it names (model, options or context length)")]
     BadRequest { status: u16, message: String },
 
+    /// Any 4xx/5xx whose body is a validation error: the request cannot succeed as sent
+    /// (llama-cpp-python answers HTTP 500 for a field of the wrong type).
+    #[error("the server rejected the request as invalid (HTTP {status}: {detail}); not retried: it cannot succeed as sent — check the [provider] options, and report it if Vis built the request wrong")]
+    Invalid { status: u16, detail: String },
+
+    /// HTTP 200 with no event at all (or only comments and pings), or a non-streaming 200
+    /// with an empty body: nothing to decode, and no partial answer was discarded.
+    #[error("the server answered with an empty {what} (HTTP 200 without a single {unit}); a prompt over the server's context window or an option it does not support does this — check the server's log; {hint}")]
+    Empty {
+        /// `stream` or `body`.
+        what: &'static str,
+        /// `event` or `byte`.
+        unit: &'static str,
+        /// The setting to try.
+        hint: String,
+    },
+
     /// HTTP 429.
     #[error("rate limited by the provider (HTTP 429: {message}); wait and retry, or lower the request rate{wait}")]
     RateLimited {
@@ -140,21 +157,26 @@ impl ProviderError {
             | ProviderError::Auth { .. }
             | ProviderError::NotFound { .. }
             | ProviderError::BadRequest { .. }
+            | ProviderError::Invalid { .. }
+            | ProviderError::Empty { .. }
             | ProviderError::Malformed { .. }
             | ProviderError::Exhausted { .. }
             | ProviderError::Http { .. } => false,
         }
     }
 
-    /// A stable short code: `config`, `auth`, `not_found`, `bad_request`, `rate_limited`,
-    /// `server`, `connect`, `timeout`, `idle_timeout`, `truncated`, `malformed`, `stream_error`,
-    /// `http`. For `Exhausted`, the last cause's code.
+    /// A stable short code: `config`, `auth`, `not_found`, `bad_request`, `invalid_request`,
+    /// `empty_response`, `rate_limited`, `server`, `connect`, `timeout`, `idle_timeout`,
+    /// `truncated`, `malformed`, `stream_error`, `http`. For `Exhausted`, the last cause's
+    /// code.
     pub fn kind(&self) -> &'static str {
         match self {
             ProviderError::Config(_) => "config",
             ProviderError::MissingKey { .. } | ProviderError::Auth { .. } => "auth",
             ProviderError::NotFound { .. } => "not_found",
             ProviderError::BadRequest { .. } => "bad_request",
+            ProviderError::Invalid { .. } => "invalid_request",
+            ProviderError::Empty { .. } => "empty_response",
             ProviderError::RateLimited { .. } => "rate_limited",
             ProviderError::Server { .. } => "server",
             ProviderError::Connect { .. } => "connect",
