@@ -32,6 +32,8 @@ mod outside;
 mod providers;
 mod sandbox;
 mod serve;
+mod servers;
+mod servers_chat;
 mod shell;
 mod startup;
 mod store;
