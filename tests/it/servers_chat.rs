@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use vis::providers::ProviderKind;
 
 use crate::servers::completion;
-use crate::support::chat::{answer, calls};
+use crate::support::chat::answer;
 use crate::support::fake_provider::{FakeProvider, RecordedRequest, Reply};
 use crate::support::tmux::{Tmux, DEADLINE};
 use crate::support::{vis_bin, wait_until, Run, TestEnv};
