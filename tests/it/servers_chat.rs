@@ -634,3 +634,54 @@ vistest!(
         assert!(!tmux.dead());
     }
 );
+
+// ---- the web view --------------------------------------------------------------------------
+
+vistest!(the_web_view_shows_a_cut_answer_and_an_empty_one, |env| {
+    use crate::support::serve::{read_events, ServerConfig, TestServer};
+    use crate::web::browser::Browser;
+    let rt = crate::support::chat::events();
+    let fake = FakeProvider::start();
+    let server = TestServer::start(&env, &fake, ServerConfig::default());
+    rt.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        let post = |path: String, body: Value| {
+            http.post(format!("{}{path}", server.url))
+                .header("content-type", "application/json")
+                .header("authorization", format!("Bearer {}", server.token))
+                .body(body.to_string())
+                .send()
+        };
+        let created = post(
+            "/api/sessions".into(),
+            json!({"workspace": env.workspace()}),
+        )
+        .await
+        .unwrap();
+        let created: Value = serde_json::from_str(&created.text().await.unwrap()).unwrap();
+        let id = created["id"].as_str().unwrap().to_string();
+        let b = Browser::start().await;
+        b.goto(&format!("{}#{id}", server.login_url())).await;
+        b.wait_text("#session-head", &id).await;
+        fake.push(capture("finish-length.http"));
+        fake.push(Reply::openai().build());
+        for message in ["write hello.py", "and?"] {
+            let resp = post(
+                format!("/api/sessions/{id}/turns"),
+                json!({ "message": message }),
+            )
+            .await
+            .unwrap();
+            read_events(resp, 1000).await;
+        }
+        // The transcript as stored: the cut turn says so after its answer, with its status,
+        // and the empty answer is shown as empty.
+        b.goto(&format!("{}/#{id}", server.url)).await;
+        let t = b.wait_text("#transcript", "(empty answer").await;
+        let cut = t.find("the answer was cut at the output limit").expect(&t);
+        assert!(t.find("Hello.py is a").unwrap() < cut, "{t}");
+        assert!(t.contains("output_limit"), "{t}");
+        b.close().await;
+    });
+});
