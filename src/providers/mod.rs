@@ -6,6 +6,7 @@
 //!                                  │ retry loop (retry.rs): backoff, retry-after, Retrying event
 //!                                  ▼
 //!                   bytes ─► sse.rs (idle timeout, EOF flush, eventsource-stream)
+//!                         (or, stream = false: one JSON answer ─► whole.rs ─► its events)
 //!                                  ▼
 //!                   openai.rs | anthropic.rs  (Decode: events ─► AssistantMessage, Usage)
 //!                                  ▼
@@ -29,6 +30,10 @@
 //!   error, and a `StreamEvent::Retrying` tells a live display to discard what it showed.
 //! - Dropping the future of [`Provider::stream`] drops the response, which closes the
 //!   connection; nothing keeps running in the background.
+//! - Real servers differ (issue 23): a validation error is permanent whatever its status
+//!   (`validation.rs`), an empty 200 is its own error naming the setting to try, some servers
+//!   need `tool_choice` or cannot stream what is asked (`ToolChoice`, `stream = false`), and a
+//!   local server may tell its context window (`discover.rs`).
 //!
 //! The public API is the one sketched for the gateway, with these additions: `ProviderKind`
 //! also implements serde (lower-case names) and has `as_str`; `ProviderError` has

@@ -10,10 +10,13 @@
 //!   a client that honours it fails at once instead of retrying into the same wall).
 //! - `Reply::openai()` / `Reply::anthropic()` build real SSE bodies from a description (text in
 //!   several deltas, tool calls with their arguments in small fragments, reasoning or thinking,
-//!   usage, stop reason); `Reply::raw_sse`/`fixture` serve bytes as given; `status`, `error`,
-//!   `truncated`, `delay` and `stall` script failures.
+//!   usage, stop reason); `Reply::raw_sse`/`fixture` serve bytes as given; `Reply::capture`
+//!   replays a recorded `.http` exchange (status, headers, body byte for byte); `status`,
+//!   `error`, `truncated`, `delay` and `stall` script failures.
 //! - Every request is recorded (method, path, headers, body bytes exactly as received, and the
-//!   connection it came on) before it is answered: `requests()`.
+//!   connection it came on) before it is answered: `requests()`. What a client asks a server
+//!   about itself (any GET, `POST /api/show`) is answered by `route(..)` (else 404) and
+//!   recorded apart: `probes()`.
 //!
 //! Kept dependency-light (tokio, hyper, http-body-util, futures, serde_json and `vis`'s own
 //! protocol types) and free of the test support module, because benchmarks include this file
