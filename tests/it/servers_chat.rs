@@ -685,3 +685,82 @@ vistest!(the_web_view_shows_a_cut_answer_and_an_empty_one, |env| {
         b.close().await;
     });
 });
+
+vistest!(
+    vis_serve_runs_a_turn_with_whole_answers_and_vis_exec_is_unaffected,
+    |env| {
+        use crate::support::serve::{read_events, ServerConfig, TestServer};
+        use std::sync::Arc;
+        let rt = crate::support::chat::events();
+        let fake = FakeProvider::start();
+        let config = ServerConfig {
+            tweak: Some(Arc::new(|s: &mut vis::gateway::ChatSettings| {
+                s.provider.stream = false;
+                s.provider.tool_choice = Some(vis::providers::ToolChoice::Auto);
+            })),
+            ..ServerConfig::default()
+        };
+        let server = TestServer::start(&env, &fake, config);
+        fake.push(completion(
+        json!({"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "python_execution", "arguments": "{\"code\": \"print(6 * 7)\"}"}}]}),
+        "tool_calls",
+    ));
+        fake.push(completion(
+            json!({"role": "assistant", "content": "It is 42."}),
+            "stop",
+        ));
+        let events = rt.block_on(async {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let http = reqwest::Client::new();
+            let post = |path: String, body: Value| {
+                http.post(format!("{}{path}", server.url))
+                    .header("content-type", "application/json")
+                    .header("authorization", format!("Bearer {}", server.token))
+                    .body(body.to_string())
+                    .send()
+            };
+            let created = post(
+                "/api/sessions".into(),
+                json!({"workspace": env.workspace()}),
+            )
+            .await
+            .unwrap();
+            let created: Value = serde_json::from_str(&created.text().await.unwrap()).unwrap();
+            let id = created["id"].as_str().unwrap().to_string();
+            let resp = post(
+                format!("/api/sessions/{id}/turns"),
+                json!({"message": "6 * 7?"}),
+            )
+            .await
+            .unwrap();
+            read_events(resp, 1000).await
+        });
+        let of = |name: &str| -> Vec<&Value> {
+            events
+                .iter()
+                .filter(|e| e.event == name)
+                .map(|e| &e.data)
+                .collect()
+        };
+        let finished = of("response_finished");
+        assert_eq!(finished.len(), 2, "{events:?}");
+        assert!(
+            finished.iter().all(|f| f["ttft_ms"].is_null()),
+            "{finished:?}"
+        );
+        assert!(of("block_finished")[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("42"));
+        assert_eq!(of("turn_finished")[0]["status"], "done");
+        assert_eq!(of("text_delta")[0]["text"], "It is 42.");
+        for req in fake.requests() {
+            assert_eq!(req.json()["stream"], false);
+        }
+        // `vis exec` talks to no model: the same config changes nothing for it.
+        config(&env, "[provider]\nstream = false\ntool_choice = \"auto\"\n");
+        let run = env.exec("s-exec", "print(6 * 7)");
+        assert_eq!((run.code, run.stdout.trim()), (0, "42"), "{}", run.stderr);
+    }
+);
