@@ -34,6 +34,7 @@ mod sandbox;
 mod serve;
 mod servers;
 mod servers_chat;
+mod servers_views;
 mod shell;
 mod startup;
 mod store;
