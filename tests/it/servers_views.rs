@@ -141,6 +141,18 @@ vistest!(the_web_view_shows_a_cut_answer_and_an_empty_one, |env| {
         let cut = t.find("the answer was cut at the output limit").expect(&t);
         assert!(t.find("Hello.py is a").unwrap() < cut, "{t}");
         assert!(t.contains("output_limit"), "{t}");
+        // The chart's bars name why each answer ended.
+        let titles = b
+            .js(
+                "return [...document.querySelectorAll('#chart svg .bar title')].map(t => t.textContent);",
+                vec![],
+            )
+            .await;
+        let titles = titles.to_string();
+        assert!(
+            titles.contains("finished: length") && titles.contains("finished: stop"),
+            "{titles}"
+        );
         b.close().await;
     });
 });
