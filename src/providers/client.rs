@@ -288,7 +288,7 @@ impl Provider {
             Box::pin(response.bytes_stream()),
             self.settings.idle_timeout,
         );
-        let empty = || self.empty("stream", "event");
+        let empty = |how| self.empty("stream", how);
         match self.settings.kind {
             ProviderKind::OpenAi => read(events, openai::Decoder::default(), emit, empty).await,
             ProviderKind::Anthropic => {
@@ -328,7 +328,7 @@ impl Provider {
             }
         }
         if body.iter().all(u8::is_ascii_whitespace) {
-            return Err(self.empty("body", "byte"));
+            return Err(self.empty("body", "HTTP 200 without a byte of JSON"));
         }
         match self.settings.kind {
             ProviderKind::OpenAi => whole::decode(&body, openai::Decoder::default(), false, emit),
@@ -339,7 +339,7 @@ impl Provider {
     }
 
     /// The error of an answer with nothing in it, naming the setting to try.
-    fn empty(&self, what: &'static str, unit: &'static str) -> ProviderError {
+    fn empty(&self, what: &'static str, how: &'static str) -> ProviderError {
         let hint = match (&self.settings.tool_choice, self.settings.stream) {
             (Some(choice), true) => format!(
                 "with tool_choice = \"{}\", try [provider] stream = false (llama-cpp-python cannot stream with tool_choice set)",
@@ -348,7 +348,7 @@ impl Provider {
             (None, true) => "try [provider] stream = false: the server then says what it refused".into(),
             (_, false) => "raise the server's context size if the prompt is over it".into(),
         };
-        ProviderError::Empty { what, unit, hint }
+        ProviderError::Empty { what, how, hint }
     }
 
     fn send_error(&self, err: &reqwest::Error) -> ProviderError {
@@ -458,26 +458,35 @@ impl Provider {
     }
 }
 
-/// Drives `decoder` over the events until the response completes or the body ends; a body
-/// that ends without a single data event is `empty()`'s error.
+/// Drives `decoder` over the events until the response completes or the body ends. A body
+/// without a single data event is `empty(how)`'s error, not a truncation; a truncation says
+/// whether any of the answer had arrived (and was discarded).
 async fn read<D: Decode>(
     events: impl futures::Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
     mut decoder: D,
     emit: &mut (dyn FnMut(StreamEvent) + Send),
-    empty: impl FnOnce() -> ProviderError,
+    empty: impl Fn(&'static str) -> ProviderError,
 ) -> Result<Decoded, ProviderError> {
     let mut events = std::pin::pin!(events);
     let mut done = false;
     let mut seen = false;
+    let mut content = false;
+    let mut emit = |event: StreamEvent| {
+        content = true;
+        emit(event);
+    };
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
-            Err(ProviderError::Truncated { detail }) => {
+            Err(ProviderError::Truncated { detail, .. }) => {
                 let detail = match decoder.open_call() {
                     Some(call) => format!("{detail}, inside {call}; the call was not run"),
                     None => detail,
                 };
-                return Err(ProviderError::Truncated { detail });
+                return Err(ProviderError::Truncated {
+                    detail,
+                    partial: content,
+                });
             }
             Err(err) => return Err(err),
         };
@@ -486,7 +495,7 @@ async fn read<D: Decode>(
             continue;
         }
         seen = true;
-        match decoder.feed(&event.event, data, emit) {
+        match decoder.feed(&event.event, data, &mut emit) {
             Ok(false) => {}
             Ok(true) => {
                 done = true;
@@ -506,7 +515,13 @@ async fn read<D: Decode>(
         }
     }
     if !seen {
-        return Err(empty());
+        return Err(empty("HTTP 200 without a single event"));
     }
-    decoder.finish(done)
+    match decoder.finish(done) {
+        Err(ProviderError::Truncated { detail, .. }) => Err(ProviderError::Truncated {
+            detail,
+            partial: content,
+        }),
+        other => other,
+    }
 }

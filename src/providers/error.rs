@@ -52,14 +52,15 @@ pub enum ProviderError {
     #[error("the server rejected the request as invalid (HTTP {status}: {detail}); not retried: it cannot succeed as sent — check the [provider] options, and report it if Vis built the request wrong")]
     Invalid { status: u16, detail: String },
 
-    /// HTTP 200 with no event at all (or only comments and pings), or a non-streaming 200
-    /// with an empty body: nothing to decode, and no partial answer was discarded.
-    #[error("the server answered with an empty {what} (HTTP 200 without a single {unit}); a prompt over the server's context window or an option it does not support does this — check the server's log; {hint}")]
+    /// HTTP 200 with no event at all (or only comments and pings, or events that ended
+    /// before any of an answer), or a non-streaming 200 with an empty body: nothing to decode,
+    /// and no partial answer was discarded.
+    #[error("the server answered with an empty {what} ({how}); a prompt over the server's context window or an option it does not support does this — check the server's log; {hint}")]
     Empty {
         /// `stream` or `body`.
         what: &'static str,
-        /// `event` or `byte`.
-        unit: &'static str,
+        /// `HTTP 200 without a single event`, …
+        how: &'static str,
         /// The setting to try.
         hint: String,
     },
@@ -98,8 +99,12 @@ pub enum ProviderError {
     IdleTimeout { after: Duration },
 
     /// The stream ended (or the connection dropped) before the response was complete.
-    #[error("the response stream ended early ({detail}); the partial answer was discarded, retry the request")]
-    Truncated { detail: String },
+    #[error("the response stream ended early ({detail}); {}", if *.partial { "the partial answer was discarded, retry the request" } else { "nothing of an answer had arrived yet, retry the request" })]
+    Truncated {
+        detail: String,
+        /// Some of the answer had arrived (and was discarded).
+        partial: bool,
+    },
 
     /// The stream carried data that is not the provider's format.
     #[error("the provider sent malformed data ({detail}); check that --provider and --base-url name a compatible server")]
@@ -223,6 +228,7 @@ impl ProviderError {
     pub(crate) fn truncated(detail: impl Into<String>) -> ProviderError {
         ProviderError::Truncated {
             detail: detail.into(),
+            partial: true,
         }
     }
 

@@ -173,6 +173,21 @@ async fn only_comments_and_pings_are_an_empty_stream_too() {
         .0
         .unwrap_err();
     assert_eq!(err.kind(), "truncated");
+    one_line(&err, &["the partial answer was discarded"], &[]);
+    // One that ended after its role-only first chunk had nothing to discard, and says so.
+    fake.push(Reply::raw_sse(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n",
+    ));
+    let err = call(&provider(&fake, OPENAI, |s| s.max_retries = 0))
+        .await
+        .0
+        .unwrap_err();
+    assert_eq!(err.kind(), "truncated");
+    one_line(
+        &err,
+        &["ended early", "nothing of an answer had arrived yet"],
+        &["partial answer"],
+    );
 }
 
 #[tokio::test]
