@@ -259,6 +259,7 @@ impl Provider {
                 return Err(ProviderError::Timeout {
                     url: self.endpoint.to_string(),
                     after: wait,
+                    whole: !self.settings.stream,
                 })
             }
             Ok(Err(err)) => return Err(self.send_error(&err)),

@@ -90,9 +90,15 @@ pub enum ProviderError {
     #[error("cannot connect to {url} ({cause}); check that the server is running and --base-url is right")]
     Connect { url: String, cause: String },
 
-    /// No response headers within the request timeout.
-    #[error("no response from {url} within {}; the provider is slow or unreachable, retry or raise the request timeout", secs(.after))]
-    Timeout { url: String, after: Duration },
+    /// No response headers within the request timeout (a whole answer's: the longer of the
+    /// request and idle timeouts).
+    #[error("no response from {url} within {}; {}", secs(.after), if *.whole { "a whole answer ([provider] stream = false) comes only when it is complete, and the server is likely still working on it: not retried (a retry would queue behind it); raise [provider] idle_timeout or ask for less" } else { "the provider is slow or unreachable, retry or raise the request timeout" })]
+    Timeout {
+        url: String,
+        after: Duration,
+        /// The request asked for a whole answer (`stream = false`).
+        whole: bool,
+    },
 
     /// The stream went silent (no bytes, not even a keep-alive) for the idle timeout.
     #[error("the response stream went silent for {}; the partial answer was discarded, retry or raise the idle timeout", secs(.after))]
@@ -152,8 +158,8 @@ impl ProviderError {
         match self {
             ProviderError::RateLimited { no_retry, .. }
             | ProviderError::Server { no_retry, .. } => !no_retry,
+            ProviderError::Timeout { whole, .. } => !whole,
             ProviderError::Connect { .. }
-            | ProviderError::Timeout { .. }
             | ProviderError::IdleTimeout { .. }
             | ProviderError::Truncated { .. } => true,
             ProviderError::Stream { transient, .. } => *transient,

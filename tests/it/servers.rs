@@ -337,6 +337,31 @@ async fn whole_answers_retry_time_out_and_name_an_empty_body() {
         s.idle_timeout = Duration::from_secs(10);
     });
     assert_eq!(call(&slow).await.0.unwrap().message.text(), "late");
+    // A whole answer that does not come in time is not asked for again: a local server is
+    // likely still working on it, and a retry would queue behind it.
+    fake.push(Reply::delay(
+        Duration::from_secs(30),
+        completion(json!({"role": "assistant", "content": "never"}), "stop"),
+    ));
+    let impatient = provider(&fake, OPENAI, |s| {
+        s.stream = false;
+        s.request_timeout = Duration::from_millis(100);
+        s.idle_timeout = Duration::from_millis(200);
+    });
+    let before = fake.request_count();
+    let err = call(&impatient).await.0.unwrap_err();
+    assert_eq!(err.kind(), "timeout");
+    one_line(
+        &err,
+        &[
+            "within 200 ms",
+            "stream = false",
+            "not retried",
+            "[provider] idle_timeout",
+        ],
+        &[],
+    );
+    assert_eq!(fake.request_count(), before + 1);
 }
 
 // ---- context windows -----------------------------------------------------------------------
