@@ -18,7 +18,8 @@
 //! ```
 //!
 //! - `session`: `impl ChatSession`, every method;
-//! - `turn`: one turn's loop;
+//! - `turn`: one turn's loop; `request`: one model request of it (its clock, its health record,
+//!   what its finish reason means);
 //! - `conversation`: the conversation's state; `fold`: folding it; `calls`: what a block asks
 //!   of it; `history`: its items; `assemble`: request bodies; `prompt`: the system text.
 
@@ -29,6 +30,7 @@ pub mod fold;
 pub mod history;
 pub mod prompt;
 mod repair;
+mod request;
 mod session;
 mod turn;
 
