@@ -119,6 +119,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             iteration: prepared.iteration,
             code: code.clone(),
             utilization: Utilization::without_requests(),
+            live: None,
         };
         let ran = match started {
             // MCP servers never seen before start now, once, so their tools are known.

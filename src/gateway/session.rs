@@ -417,6 +417,7 @@ impl ChatSession {
             iteration: 1,
             code: code.to_string(),
             utilization: fold::utilization(&self.conversation, limits),
+            live: Some(events.clone()),
         };
         self.conversation.set_running(Some((turn, 1)));
         let mut calls = ConversationCalls::new(

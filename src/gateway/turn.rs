@@ -335,6 +335,7 @@ async fn run_call(
         iteration,
         code,
         utilization: fold::utilization(&session.conversation, limits),
+        live: Some(events.clone()),
     };
     session.conversation.set_running(Some((turn, iteration)));
     let id = session.id.clone();

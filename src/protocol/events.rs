@@ -43,6 +43,17 @@ pub enum Event {
         iteration: i64,
         code: String,
     },
+    /// What the running block printed since the previous `BlockOutput` (for display only:
+    /// the model gets `BlockFinished`'s output). Sent at most about ten times a second while
+    /// the block runs; when it printed more than one event carries, `text` is the newest part
+    /// and `skipped_bytes` counts the bytes before it that were not sent. The worker's text,
+    /// untrusted: escape it before showing it.
+    BlockOutput {
+        turn: i64,
+        iteration: i64,
+        text: String,
+        skipped_bytes: u64,
+    },
     BlockFinished {
         turn: i64,
         iteration: i64,
@@ -83,6 +94,7 @@ impl Event {
             Event::Retrying { .. } => "retrying",
             Event::ResponseFinished { .. } => "response_finished",
             Event::BlockStarted { .. } => "block_started",
+            Event::BlockOutput { .. } => "block_output",
             Event::BlockFinished { .. } => "block_finished",
             Event::Notice { .. } => "notice",
             Event::Error { .. } => "error",
@@ -147,6 +159,12 @@ mod tests {
                 turn: 1,
                 iteration: 1,
                 code: text(),
+            },
+            Event::BlockOutput {
+                turn: 1,
+                iteration: 1,
+                text: text(),
+                skipped_bytes: 0,
             },
             Event::BlockFinished {
                 turn: 1,

@@ -27,6 +27,7 @@ mod frames;
 mod gateway;
 mod hostile_git;
 mod jail;
+mod live_output;
 mod mcp;
 mod outside;
 mod providers;

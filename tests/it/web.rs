@@ -6,7 +6,7 @@
 //! `target/web-screenshots/`.
 
 #[path = "support/browser.rs"]
-pub(crate) mod browser;
+pub mod browser;
 
 use std::time::Duration;
 

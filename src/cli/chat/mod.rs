@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod streamed;
 mod ui;
 
 use clap::Args;
@@ -22,6 +23,7 @@ use crate::gateway::{ChatSession, GatewayError};
 use crate::protocol::{Event, TurnStatus};
 use crate::session::{new_session_id, validate_session_id};
 use crate::store::Store;
+use streamed::StreamedOutput;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -169,6 +171,7 @@ async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
             let mut printer = Transcript {
                 mid_line: false,
                 closed,
+                block: StreamedOutput::default(),
             };
             while let Some(event) = rx.recv().await {
                 printer.print(&event);
@@ -202,13 +205,16 @@ async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
     Ok(code)
 }
 
-/// The plain transcript of `-m` mode: assistant text as it streams, each block with its code
-/// and whole output, errors and notices, one line per turn's end.
+/// The plain transcript of `-m` mode: assistant text as it streams, each block with its code,
+/// its output lines as they complete and, after its status, the rest of its result
+/// ([`StreamedOutput`]), errors and notices, one line per turn's end.
 struct Transcript {
     /// The current line has text (so a block starts on a fresh line).
     mid_line: bool,
     /// Cancelled when standard output's reader goes away: the turn is interrupted.
     closed: CancellationToken,
+    /// The running block's output printed so far.
+    block: StreamedOutput,
 }
 
 impl Transcript {
@@ -252,6 +258,19 @@ impl Transcript {
                 self.line(&format!("── t{turn}/i{iteration} python ──"));
                 self.line(code.trim_end());
             }
+            Event::BlockOutput {
+                text,
+                skipped_bytes,
+                ..
+            } => {
+                let lines = self.block.push(text, *skipped_bytes);
+                if !lines.is_empty() {
+                    if self.mid_line {
+                        self.out("\n");
+                    }
+                    self.out(&lines);
+                }
+            }
             Event::BlockFinished {
                 status,
                 output,
@@ -259,7 +278,11 @@ impl Transcript {
                 ..
             } => {
                 self.line(&format!("── {status} · {} ──", seconds(*wall_ms)));
-                self.line(output.trim_end());
+                let streamed = self.block.streamed();
+                let rest = self.block.rest(output).trim_end();
+                if !(streamed && rest.is_empty()) {
+                    self.line(rest);
+                }
             }
             Event::Notice { text } => {
                 self.line(&format!("[vis] {}", text.trim_start_matches("[vis] ")))

@@ -12,6 +12,7 @@
 //!   environment from `env`) and ending it;
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
 //! - `restore`: bringing a session's definitions back in a new worker;
+//! - `tail`: a running block's output as it arrives, for display (read by `exec`);
 //! - `promote`: the one file the host writes for `promote()`.
 
 mod blocking;
@@ -26,6 +27,7 @@ mod runner;
 mod settle;
 mod spawn;
 mod supervisor;
+mod tail;
 
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use channel::{HostCall, HostCallSink};
@@ -36,3 +38,4 @@ pub use runner::{
     ToolFuture, ToolHub,
 };
 pub use supervisor::Supervisor;
+pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

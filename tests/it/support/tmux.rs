@@ -91,6 +91,20 @@ impl Tmux {
         self.keys(&["Enter"]);
     }
 
+    /// Resizes the window (and its pane) to `width` x `height`, as a person dragging the
+    /// terminal's edge would.
+    pub fn resize(&self, width: u16, height: u16) {
+        self.tmux(&[
+            "resize-window",
+            "-t",
+            "main",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
+    }
+
     /// The whole pane: scrollback and screen, wrapped lines joined.
     pub fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "main"])

@@ -17,6 +17,7 @@ mod commands;
 mod editor;
 mod highlight;
 mod lines;
+mod live;
 mod markdown;
 mod render;
 mod status;

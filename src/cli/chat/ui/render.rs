@@ -9,8 +9,11 @@
 //! shows its highlighted code and its output collapsed to [`COLLAPSED_LINES`] lines, with the
 //! block's number for `/expand`.
 //!
+//! While a block runs, the last lines of its output show under the spinner ([`LiveRegion`]).
+//!
 //! The plain form (stdin or stdout not a terminal) prints the transcript `vis chat -m`
-//! prints: text as it streams, each block with its code and whole output.
+//! prints: text as it streams, each block with its code, its output lines as they complete
+//! and, after its status, the rest of its result ([`StreamedOutput`]).
 
 use std::time::{Duration, Instant};
 
@@ -19,9 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::highlight::highlight;
 use super::lines::LineBuffer;
+use super::live::{term_height, LiveRegion};
 use super::markdown::MarkdownStream;
 use super::style::{self, Style, ACCENT, BAD, DIM, GOOD, WARN};
 use crate::cli::chat::seconds;
+use crate::cli::chat::streamed::StreamedOutput;
 use crate::cli::term::{escape_controls, print_styled};
 use crate::protocol::Event;
 use crate::store::IterationRow;
@@ -48,8 +53,11 @@ pub struct View {
     /// The incomplete last line of reasoning.
     thinking: LineBuffer,
     activity: Activity,
-    /// A spinner line is on the screen (the cursor is on it).
-    spinner: bool,
+    /// The spinner and the running block's last lines: what is on the screen below the
+    /// output (the cursor is on its last row).
+    bottom: LiveRegion,
+    /// Plain form: the running block's output printed so far.
+    streamed: StreamedOutput,
     frame: usize,
     /// Something of the current attempt's answer was drawn (a retry must say it is void).
     drew_this_attempt: bool,
@@ -78,7 +86,8 @@ impl View {
             md: MarkdownStream::default(),
             thinking: LineBuffer::default(),
             activity: Activity::Idle,
-            spinner: false,
+            bottom: LiveRegion::default(),
+            streamed: StreamedOutput::default(),
             frame: 0,
             drew_this_attempt: false,
             stopping: false,
@@ -211,6 +220,7 @@ impl View {
                 code,
             } => {
                 let mut out = self.flush_text();
+                self.bottom.clear();
                 self.blocks_seen += 1;
                 let k = self.blocks_seen;
                 self.current_block = Some((*turn, *iteration, k));
@@ -223,6 +233,12 @@ impl View {
                 };
                 self.emit(&out);
             }
+            // Drawn with the spinner's next frame.
+            Event::BlockOutput {
+                text,
+                skipped_bytes,
+                ..
+            } => self.bottom.push(text, *skipped_bytes),
             Event::BlockFinished {
                 turn,
                 iteration,
@@ -231,6 +247,7 @@ impl View {
                 wall_ms,
             } => {
                 let mut out = self.flush_text();
+                self.bottom.clear();
                 let k = match self.current_block.take() {
                     Some((t, i, k)) if t == *turn && i == *iteration => k,
                     _ => {
@@ -327,17 +344,26 @@ impl View {
                     escape_controls(code.trim_end())
                 ))
             }
+            Event::BlockOutput {
+                text,
+                skipped_bytes,
+                ..
+            } => escape_controls(&self.streamed.push(text, *skipped_bytes)).into_owned(),
             Event::BlockFinished {
                 status,
                 output,
                 wall_ms,
                 ..
-            } => line(&format!(
-                "── {} · {} ──\n{}",
-                status.as_str(),
-                seconds(*wall_ms),
-                escape_controls(output.trim_end())
-            )),
+            } => {
+                let streamed = self.streamed.streamed();
+                let rest = self.streamed.rest(output).trim_end();
+                let status = format!("── {} · {} ──", status.as_str(), seconds(*wall_ms));
+                if streamed && rest.is_empty() {
+                    line(&status)
+                } else {
+                    line(&format!("{status}\n{}", escape_controls(rest)))
+                }
+            }
             Event::Notice { text } => line(&format!(
                 "[vis] {}",
                 escape_controls(text.trim_start_matches("[vis] "))
@@ -349,7 +375,7 @@ impl View {
                 line(&format!("── turn {turn} {} ──", status.as_str()))
             }
         };
-        let starts_line = !matches!(event, Event::TextDelta { .. });
+        let starts_line = !matches!(event, Event::TextDelta { .. }) && !out.is_empty();
         let out = if starts_line && self.mid_line {
             format!("\n{out}")
         } else {
@@ -381,16 +407,12 @@ impl View {
 
     /// Writes `text` above the spinner, then draws the spinner again if something runs.
     fn emit(&mut self, text: &str) {
-        let mut buf = String::new();
-        if self.spinner {
-            buf.push_str("\r\x1b[2K");
-            self.spinner = false;
-        }
+        let width = term_width();
+        let mut buf = self.bottom.erase(width);
         buf.push_str(text);
         if self.fancy {
             if let Some(line) = self.spinner_line() {
-                buf.push_str(&line);
-                self.spinner = true;
+                buf.push_str(&self.bottom.draw(line, width, term_height()));
             }
         }
         if buf.is_empty() {
