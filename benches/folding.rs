@@ -170,6 +170,8 @@ fn bench_assembly_with_folds() {
         system: &system,
         tool: &tool,
         max_tokens: None,
+        stream: true,
+        tool_choice: None,
     });
     let mut view: Vec<Entry> = vec![Entry {
         seq: 0,

@@ -358,6 +358,8 @@ pub fn provider_settings(
         env_nonempty(ProviderSettings::key_env(kind)).or_else(|| config.provider.api_key.clone());
     let mut settings = ProviderSettings::new(kind, model, base_url, api_key);
     apply_request_limits(&mut settings, config);
+    settings.tool_choice = config.provider.tool_choice.clone();
+    settings.stream = config.provider.stream.unwrap_or(true);
     Ok(settings)
 }
 
@@ -381,6 +383,18 @@ pub fn chat_settings(
     limits: Limits,
     workspace: Option<&Path>,
 ) -> Result<ChatSettings, CliError> {
+    let forced = provider
+        .tool_choice
+        .as_ref()
+        .is_some_and(|c| c.forces_a_call());
+    if provider.kind == ProviderKind::Anthropic
+        && forced
+        && config.provider.thinking_budget.is_some()
+    {
+        return Err(CliError::usage(
+            "vis: [provider] tool_choice forces a tool call, which Anthropic refuses while thinking_budget turns extended thinking on; use tool_choice = \"auto\" or drop thinking_budget",
+        ));
+    }
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
     worker.sandbox = limits.sandbox.clone();

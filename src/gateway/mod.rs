@@ -18,7 +18,8 @@
 //! ```
 //!
 //! - `session`: `impl ChatSession`, every method;
-//! - `turn`: one turn's loop;
+//! - `turn`: one turn's loop; `request`: one model request of it (its clock, its health record,
+//!   what its finish reason means);
 //! - `conversation`: the conversation's state; `fold`: folding it; `calls`: what a block asks
 //!   of it; `history`: its items; `assemble`: request bodies; `prompt`: the system text.
 
@@ -29,6 +30,7 @@ pub mod fold;
 pub mod history;
 pub mod prompt;
 mod repair;
+mod request;
 mod session;
 mod turn;
 
@@ -123,6 +125,10 @@ pub struct ChatSession {
     drain: tokio_util::sync::CancellationToken,
     /// Whether the MCP servers were started and asked for their tools yet.
     mcp_listed: bool,
+    /// The context window the server told about (`None`: it did not, or was not asked).
+    server_window: Option<crate::providers::ServerWindow>,
+    /// Whether this session's start asked the server and recorded the limits it runs with.
+    limits_settled: bool,
 }
 
 /// `bytes` for a request body.

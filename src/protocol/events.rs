@@ -79,7 +79,7 @@ pub enum Event {
     },
     TurnFinished {
         turn: i64,
-        /// `done`, `interrupted`, `failed` or `iteration_limit` on the wire.
+        /// `done`, `interrupted`, `failed`, `iteration_limit` or `output_limit` on the wire.
         status: TurnStatus,
         /// The model's final answer (empty when the turn did not finish normally).
         text: String,
@@ -116,6 +116,9 @@ pub enum TurnStatus {
     Interrupted,
     Failed,
     IterationLimit,
+    /// The answer was cut at the output limit (`finish_reason: "length"`, Anthropic's
+    /// `max_tokens`); calls it carried did not run.
+    OutputLimit,
 }
 
 impl TurnStatus {
@@ -126,6 +129,7 @@ impl TurnStatus {
             TurnStatus::Interrupted => "interrupted",
             TurnStatus::Failed => "failed",
             TurnStatus::IterationLimit => "iteration_limit",
+            TurnStatus::OutputLimit => "output_limit",
         }
     }
 }

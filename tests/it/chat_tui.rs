@@ -167,7 +167,7 @@ vistest!(slash_commands_show_the_session, |env| {
         "turns           1 turn, 1 iteration, 1 definition, 0 folds",
         "last request    in 1,200, cached 1,000 (83% cached), out 10",
         "session tokens  in 2,200, cached 1,800 (82% cached), out 30 over 2 requests",
-        "utilization     1.3% of 95k (folding is required above 95,200 input tokens; the model's hard limit is 112,000)",
+        "utilization     1.3% of 95k (folding is required above 95,200 input tokens; the model's hard limit is 112,000: default for an unknown model; set [folding] input_limit)",
         "worker          running",
     ] {
         assert!(screen.contains(needle), "missing {needle:?} in\n{screen}");

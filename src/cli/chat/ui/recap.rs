@@ -140,6 +140,10 @@ impl Turn<'_> {
                 "turn {} stopped at the iteration limit",
                 self.row.turn
             )),
+            TurnStatus::OutputLimit => Some(format!(
+                "turn {}: the answer was cut at the output limit",
+                self.row.turn
+            )),
             other => Some(format!("turn {} {other}", self.row.turn)),
         };
         if let Some(end) = end {

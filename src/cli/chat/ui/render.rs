@@ -322,6 +322,7 @@ impl View {
                     "iteration_limit" => Some(format!(
                         "turn {turn} stopped at the iteration limit; send a message to let the model go on"
                     )),
+                    "output_limit" => Some(format!("turn {turn} ended at the output limit")),
                     other => Some(format!("turn {turn} {}", escape_controls(other))),
                 };
                 if let Some(note) = note {
