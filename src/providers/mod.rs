@@ -47,6 +47,7 @@ mod client;
 mod discover;
 mod error;
 mod openai;
+pub mod pricing;
 pub mod openai_request;
 mod retry;
 mod sse;
