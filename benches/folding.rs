@@ -61,6 +61,10 @@ fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
         output_limit: 20_000,
         catalog_budget: 2000,
         folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(
+            ProviderKind::OpenAi,
+            "fake-model",
+        ),
     }
 }
 

@@ -170,6 +170,7 @@ fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings
         output_limit: 20_000,
         catalog_budget: 2000,
         folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
     }
 }
 

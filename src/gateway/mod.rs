@@ -37,6 +37,7 @@ mod turn;
 use std::time::Duration;
 
 use crate::catalog::CatalogError;
+use crate::providers::pricing::CachePrices;
 use crate::providers::{Provider, ProviderError, ProviderSettings};
 use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;
@@ -66,6 +67,9 @@ pub struct ChatSettings {
     pub output_limit: usize,
     pub catalog_budget: usize,
     pub folding: FoldSettings,
+    /// Relative prices of cached input for this provider and model (issue 24): health
+    /// records weigh requests by them; fold receipts and hints price re-caching with them.
+    pub cache_prices: CachePrices,
 }
 
 /// `[folding]` settings (and `vis chat --introspection`).

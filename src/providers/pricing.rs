@@ -75,7 +75,10 @@ mod tests {
     #[test]
     fn builtin_prices_follow_the_provider_and_model() {
         let a = CachePrices::builtin(ProviderKind::Anthropic, "claude-sonnet-4-5");
-        assert_eq!((a.cache_read, a.cache_write, a.lifetime_secs), (0.1, 1.25, 300));
+        assert_eq!(
+            (a.cache_read, a.cache_write, a.lifetime_secs),
+            (0.1, 1.25, 300)
+        );
         let gpt5 = CachePrices::builtin(ProviderKind::OpenAi, "openai/GPT-5-mini");
         assert_eq!((gpt5.cache_read, gpt5.cache_write), (0.1, 1.0));
         let gpt41 = CachePrices::builtin(ProviderKind::OpenAi, "gpt-4.1");
