@@ -97,6 +97,11 @@ impl Recorder {
         &self.dir
     }
 
+    /// The workspace roots it records.
+    pub fn roots(&self) -> &[String] {
+        &self.rules.roots
+    }
+
     pub fn settings(&self) -> &CheckpointSettings {
         &self.rules.settings
     }

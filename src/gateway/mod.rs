@@ -115,6 +115,8 @@ pub enum GatewayError {
     EmptyMessage,
     #[error("the workspace {0} of this session no longer exists; pass --workspace DIR to move the session")]
     WorkspaceGone(String),
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoints::CheckpointError),
 }
 
 /// A session with a model: the conversation, the block runner, the provider.

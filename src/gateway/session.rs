@@ -350,6 +350,19 @@ impl ChatSession {
         )
     }
 
+    /// Rewinds the workspace files to before `turn` and, unless `code_only`, the conversation
+    /// too (reloaded from the store, so the next request is the one sent before that turn).
+    pub async fn rewind(
+        &mut self,
+        turn: i64,
+        options: crate::checkpoints::RewindOptions,
+    ) -> Result<crate::checkpoints::RewindOutcome, GatewayError> {
+        let outcome = self.runner.rewind(turn, options).await?;
+        let (conversation, _) = Conversation::load(self.runner.store_mut(), &self.id)?;
+        self.conversation = conversation;
+        Ok(outcome)
+    }
+
     /// The body of the next request, as it would be sent now.
     pub fn next_request_body(&mut self) -> Result<Vec<u8>, GatewayError> {
         Ok(self.conversation.body(&self.settings, &self.id))
