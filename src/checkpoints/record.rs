@@ -78,6 +78,7 @@ impl Recorder {
         settings: CheckpointSettings,
     ) -> Recorder {
         let dir = super::session_dir(db, session_id);
+        super::prepare_root(db);
         let mut exclude = crate::config::store_files(db);
         exclude.push(super::checkpoints_root(db));
         Recorder {

@@ -73,6 +73,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
+    // The checkpoints directory exists before the worker starts, so the sandbox hides it.
+    crate::checkpoints::prepare_root(db);
     let mut supervisor = Supervisor::new(opts, defs);
     let turn_plan = TurnPlan {
         session_id: &session_id,

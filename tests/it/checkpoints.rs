@@ -461,3 +461,55 @@ vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
         assert_eq!(session["turns"].as_array().unwrap().len(), 1, "{session}");
     });
 });
+
+vistest!(
+    blocks_cannot_see_the_checkpoints_nor_are_they_recorded,
+    |env| {
+        // The database inside the workspace: its checkpoints are beneath a root, where blocks
+        // could read them and the scan would find them, were they not hidden and left out.
+        let ws = env.workspace();
+        let db = ws.join("state/vis.db");
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        let (db, ws_arg) = (db.to_str().unwrap(), ws.to_str().unwrap());
+        let exec = |code: &str| {
+            env.vis_raw(&[
+                "--db",
+                db,
+                "exec",
+                "--session",
+                "h",
+                "--workspace",
+                ws_arg,
+                code,
+            ])
+        };
+        // The first block already: the directory is made before its worker starts.
+        let log = ws.join("state/checkpoints/h/log.jsonl");
+        let probe = format!(
+        "import os\nopen('secret.txt', 'w').write('kept outside\\n')\nprint(os.path.exists({:?}), os.listdir({:?}))",
+        log.to_str().unwrap(),
+        ws.join("state/checkpoints").to_str().unwrap()
+    );
+        let run = exec(&probe);
+        ok(&run);
+        assert!(run.stdout.contains("False []"), "{}", run.stdout);
+        assert!(log.exists());
+        let diff = env.vis_raw(&["--db", db, "diff", "h"]);
+        ok(&diff);
+        assert!(diff.stdout.contains("secret.txt"), "{}", diff.stdout);
+        assert!(!diff.stdout.contains("state/"), "{}", diff.stdout);
+    }
+);
+
+vistest!(binary_files_are_named_not_dumped, |env| {
+    ok(&env.exec("bin", "print(1)"));
+    ok(&env.exec("bin", "open('blob.bin', 'wb').write(bytes(range(256)))"));
+    let diff = env.vis(&["diff", "bin", "t2"]);
+    ok(&diff);
+    assert!(
+        diff.stdout
+            .contains("Binary file blob.bin changed (absent → binary, 256 bytes)"),
+        "{}",
+        diff.stdout
+    );
+});
