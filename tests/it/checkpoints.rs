@@ -459,6 +459,18 @@ vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
             .json(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
             .await;
         assert_eq!(session["turns"].as_array().unwrap().len(), 1, "{session}");
+        // Deleting the session's history removes its checkpoints.
+        let dir = env.path().join("checkpoints").join(&id);
+        assert!(dir.exists());
+        let (s, _) = c
+            .json(
+                reqwest::Method::DELETE,
+                &format!("/api/sessions/{id}?history=delete"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 200);
+        assert!(!dir.exists());
     });
 });
 
