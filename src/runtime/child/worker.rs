@@ -14,8 +14,9 @@
 //!    host calls go to the caller waiting on that id; interrupts are handled on the spot; the
 //!    rest is queued for the interpreter thread. When the pipe closes (the host is gone, even
 //!    after `kill -9`), the worker exits at once;
-//! 5. the interpreter thread starts Python and the prelude, and only then unblocks SIGINT:
-//!    before `vis._runner` installs its handler, SIGINT's default action would kill the worker.
+//! 5. the main thread becomes the interpreter thread: it starts Python and the prelude, and
+//!    only then unblocks SIGINT: before `vis._runner` installs its handler, SIGINT's default
+//!    action would kill the worker.
 //!
 //! Interrupts: the host sends `interrupt {id}`. The reader thread records the id and sends
 //! SIGINT to the interpreter thread with `pthread_kill` (only a signal delivered to that thread
@@ -67,18 +68,11 @@ pub fn run_worker(args: WorkerArgs) -> i32 {
             return 70;
         }
     };
-    let handle = std::thread::Builder::new()
-        .name("vis-interpreter".into())
-        .spawn(move || interpreter_thread(args, isolation, queue));
-    match handle {
-        Ok(h) => h.join().unwrap_or(71),
-        Err(e) => {
-            eprintln_raw(&format!(
-                "vis worker: cannot start the interpreter thread: {e}"
-            ));
-            71
-        }
-    }
+    // The interpreter runs on the main thread: its allocations go to malloc's main arena,
+    // which grows with a margin (a thread's own arena grows page by page, one `mprotect`
+    // each: hundreds while Python and the prelude start), and it gets the main thread's
+    // larger stack.
+    interpreter_thread(args, isolation, queue)
 }
 
 fn last_os_error(what: &str) -> RuntimeError {
