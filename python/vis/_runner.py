@@ -250,15 +250,19 @@ class Runner:
 
     # -- restore ------------------------------------------------------------------------
 
-    def prepare_restore(self, defs: list[Definition], cache_path: str | None, progress: bool = False) -> PreparedRestore:
+    def prepare_restore(
+        self, defs: list[Definition], cached: tuple[str, list[bytes]] | None, progress: bool = False
+    ) -> PreparedRestore:
         """Step one of a restore: every definition checked and compiled (`compile_definition`),
-        or its code loaded from the cache file the host named, before any of them runs. The
-        worker hands `fresh` (new code, for the host to cache) to the host before step two.
-        With `progress`, the host is told which definition is being compiled, then run
-        (`_native.restoring`), so one that kills or hangs the worker can be skipped."""
-        codes: list[types.CodeType | None] = list(_codecache.load(cache_path, defs) or [])
+        or its code taken from what the host sent from its cache (`cached`: the magic number
+        it was compiled for and one marshalled code object per definition), before any of
+        them runs. The worker hands `fresh` (new code, for the host to cache) to the host
+        before step two. With `progress`, the host is told which definition is being
+        compiled, then run (`_native.restoring`), so one that kills or hangs the worker can be
+        skipped."""
+        codes: list[types.CodeType | None] = list(_codecache.load(cached, defs) or [])
         errors: dict[str, str] = {}
-        fresh: list[str] | None = None
+        fresh: list[bytes] | None = None
         if not codes:
             for index, d in enumerate(defs):
                 if progress:
@@ -340,14 +344,14 @@ class PreparedRestore:
         defs: list[Definition],
         codes: list[types.CodeType | None],
         errors: dict[str, str],
-        fresh: list[str] | None,
+        fresh: list[bytes] | None,
         progress: bool,
     ) -> None:
         self.defs = defs
         #: One per definition; None where it did not compile or failed the check.
         self.codes = codes
         self.errors = errors
-        #: The code just compiled (marshalled, base64), when every definition compiled.
+        #: The code just compiled (marshalled), when every definition compiled.
         self.fresh = fresh
         #: This Python's bytecode magic number (hex): the cached code is only valid for it.
         self.magic = _codecache.magic()

@@ -25,9 +25,9 @@ pub enum HostMessage {
         /// Definitions the host does not restore (over a size limit, or they stopped an
         /// earlier worker), without their source: listed by `defs()` as not restored.
         skipped: Vec<PersistedDef>,
-        /// The cache file (relative to the worker's cache directory) that holds the compiled
-        /// code of exactly `defs`, when it exists; empty to compile them.
-        cache: String,
+        /// Their compiled code, which the host read from its cache file for exactly `defs`;
+        /// `None` to compile them.
+        cached: Option<CachedCode>,
         /// Say `restoring {index}` before compiling and before running each definition.
         progress: bool,
     },
@@ -57,6 +57,44 @@ pub enum HostMessage {
         functions: Vec<crate::protocol::McpFunction>,
     },
     Shutdown,
+}
+
+/// The compiled code of a restore's definitions, as the host's cache file holds it (see
+/// `runtime::restore`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedCode {
+    /// The bytecode magic number of the Python that compiled it (hex): a worker whose Python
+    /// has another compiles the definitions instead.
+    pub magic: String,
+    /// One marshalled code object per definition, in order (base64 on the wire, decoded by the
+    /// worker's reader thread while the interpreter starts).
+    #[serde(with = "base64_list")]
+    pub code: Vec<Vec<u8>>,
+}
+
+/// A list of byte strings as a JSON list of base64 strings.
+mod base64_list {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(items: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            items
+                .iter()
+                .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+        )
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect()
+    }
 }
 
 /// The sandbox layers a worker got at start (what it reports in `ready`).
@@ -174,13 +212,20 @@ mod tests {
         let msg = HostMessage::Restore {
             defs: vec![],
             skipped: vec![],
-            cache: "restore/0.json".into(),
+            cached: Some(CachedCode {
+                magic: "a70d0d0a".into(),
+                code: vec![b"\xe3code".to_vec()],
+            }),
             progress: false,
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(
             json,
-            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json","progress":false}"#
+            r#"{"type":"restore","defs":[],"skipped":[],"cached":{"magic":"a70d0d0a","code":["42NvZGU="]},"progress":false}"#
+        );
+        let back: HostMessage = serde_json::from_str(&json).unwrap();
+        assert!(
+            matches!(back, HostMessage::Restore { cached: Some(c), .. } if c.code == [b"\xe3code".to_vec()])
         );
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],

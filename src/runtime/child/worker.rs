@@ -32,6 +32,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use super::channel::{self, eprintln_raw, send};
 use super::settings::WorkerArgs;
@@ -295,18 +296,31 @@ fn serve(
             HostMessage::Restore {
                 defs,
                 skipped,
-                cache,
+                cached,
                 progress,
             } => {
                 // Everything is checked and compiled first, and the code goes to the host
                 // before any definition runs: nothing a restored definition does can change
                 // what the host caches (see `runtime::restore`).
                 let (prepared, magic, code) = Python::attach(|py| -> PyResult<_> {
+                    let cached = cached.map(|c| {
+                        let code: Vec<Bound<'_, PyBytes>> =
+                            c.code.iter().map(|b| PyBytes::new(py, b)).collect();
+                        (c.magic, code)
+                    });
                     let prepared = runner
                         .bind(py)
-                        .call_method1("prepare_restore", (defs, cache, progress))?;
+                        .call_method1("prepare_restore", (defs, cached, progress))?;
                     let magic: String = prepared.getattr("magic")?.extract()?;
-                    let code: Option<Vec<String>> = prepared.getattr("fresh")?.extract()?;
+                    let fresh: Option<Vec<Bound<'_, PyBytes>>> =
+                        prepared.getattr("fresh")?.extract()?;
+                    let code = fresh.map(|fresh| {
+                        use base64::Engine;
+                        fresh
+                            .iter()
+                            .map(|b| base64::engine::general_purpose::STANDARD.encode(b.as_bytes()))
+                            .collect::<Vec<String>>()
+                    });
                     Ok((prepared.unbind(), magic, code))
                 })
                 .map_err(py_err)?;

@@ -105,11 +105,13 @@ impl Supervisor {
         // session out: start again with only the bundled extensions and say why.
         // The definitions go with the start, so the worker restores them right after `ready`.
         let mut plan = RestorePlan::new(&self.defs, self.opts.workspace.as_deref());
+        let cache_dir = self.opts.worker_cache_dir();
+        let message = || plan.message(cache_dir.as_deref());
         let (mut worker, extensions_skipped) =
-            match WorkerProcess::spawn(&self.opts, false, plan.message()).await {
+            match WorkerProcess::spawn(&self.opts, false, message()).await {
                 Ok(worker) => (worker, None),
                 Err(RuntimeError::WorkerStart(first)) => {
-                    match WorkerProcess::spawn(&self.opts, true, plan.message()).await {
+                    match WorkerProcess::spawn(&self.opts, true, message()).await {
                         Ok(worker) => (worker, Some(first)),
                         Err(e) => {
                             return Err(RuntimeError::WorkerStart(format!(
@@ -183,7 +185,9 @@ impl Supervisor {
                 }
                 plan.skip(during, false, &stop.why(exit));
             }
-            *worker = WorkerProcess::spawn(&self.opts, safe_mode, plan.message()).await?;
+            *worker =
+                WorkerProcess::spawn(&self.opts, safe_mode, plan.message(cache_dir.as_deref()))
+                    .await?;
         }
     }
 
