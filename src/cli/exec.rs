@@ -13,7 +13,8 @@ use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization};
 use crate::runtime::{
-    BlockLimits, BlockRunner, BlockSpec, NoConversation, RunError, RuntimeError, Supervisor,
+    BlockLimits, BlockRunner, BlockSpec, Launched, NoConversation, RunError, RuntimeError,
+    Supervisor,
 };
 use crate::store::{now_millis, Store};
 
@@ -60,6 +61,13 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = session_id(args.session.as_deref())?;
+    let events = super::event_loop("vis exec")?;
+    // The worker's process starts now: it execs and links while this one opens the store and
+    // reads the session, and gets its settings once they are known. If it cannot start, the
+    // start below starts one and reports why.
+    let launched = worker_options(&config, None)
+        .ok()
+        .and_then(|opts| events.block_on(async { Launched::new(&opts) }).ok());
 
     let mut store = Store::open(db)?;
     let roots = session_roots(&*store, &session_id, workspace.as_deref())?;
@@ -74,6 +82,9 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     let mut supervisor = Supervisor::new(opts, defs);
+    if let Some(launched) = launched {
+        supervisor.adopt(launched);
+    }
     let turn_plan = TurnPlan {
         session_id: &session_id,
         code: &code,
@@ -82,7 +93,6 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         config: &config,
     };
 
-    let events = super::event_loop("vis exec")?;
     let ran = events.block_on(async {
         // Ctrl-C interrupts the block (also while the worker is still starting: then the
         // block does not run), not the program.

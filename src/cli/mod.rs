@@ -67,9 +67,9 @@ pub enum Command {
     /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
     /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
     Mcp(McpArgs),
-    /// The runtime worker (started by vis itself).
+    /// The runtime worker (started by vis itself; its settings come through its stdin).
     #[command(hide = true)]
-    Worker(WorkerCliArgs),
+    Worker,
 }
 
 #[derive(Debug, Args)]
@@ -86,28 +86,6 @@ pub enum SessionsAction {
     Show { id: String },
     /// Print a session as JSON.
     Export { id: String },
-}
-
-#[derive(Debug, Args)]
-pub struct WorkerCliArgs {
-    #[arg(long, default_value_t = crate::runtime::DEFAULT_MEMORY_LIMIT_MB)]
-    pub memory_limit_mb: u64,
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
-    #[arg(long)]
-    pub config_dir: Option<PathBuf>,
-    #[arg(long)]
-    pub deny: Vec<String>,
-    #[arg(long)]
-    pub safe_mode: bool,
-    #[arg(long)]
-    pub trusted: bool,
-    /// The sandbox policy as JSON (see `sandbox::Policy`).
-    #[arg(long)]
-    pub sandbox: Option<String>,
-    /// Vis's cache directory (read only: the host writes it; see `runtime::cache`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -248,7 +226,7 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
 
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
-    if !matches!(cli.command, Command::Worker(_)) {
+    if !matches!(cli.command, Command::Worker) {
         // Keys live in this process: no block (nor anything else of this user) may read its
         // memory or environment through /proc or ptrace.
         let _ =
@@ -268,23 +246,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
-        Command::Worker(args) => Ok(crate::runtime::run_worker(crate::runtime::WorkerArgs {
-            memory_limit_mb: args.memory_limit_mb,
-            workspace: args.workspace,
-            config_dir: args.config_dir,
-            deny: args.deny,
-            safe_mode: args.safe_mode,
-            trusted: args.trusted,
-            cache_dir: args.cache_dir,
-            sandbox: match args.sandbox.as_deref() {
-                Some(json) => serde_json::from_str(json).map_err(|e| {
-                    CliError::usage(format!(
-                        "vis worker: --sandbox is not a sandbox policy: {e}"
-                    ))
-                })?,
-                None => crate::sandbox::Policy::default(),
-            },
-        })),
+        Command::Worker => Ok(crate::runtime::run_worker()),
     }
 }
 

@@ -26,15 +26,16 @@ pub mod process;
 pub mod wire;
 
 pub use cache::cache_dir;
-pub use child::{run_worker, WorkerArgs};
+pub use child::run_worker;
 pub use host::{
     validate_code, Answered, BlockLimits, BlockRunner, BlockSpec, HostCall, HostCallSink,
-    HostCalls, HostHandler, Interrupter, NoConversation, NoHostCalls, Ran, RunError, Runtime,
-    Supervisor, ToolFuture, ToolHub, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT,
+    HostCalls, HostHandler, Interrupter, Launched, NoConversation, NoHostCalls, Ran, RunError,
+    Runtime, Supervisor, ToolFuture, ToolHub, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB,
+    DEFAULT_TIMEOUT,
 };
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use process::{exit_like, kill_tree};
-pub use wire::Isolation;
+pub use wire::{Isolation, WorkerArgs};
 
 /// Errors of the runtime. `InvalidBlock` is for the model (it sent a block that cannot run);
 /// the others mean the runtime itself failed and the caller should abort or retry.

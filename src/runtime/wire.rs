@@ -9,15 +9,45 @@
 //! (`crate::protocol`), each tagged with the exec id. What the worker sends is untrusted:
 //! no field of a worker message has a default, so a missing one is a protocol error.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
 use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 
+/// What a worker is started with: the first message it reads, before anything else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerArgs {
+    pub memory_limit_mb: u64,
+    /// The directory the worker runs in, which also gives it its `.venv` and `.vis`.
+    pub workspace: Option<PathBuf>,
+    /// The user's config directory (`extensions/`, `skills/`), if any.
+    pub config_dir: Option<PathBuf>,
+    /// Denied names and namespaces (already validated by the host).
+    pub deny: Vec<String>,
+    /// Load only the bundled extensions (the host retries in this mode when a worker dies or
+    /// hangs while loading the others).
+    pub safe_mode: bool,
+    /// The user trusts the workspace: its own code may load (`.vis/extensions`, a workspace
+    /// venv's `.pth` files).
+    pub trusted: bool,
+    /// The sandbox to enter, with every path it may write.
+    pub sandbox: crate::sandbox::Policy,
+    /// The workers' cache directory: read by the worker, written by the host (see
+    /// `runtime::cache`).
+    pub cache_dir: Option<PathBuf>,
+}
+
 /// What the host asks of a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostMessage {
+    /// Start as `args` say: always the first message, and only that one (the process may be
+    /// started before they are known, see `runtime::spawn`).
+    Start {
+        args: Box<WorkerArgs>,
+    },
     /// Re-create persisted definitions in a fresh namespace (see `runtime::restore`).
     Restore {
         /// The definitions to restore, in order.

@@ -83,7 +83,12 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
         assert_eq!(turns[i].status, vis::protocol::TurnStatus::Done);
     }
     // The workers are gone soon after (the kernel ends the namespace).
-    let workspace = env.workspace().to_string_lossy().into_owned();
+    let workspace = env.workspace().canonicalize().unwrap();
+    // (Which a live worker of this workspace is found as.)
+    let mut live = env.runtime();
+    assert_eq!(run(&env, &mut live, "1").output, "1\n");
+    assert!(!workers_of(&workspace).is_empty());
+    drop(live);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let left = workers_of(&workspace);
@@ -98,17 +103,68 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
     }
 });
 
-/// The pids of live `vis worker` processes started for `workspace` (a zombie has no cmdline).
-fn workers_of(workspace: &str) -> Vec<String> {
+/// The pids of live `vis worker` processes running in `workspace` (a zombie has neither a
+/// command line nor a working directory).
+fn workers_of(workspace: &std::path::Path) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.get(1) == Some(&&b"worker"[..]) && args.contains(&workspace.as_bytes()) {
+        let cwd = std::fs::read_link(entry.path().join("cwd"));
+        if args.get(1) == Some(&&b"worker"[..]) && cwd.is_ok_and(|cwd| cwd == workspace) {
             found.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
     found
+}
+
+/// `frame` as the host sends it: a 4-byte little-endian length, then the bytes.
+fn framed(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn a_worker_without_a_valid_start_message_says_why_and_exits() {
+    // Its first message is its settings (the host may start it before it knows them).
+    let mut oversized = u32::MAX.to_le_bytes().to_vec();
+    oversized.extend_from_slice(b"{}");
+    for (input, expected) in [
+        (Vec::new(), "vis worker: cannot read the start message"),
+        // A cut-off frame: its length promises more than ever comes.
+        (
+            framed(b"{\"type\":\"start\"}")[..8].to_vec(),
+            "vis worker: cannot read the start message",
+        ),
+        (
+            framed(b"{not json"),
+            "vis worker: the start message is not valid",
+        ),
+        (
+            framed(br#"{"type":"shutdown"}"#),
+            "vis worker: the host's first message was not `start`",
+        ),
+        (
+            oversized,
+            "vis worker: the start message would be 4294967295 bytes",
+        ),
+    ] {
+        let mut child = std::process::Command::new(crate::support::vis_bin())
+            .arg("worker")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, &input).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "{expected}: {stderr}");
+        assert!(stderr.starts_with(expected), "{expected}: {stderr}");
+    }
 }

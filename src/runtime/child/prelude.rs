@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::settings::{PreludeSettings, WorkerArgs};
+use super::settings::PreludeSettings;
+use crate::runtime::wire::WorkerArgs;
 
 static BOOTSTRAP: &str = include_str!("../../../python/_bootstrap.py");
 include!(concat!(env!("OUT_DIR"), "/prelude_sources.rs"));

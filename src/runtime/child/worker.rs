@@ -2,6 +2,9 @@
 //! from the host.
 //!
 //! Start-up order matters and is fixed here:
+//! 0. the host's first message, `start` ([`WorkerArgs`]), is read from the pipe exactly (no
+//!    byte of the next message with it), and the worker enters its workspace: the host may
+//!    start the process before it knows them, and sends them once it does;
 //! 1. [`launcher::isolate`](super::launcher::isolate) puts the worker in its own PID namespace
 //!    (it must run while the process has one thread);
 //! 2. the memory cap is set, and SIGINT is blocked (every thread started later inherits that);
@@ -35,18 +38,34 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use super::channel::{self, eprintln_raw, send};
-use super::settings::WorkerArgs;
 use crate::catalog::manifest_entries_of;
 use crate::protocol::{Block, BlockResult, RestoreReport, Status};
 use crate::runtime::output::{cap_file, cap_output};
-use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerArgs, WorkerMessage};
 use crate::runtime::RuntimeError;
 
 /// This worker's own descriptor of the capture file (fd 1 and 2 may be replaced by a block).
 static CAPTURE: OnceLock<File> = OnceLock::new();
 
 /// Runs the worker until the host closes the pipe or says `shutdown`. Returns the exit code.
-pub fn run_worker(args: WorkerArgs) -> i32 {
+pub fn run_worker() -> i32 {
+    let args = match read_start() {
+        Ok(args) => args,
+        Err(e) => {
+            // fd 2 is the capture file: the host shows this to the user.
+            eprintln_raw(&format!("vis worker: {e}"));
+            return 70;
+        }
+    };
+    if let Some(workspace) = &args.workspace {
+        if let Err(e) = std::env::set_current_dir(workspace) {
+            eprintln_raw(&format!(
+                "vis worker: cannot enter the workspace {}: {e}",
+                workspace.display()
+            ));
+            return 70;
+        }
+    }
     let mut isolation = super::launcher::isolate(&args.sandbox);
     channel::set_in_pid_namespace(isolation.pid_namespace);
     if isolation.private_tmp {
@@ -74,6 +93,35 @@ pub fn run_worker(args: WorkerArgs) -> i32 {
     // each: hundreds while Python and the prelude start), and it gets the main thread's
     // larger stack.
     interpreter_thread(args, isolation, queue)
+}
+
+/// The largest `start` message read (a policy lists a few dozen paths).
+const MAX_START_BYTES: usize = 1024 * 1024;
+
+/// Reads the host's first message, `start`, from fd 0: its length, then exactly that many
+/// bytes, so whatever the host sent after it stays in the pipe for the channel's reader.
+fn read_start() -> Result<WorkerArgs, String> {
+    use std::io::Read;
+    use std::mem::ManuallyDrop;
+    // SAFETY: fd 0 is the host's pipe, open for the whole process; ManuallyDrop keeps this
+    // File from closing it.
+    let mut pipe = ManuallyDrop::new(unsafe { File::from_raw_fd(0) });
+    let unreadable = |e: std::io::Error| format!("cannot read the start message: {e}");
+    let mut len = [0u8; 4];
+    pipe.read_exact(&mut len).map_err(unreadable)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_START_BYTES {
+        return Err(format!(
+            "the start message would be {len} bytes, over the {MAX_START_BYTES} a worker reads"
+        ));
+    }
+    let mut body = vec![0u8; len];
+    pipe.read_exact(&mut body).map_err(unreadable)?;
+    match serde_json::from_slice::<HostMessage>(&body) {
+        Ok(HostMessage::Start { args }) => Ok(*args),
+        Ok(_) => Err("the host's first message was not `start`".into()),
+        Err(e) => Err(format!("the start message is not valid: {e}")),
+    }
 }
 
 fn last_os_error(what: &str) -> RuntimeError {
@@ -358,6 +406,8 @@ fn serve(
             }
             // Handled by the reader thread; never queued.
             HostMessage::Response { .. } | HostMessage::Interrupt { .. } => {}
+            // Read before anything else (`read_start`); the host sends it once.
+            HostMessage::Start { .. } => {}
         }
     }
     Ok(())

@@ -1,11 +1,15 @@
 //! Spawning a worker process and ending it for good.
 //!
 //! The worker is the same binary (`vis worker`) in its own process group, with a cleaned
-//! environment, a filesystem view planned here (`sandbox::plan_view`), and a capture file for
-//! its fd 1 and 2. The capture file has no name (`O_TMPFILE`): the host reads it only through
-//! its own descriptor, so a block can neither swap it for a link to the host's secrets, a FIFO
-//! or `/dev/zero`, nor reach another session's. Ending the worker kills the whole tree under it
-//! (`runtime::process_tree`).
+//! environment and a capture file for its fd 1 and 2. It is started in two steps:
+//! [`Launched::new`] starts the process, which execs and links while the host is still busy
+//! (`vis exec` launches it before it opens the store), and [`WorkerProcess::start`] sends it
+//! its first message, `start` ([`WorkerArgs`]: the workspace, the sandbox with the filesystem
+//! view planned here (`sandbox::plan_view`), the limits), then waits for its `ready`.
+//! [`WorkerProcess::spawn`] does both at once. The capture file has no name (`O_TMPFILE`): the
+//! host reads it only through its own descriptor, so a block can neither swap it for a link to
+//! the host's secrets, a FIFO or `/dev/zero`, nor reach another session's. Ending the worker
+//! kills the whole tree under it (`runtime::process_tree`).
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, PermissionsExt};
@@ -14,14 +18,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::channel::{HostChannel, Incoming};
 use super::env::worker_env;
 use super::options::WorkerOptions;
 use crate::catalog::ManifestEntry;
 use crate::protocol::ExitInfo;
-use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerArgs, WorkerMessage};
 use crate::runtime::RuntimeError;
 
 fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
@@ -29,6 +33,70 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
         (Some(c), _) => ExitInfo::Code(c),
         (None, Some(s)) => ExitInfo::Signal(s),
         _ => ExitInfo::Unknown,
+    }
+}
+
+/// A worker process started and waiting for its `start` message.
+pub struct Launched {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    pid: i32,
+    capture: File,
+    tmp: tempfile::TempDir,
+    /// What it was started as: a worker for other options is not this one.
+    program: PathBuf,
+    env: Vec<String>,
+}
+
+impl Launched {
+    /// Starts `opts.program` as a worker with the environment `opts` allows (the allow-list
+    /// and `[sandbox] env`). Needs a tokio runtime (entered, if not running).
+    pub fn new(opts: &WorkerOptions) -> Result<Launched, RuntimeError> {
+        let capture = capture_file().map_err(RuntimeError::Io)?;
+        let stderr = capture.try_clone().map_err(RuntimeError::Io)?;
+        let tmp = private_tmp().map_err(RuntimeError::Io)?;
+        let mut cmd = Command::new(&opts.program);
+        cmd.arg("worker")
+            .env_clear()
+            .envs(worker_env(&opts.env))
+            .env("VIS_WORKER", "1")
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            // Its own process group: a terminal Ctrl-C reaches the host only.
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
+            program: opts.program.clone(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout), Some(pid)) =
+            (child.stdin.take(), child.stdout.take(), child.id())
+        else {
+            return Err(RuntimeError::Worker("worker pipes missing".into()));
+        };
+        Ok(Launched {
+            child,
+            stdin,
+            stdout,
+            pid: pid as i32,
+            capture,
+            tmp,
+            program: opts.program.clone(),
+            env: opts.env.clone(),
+        })
+    }
+
+    /// The process's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// True when this process is what `opts` would start (the same program and environment).
+    pub fn fits(&self, opts: &WorkerOptions) -> bool {
+        self.program == opts.program && self.env == opts.env
     }
 }
 
@@ -48,67 +116,36 @@ pub(crate) struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts a worker and waits for its `ready`. `first` is sent as soon as the process
-    /// exists: the worker handles it right after `ready` without waiting for the host (a
-    /// restore, at a start), and the caller then reads its answer.
+    /// Starts a worker and waits for its `ready` (see [`WorkerProcess::start`]).
     pub async fn spawn(
         opts: &WorkerOptions,
         safe_mode: bool,
         first: Option<HostMessage>,
     ) -> Result<WorkerProcess, RuntimeError> {
-        let capture = capture_file().map_err(RuntimeError::Io)?;
-        let stderr = capture.try_clone().map_err(RuntimeError::Io)?;
-        let mut cmd = Command::new(&opts.program);
-        cmd.arg("worker")
-            .arg("--memory-limit-mb")
-            .arg(opts.memory_limit_mb.to_string());
-        if let Some(ws) = &opts.workspace {
-            cmd.arg("--workspace").arg(ws);
-            cmd.current_dir(ws);
-        }
-        if let Some(dir) = &opts.config_dir {
-            cmd.arg("--config-dir").arg(dir);
-        }
-        for name in &opts.deny {
-            cmd.arg("--deny").arg(name);
-        }
-        if safe_mode {
-            cmd.arg("--safe-mode");
-        }
-        if opts.trusted {
-            cmd.arg("--trusted");
-        }
-        let cache_dir = opts.worker_cache_dir();
-        if let Some(dir) = &cache_dir {
-            cmd.arg("--cache-dir").arg(dir);
-        }
-        let tmp = private_tmp().map_err(RuntimeError::Io)?;
-        let policy = worker_policy(opts, tmp.path());
-        cmd.arg("--sandbox").arg(
-            serde_json::to_string(&policy).map_err(|e| RuntimeError::Protocol(e.to_string()))?,
-        );
-        cmd.env_clear()
-            .envs(worker_env(&opts.env))
-            .env("VIS_WORKER", "1")
-            .env("TMPDIR", tmp.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
-            // Its own process group: a terminal Ctrl-C reaches the host only.
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| RuntimeError::Spawn {
-            program: opts.program.clone(),
-            source,
-        })?;
-        let (Some(stdin), Some(stdout), Some(pid)) =
-            (child.stdin.take(), child.stdout.take(), child.id())
-        else {
-            return Err(RuntimeError::Worker("worker pipes missing".into()));
-        };
+        Self::start(Launched::new(opts)?, opts, safe_mode, first).await
+    }
+
+    /// Sends a launched worker its `start` message and waits for its `ready`. `first` is
+    /// sent right after: the worker handles it right after `ready` without waiting for the
+    /// host (a restore, at a start), and the caller then reads its answer.
+    pub async fn start(
+        launched: Launched,
+        opts: &WorkerOptions,
+        safe_mode: bool,
+        first: Option<HostMessage>,
+    ) -> Result<WorkerProcess, RuntimeError> {
+        let Launched {
+            child,
+            stdin,
+            stdout,
+            pid,
+            capture,
+            tmp,
+            ..
+        } = launched;
         let mut worker = WorkerProcess {
             child,
-            pid: pid as i32,
+            pid,
             channel: HostChannel::new(stdin, stdout),
             capture,
             python_version: String::new(),
@@ -116,6 +153,30 @@ impl WorkerProcess {
             isolation: Isolation::default(),
             _tmp: tmp,
         };
+        if let Some(ws) = &opts.workspace {
+            // The worker runs there: a workspace that is gone is the caller's to fix.
+            if let Err(source) = std::fs::metadata(ws) {
+                worker.kill().await;
+                return Err(RuntimeError::Spawn {
+                    program: opts.program.clone(),
+                    source,
+                });
+            }
+        }
+        let cache_dir = opts.worker_cache_dir();
+        let args = WorkerArgs {
+            memory_limit_mb: opts.memory_limit_mb,
+            workspace: opts.workspace.clone(),
+            config_dir: opts.config_dir.clone(),
+            deny: opts.deny.clone(),
+            safe_mode,
+            trusted: opts.trusted,
+            sandbox: worker_policy(opts, worker._tmp.path()),
+            cache_dir: cache_dir.clone(),
+        };
+        worker.channel.send(HostMessage::Start {
+            args: Box::new(args),
+        });
         if let Some(message) = first {
             worker.channel.send(message);
         }

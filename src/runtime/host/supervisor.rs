@@ -9,7 +9,7 @@
 
 use super::options::WorkerOptions;
 use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
-use super::spawn::WorkerProcess;
+use super::spawn::{Launched, WorkerProcess};
 use crate::catalog::{Manifest, ManifestEntry};
 use crate::protocol::{
     ExitInfo, McpFunction, McpNamespace, PersistedDef, RestoreNotice, RestoreReport,
@@ -32,6 +32,9 @@ pub struct Supervisor {
     pub(super) isolation: Isolation,
     /// The MCP servers' tools as namespaces and functions (sent to every new worker).
     pub(super) mcp: Option<(Vec<McpNamespace>, Vec<McpFunction>)>,
+    /// A worker process launched before the options were known ([`Supervisor::adopt`]),
+    /// started by the next [`Supervisor::start`].
+    pub(super) launched: Option<Launched>,
 }
 
 impl Supervisor {
@@ -49,7 +52,15 @@ impl Supervisor {
             manifest_version: 0,
             isolation: Isolation::default(),
             mcp: None,
+            launched: None,
         }
+    }
+
+    /// Takes a worker process launched early (`Launched::new` with these options, while the
+    /// caller was still reading its session): the next start sends it its settings instead
+    /// of starting another. One launched for other options is dropped (and killed) then.
+    pub fn adopt(&mut self, launched: Launched) {
+        self.launched = Some(launched);
     }
 
     pub fn options(&self) -> &WorkerOptions {
@@ -107,21 +118,24 @@ impl Supervisor {
         let mut plan = RestorePlan::new(&self.defs, self.opts.workspace.as_deref());
         let cache_dir = self.opts.worker_cache_dir();
         let message = || plan.message(cache_dir.as_deref());
-        let (mut worker, extensions_skipped) =
-            match WorkerProcess::spawn(&self.opts, false, message()).await {
-                Ok(worker) => (worker, None),
-                Err(RuntimeError::WorkerStart(first)) => {
-                    match WorkerProcess::spawn(&self.opts, true, message()).await {
-                        Ok(worker) => (worker, Some(first)),
-                        Err(e) => {
-                            return Err(RuntimeError::WorkerStart(format!(
-                                "{first}; with only the bundled extensions: {e}"
-                            )))
-                        }
+        let first = match self.launched.take().filter(|l| l.fits(&self.opts)) {
+            Some(launched) => WorkerProcess::start(launched, &self.opts, false, message()).await,
+            None => WorkerProcess::spawn(&self.opts, false, message()).await,
+        };
+        let (mut worker, extensions_skipped) = match first {
+            Ok(worker) => (worker, None),
+            Err(RuntimeError::WorkerStart(first)) => {
+                match WorkerProcess::spawn(&self.opts, true, message()).await {
+                    Ok(worker) => (worker, Some(first)),
+                    Err(e) => {
+                        return Err(RuntimeError::WorkerStart(format!(
+                            "{first}; with only the bundled extensions: {e}"
+                        )))
                     }
                 }
-                Err(e) => return Err(e),
-            };
+            }
+            Err(e) => return Err(e),
+        };
         let safe_mode = extensions_skipped.is_some();
         let report = self.restore(&mut worker, &mut plan, safe_mode).await?;
         self.pending_notice = Some(RestoreNotice {
