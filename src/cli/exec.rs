@@ -65,9 +65,8 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     // The worker's process starts now: it execs and links while this one opens the store and
     // reads the session, and gets its settings once they are known. If it cannot start, the
     // start below starts one and reports why.
-    let launched = worker_options(&config, None)
-        .ok()
-        .and_then(|opts| events.block_on(async { Launched::new(&opts) }).ok());
+    let launch = worker_options(&config, None)?;
+    let launched = events.block_on(async { Launched::new(&launch) }).ok();
 
     let mut store = Store::open(db)?;
     let roots = session_roots(&*store, &session_id, workspace.as_deref())?;

@@ -67,9 +67,6 @@ pub enum Command {
     /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
     /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
     Mcp(McpArgs),
-    /// The runtime worker (started by vis itself; its settings come through its stdin).
-    #[command(hide = true)]
-    Worker,
 }
 
 #[derive(Debug, Args)]
@@ -226,12 +223,12 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
 
 /// Runs a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> Result<i32, CliError> {
-    if !matches!(cli.command, Command::Worker) {
-        // Keys live in this process: no block (nor anything else of this user) may read its
-        // memory or environment through /proc or ptrace.
-        let _ =
-            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    }
+    // Keys live in this process: no block (nor anything else of this user) may read its
+    // memory or environment through /proc or ptrace.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // The worker binary is pinned now, before anything could replace it (see
+    // `settings::worker_program`).
+    let _ = settings::worker_program();
     // Made absolute now, before anything changes directory (the worker runs in the
     // workspace; artifacts go beside the database).
     let db = std::path::absolute(crate::config::db_path(cli.db.as_deref()))
@@ -246,7 +243,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
-        Command::Worker => Ok(crate::runtime::run_worker()),
     }
 }
 

@@ -43,9 +43,16 @@ pub use wire::{Isolation, WorkerArgs};
 pub enum RuntimeError {
     #[error("{0}")]
     InvalidBlock(String),
-    #[error("cannot start the worker {program}: {source}; check that the vis binary is intact")]
+    #[error("cannot start the worker {program}: {source}; check that vis-worker is installed beside vis and intact")]
     Spawn {
         program: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot start a worker in the workspace {path}: {source}; check that the directory exists"
+    )]
+    Workspace {
+        path: std::path::PathBuf,
         source: std::io::Error,
     },
     #[error("the Python worker failed to start: {0}")]

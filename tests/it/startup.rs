@@ -152,7 +152,7 @@ fn a_worker_without_a_valid_start_message_says_why_and_exits() {
             "vis worker: the start message would be 4294967295 bytes",
         ),
     ] {
-        let mut child = std::process::Command::new(crate::support::vis_bin())
+        let mut child = std::process::Command::new(crate::support::worker_bin())
             .arg("worker")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -168,3 +168,35 @@ fn a_worker_without_a_valid_start_message_says_why_and_exits() {
         assert!(stderr.starts_with(expected), "{expected}: {stderr}");
     }
 }
+
+vistest!(vis_without_its_worker_binary_says_what_to_install, |env| {
+    // `vis` alone in a directory: the worker binary is not beside it.
+    let bin = env.path().join("lonely");
+    std::fs::create_dir(&bin).unwrap();
+    let vis = bin.join("vis");
+    if std::fs::hard_link(crate::support::vis_bin(), &vis).is_err() {
+        std::fs::copy(crate::support::vis_bin(), &vis).unwrap();
+    }
+    let out = std::process::Command::new(&vis)
+        .arg("--db")
+        .arg(env.db())
+        .args(["exec", "--session", "s", "print(1)"])
+        .env("VIS_HOME", env.path().join("home"))
+        .env("VIS_CONFIG_DIR", env.config_dir())
+        .current_dir(env.workspace())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot open {}: No such file or directory (os error 2); vis runs each session's Python in the vis-worker binary installed beside it: reinstall vis so that both are there",
+            bin.join("vis-worker").display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    // Nothing was recorded: no database, no session.
+    assert!(!env.db().exists());
+});

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use vis::protocol::Status;
 use vis::runtime::{HostHandler, Supervisor, WorkerOptions};
 
-use crate::support::{vis_bin, TestEnv};
+use crate::support::{worker_bin, TestEnv};
 use crate::vistest;
 use vis::protocol::{HostReply, HostRequest};
 
@@ -27,7 +27,7 @@ impl HostHandler for Echo {
 }
 
 fn supervisor(env: &TestEnv) -> Supervisor {
-    let mut opts = WorkerOptions::new(vis_bin());
+    let mut opts = WorkerOptions::new(worker_bin());
     opts.workspace = Some(env.workspace());
     opts.interrupt_grace = Duration::from_millis(1500);
     Supervisor::new(opts, vec![])

@@ -157,8 +157,8 @@ impl WorkerProcess {
             // The worker runs there: a workspace that is gone is the caller's to fix.
             if let Err(source) = std::fs::metadata(ws) {
                 worker.kill().await;
-                return Err(RuntimeError::Spawn {
-                    program: opts.program.clone(),
+                return Err(RuntimeError::Workspace {
+                    path: ws.clone(),
                     source,
                 });
             }

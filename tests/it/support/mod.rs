@@ -20,6 +20,11 @@ pub fn vis_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vis"))
 }
 
+/// The worker binary (`vis-worker`, beside `vis`).
+pub fn worker_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"))
+}
+
 /// One test's world: a temp dir holding `vis.db`, a `workspace/` and `home/` (VIS_HOME).
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
@@ -146,7 +151,7 @@ impl TestEnv {
         tweak: impl FnOnce(&mut WorkerOptions),
         defs: Vec<PersistedDef>,
     ) -> Runtime {
-        let mut opts = WorkerOptions::new(vis_bin());
+        let mut opts = WorkerOptions::new(worker_bin());
         opts.workspace = Some(self.workspace());
         opts.interrupt_grace = Duration::from_millis(1500);
         opts.trusted = true;
