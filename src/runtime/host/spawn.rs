@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::channel::{HostChannel, Incoming};
@@ -136,13 +137,32 @@ impl WorkerProcess {
     ) -> Result<WorkerProcess, RuntimeError> {
         let Launched {
             child,
-            stdin,
+            mut stdin,
             stdout,
             pid,
             capture,
             tmp,
             ..
         } = launched;
+        let cache_dir = opts.worker_cache_dir();
+        let args = WorkerArgs {
+            memory_limit_mb: opts.memory_limit_mb,
+            workspace: opts.workspace.clone(),
+            config_dir: opts.config_dir.clone(),
+            deny: opts.deny.clone(),
+            safe_mode,
+            trusted: opts.trusted,
+            sandbox: worker_policy(opts, tmp.path()),
+            cache_dir: cache_dir.clone(),
+        };
+        // Written here, before the channel's writer task exists: the worker waits for it, and
+        // a caller that does other work before its next `await` (vis exec writes its turn)
+        // must not hold it back. A small frame into an empty pipe is written at once.
+        let sent = start_frame(args).map_err(RuntimeError::Io);
+        let sent = match sent {
+            Ok(frame) => stdin.write_all(&frame).await.map_err(RuntimeError::Io),
+            Err(e) => Err(e),
+        };
         let mut worker = WorkerProcess {
             child,
             pid,
@@ -163,20 +183,13 @@ impl WorkerProcess {
                 });
             }
         }
-        let cache_dir = opts.worker_cache_dir();
-        let args = WorkerArgs {
-            memory_limit_mb: opts.memory_limit_mb,
-            workspace: opts.workspace.clone(),
-            config_dir: opts.config_dir.clone(),
-            deny: opts.deny.clone(),
-            safe_mode,
-            trusted: opts.trusted,
-            sandbox: worker_policy(opts, worker._tmp.path()),
-            cache_dir: cache_dir.clone(),
-        };
-        worker.channel.send(HostMessage::Start {
-            args: Box::new(args),
-        });
+        if let Err(e) = sent {
+            worker.kill().await;
+            return Err(RuntimeError::WorkerStart(format!(
+                "cannot send the worker its settings ({e}); output: {}",
+                worker.capture_text().trim()
+            )));
+        }
         if let Some(message) = first {
             worker.channel.send(message);
         }
@@ -300,6 +313,18 @@ impl WorkerProcess {
             _ => ExitInfo::Unknown,
         }
     }
+}
+
+/// The `start` message as one frame (`wire::codec`).
+fn start_frame(args: WorkerArgs) -> std::io::Result<bytes::BytesMut> {
+    use tokio_util::codec::Encoder;
+    let message = HostMessage::Start {
+        args: Box::new(args),
+    };
+    let payload = serde_json::to_vec(&message)?;
+    let mut frame = bytes::BytesMut::with_capacity(payload.len() + 4);
+    crate::runtime::wire::codec().encode(bytes::Bytes::from(payload), &mut frame)?;
+    Ok(frame)
 }
 
 /// The unnamed file a worker's fd 1 and 2 point at (append mode, so every writer adds at the
