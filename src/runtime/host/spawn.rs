@@ -155,12 +155,11 @@ impl WorkerProcess {
             sandbox: worker_policy(opts, tmp.path()),
             cache_dir: cache_dir.clone(),
         };
-        // Written here, before the channel's writer task exists: the worker waits for it, and
-        // a caller that does other work before its next `await` (vis exec writes its turn)
-        // must not hold it back. A small frame into an empty pipe is written at once.
+        // Written now, by this call itself: the worker waits for it, and an `await` would let
+        // a caller do other work first (vis exec writes its turn while the worker starts).
         let sent = start_frame(args).map_err(RuntimeError::Io);
         let sent = match sent {
-            Ok(frame) => stdin.write_all(&frame).await.map_err(RuntimeError::Io),
+            Ok(frame) => send_now(&mut stdin, &frame).await.map_err(RuntimeError::Io),
             Err(e) => Err(e),
         };
         let mut worker = WorkerProcess {
@@ -325,6 +324,22 @@ fn start_frame(args: WorkerArgs) -> std::io::Result<bytes::BytesMut> {
     let mut frame = bytes::BytesMut::with_capacity(payload.len() + 4);
     crate::runtime::wire::codec().encode(bytes::Bytes::from(payload), &mut frame)?;
     Ok(frame)
+}
+
+/// Writes `frame` to the worker's stdin with plain `write` calls, which put a small frame
+/// into the empty pipe at once (tokio's own write waits for the event loop to report the pipe
+/// writable first); what a full pipe did not take is written the async way.
+async fn send_now(stdin: &mut ChildStdin, frame: &[u8]) -> std::io::Result<()> {
+    let mut written = 0;
+    while written < frame.len() {
+        match rustix::io::write(&*stdin, &frame[written..]) {
+            Ok(n) => written += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    stdin.write_all(&frame[written..]).await
 }
 
 /// The unnamed file a worker's fd 1 and 2 point at (append mode, so every writer adds at the
