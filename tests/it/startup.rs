@@ -200,3 +200,38 @@ vistest!(vis_without_its_worker_binary_says_what_to_install, |env| {
     // Nothing was recorded: no database, no session.
     assert!(!env.db().exists());
 });
+
+/// The mappings of process `pid` that are the interpreter library's and writable.
+fn writable_python_maps(pid: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("libpython") && l.split_whitespace().nth(1).unwrap().contains('w'))
+        .map(str::to_string)
+        .collect()
+}
+
+vistest!(
+    only_the_worker_keeps_the_interpreters_writable_pages,
+    |env| {
+        // The launcher and init never run Python: they drop those pages, so the worker's writes
+        // to them while Python starts do not copy them.
+        let mut rt = env.runtime();
+        assert_eq!(run(&env, &mut rt, "1").output, "1\n");
+        let launcher = rt.worker_pid().unwrap().to_string();
+        let children = |pid: &str| -> Vec<String> {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let init = children(&launcher);
+        assert_eq!(init.len(), 1, "{init:?}");
+        let worker = children(&init[0]);
+        assert_eq!(worker.len(), 1, "{worker:?}");
+        assert_eq!(writable_python_maps(&launcher), Vec::<String>::new());
+        assert_eq!(writable_python_maps(&init[0]), Vec::<String>::new());
+        assert!(!writable_python_maps(&worker[0]).is_empty());
+    }
+);
