@@ -226,12 +226,30 @@ vistest!(
                 .map(str::to_string)
                 .collect()
         };
-        let init = children(&launcher);
-        assert_eq!(init.len(), 1, "{init:?}");
-        let worker = children(&init[0]);
-        assert_eq!(worker.len(), 1, "{worker:?}");
-        assert_eq!(writable_python_maps(&launcher), Vec::<String>::new());
-        assert_eq!(writable_python_maps(&init[0]), Vec::<String>::new());
-        assert!(!writable_python_maps(&worker[0]).is_empty());
+        // launcher -> init -> worker; without a PID namespace, launcher -> worker.
+        let mut chain = vec![launcher];
+        loop {
+            let next = children(chain.last().unwrap());
+            match next.as_slice() {
+                [] => break,
+                [only] => chain.push(only.clone()),
+                more => panic!("{more:?}"),
+            }
+        }
+        let expected = if rt.supervisor().isolation().pid_namespace {
+            3
+        } else {
+            2
+        };
+        assert_eq!(chain.len(), expected, "{chain:?}");
+        let (worker, helpers) = chain.split_last().unwrap();
+        for helper in helpers {
+            assert_eq!(
+                writable_python_maps(helper),
+                Vec::<String>::new(),
+                "{helper}"
+            );
+        }
+        assert!(!writable_python_maps(worker).is_empty());
     }
 );
