@@ -7,14 +7,15 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    limits, load_config, resolve_workspace, session_id, session_roots, worker_options, LimitArgs,
+    limits, load_config, resolve_workspace, session_id, session_roots, worker_options,
+    worker_program, LimitArgs,
 };
 use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization};
 use crate::runtime::{
     BlockLimits, BlockRunner, BlockSpec, Launched, NoConversation, RunError, RuntimeError,
-    Supervisor,
+    Supervisor, WorkerOptions,
 };
 use crate::store::{now_millis, Store};
 
@@ -57,16 +58,17 @@ fn read_code(arg: Option<String>) -> Result<String, CliError> {
 pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
+    let events = super::event_loop("vis exec")?;
+    // The worker's process starts now: it execs and links while this one reads its config,
+    // opens the store and reads the session, and gets its settings once they are known. It
+    // has the environment of a config without `[sandbox] env`; with one, it is not used (see
+    // `Supervisor::adopt`). If it cannot start, the start below starts one and reports why.
+    let launch = WorkerOptions::new(worker_program()?);
+    let launched = events.block_on(async { Launched::new(&launch) }).ok();
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
     let (session_id, created) = session_id(args.session.as_deref())?;
-    let events = super::event_loop("vis exec")?;
-    // The worker's process starts now: it execs and links while this one opens the store and
-    // reads the session, and gets its settings once they are known. If it cannot start, the
-    // start below starts one and reports why.
-    let launch = worker_options(&config, None)?;
-    let launched = events.block_on(async { Launched::new(&launch) }).ok();
 
     let mut store = Store::open(db)?;
     let roots = session_roots(&*store, &session_id, workspace.as_deref())?;

@@ -253,3 +253,36 @@ vistest!(
         assert!(!writable_python_maps(worker).is_empty());
     }
 );
+
+vistest!(
+    a_variable_named_in_sandbox_env_reaches_a_vis_exec_block,
+    |env| {
+        // `vis exec` launches its worker before it reads the config: one that needs
+        // `[sandbox] env` is started with it instead.
+        std::fs::create_dir_all(env.config_dir()).unwrap();
+        std::fs::write(
+            env.config_dir().join("config.toml"),
+            "[sandbox]\nenv = [\"VIS_TEST_PASSED\"]\n",
+        )
+        .unwrap();
+        let out = env
+        .command(&[
+            "exec",
+            "--session",
+            "s",
+            "import os\nprint(os.environ.get('VIS_TEST_PASSED'), os.environ.get('VIS_TEST_HELD'))",
+        ])
+        .env("VIS_TEST_PASSED", "yes")
+        .env("VIS_TEST_HELD", "secret")
+        .output()
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.ends_with("yes None\n"), "{stdout}");
+    }
+);
