@@ -304,12 +304,12 @@ class Runner:
                     else:
                         errors.pop(d["name"], None)
                         ok.append(d["name"])
-                self.registry.add(dict(d), restored=d["name"] not in errors)
+                self.registry.add(d, restored=d["name"] not in errors)
             pending = retry
             if not pending:
                 break
         for d in skipped:
-            self.registry.add(dict(d), restored=False)
+            self.registry.add(d, restored=False)
         self.stream.flush()
         order = {d["name"]: i for i, d in enumerate(defs)}
         ok.sort(key=lambda n: order.get(n, 0))
@@ -362,17 +362,21 @@ class PreparedRestore:
 # Sources of blocks and restored definitions, for tracebacks and `inspect.getsource`. They
 # wait here until something imports `linecache` (which imports `tokenize`: a millisecond or
 # more of every worker start otherwise); `_LinecacheFiller` hands them over at that import.
-_pending_sources: dict[str, tuple[int, None, list[str], str]] = {}
+_pending_sources: dict[str, str] = {}
+
+
+def _cache_entry(filename: str, text: str) -> tuple[int, None, list[str], str]:
+    """`text` as a `linecache.cache` entry for `filename`."""
+    return (len(text), None, text.splitlines(True), filename)
 
 
 def remember_source(filename: str, text: str) -> None:
     """Makes `text` the source `linecache` shows for `filename`."""
-    entry = (len(text), None, text.splitlines(True), filename)
     loaded = sys.modules.get("linecache")
     if loaded is not None:
-        loaded.cache[filename] = entry
+        loaded.cache[filename] = _cache_entry(filename, text)
     else:
-        _pending_sources[filename] = entry
+        _pending_sources[filename] = text
 
 
 class _LinecacheFiller:
@@ -395,7 +399,7 @@ class _LinecacheFiller:
 
         def exec_module(module: types.ModuleType) -> None:
             run_module(module)
-            module.cache.update(_pending_sources)
+            module.cache.update((name, _cache_entry(name, text)) for name, text in _pending_sources.items())
             _pending_sources.clear()
 
         loader.exec_module = exec_module
