@@ -100,8 +100,7 @@ fn main() {
 }
 
 /// Python that compiles each `(module path, source file)` pair given as arguments into
-/// `<out>/<index>.marshal` and prints the interpreter's magic number as hex, then the order in
-/// which the worker's start runs the prelude's modules (see `START_ORDER`). File names match
+/// `<out>/<index>.marshal` and prints the interpreter's magic number as hex. File names match
 /// what the worker's importer gives modules it compiles itself (`<vis>/vis/x.py`), so
 /// tracebacks are the same either way.
 ///
@@ -126,54 +125,12 @@ for i in range(0, len(pairs), 2):
 print(importlib.util.MAGIC_NUMBER.hex())
 "#;
 
-/// Python, run after `COMPILE_SCRIPT` with the same arguments: prints the prelude modules the
-/// worker's start imports (`vis` and `vis._runner`, and what they import at their top level,
-/// unconditionally), each after the modules it imports and every package after its
-/// submodules, one line of names. The worker runs them in this order without the import
-/// system (`_bootstrap.preload`); a package's module exists, empty, from the start, so its
-/// submodules can import it (`from vis import _state`) before its own code runs.
-const START_ORDER_SCRIPT: &str = r#"
-import ast, sys
-pairs = sys.argv[2:]
-modules = {}
-for i in range(0, len(pairs), 2):
-    rel, path = pairs[i], pairs[i + 1]
-    if rel.startswith("vis/") and rel.endswith(".py"):
-        name = rel[:-3].replace("/", ".")
-        package = name.endswith(".__init__")
-        modules[name[: -len(".__init__")] if package else name] = (path, package)
-def imports(name):
-    path, package = modules[name]
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    found = []
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found += [node.module] + [node.module + "." + a.name for a in node.names]
-    own = {name.rsplit(".", i)[0] for i in range(1, name.count(".") + 1)} | {name}
-    return [m for m in found if m in modules and m not in own]
-order = []
-def visit(name, path=()):
-    if name in order:
-        return
-    if name in path:
-        raise SystemExit("the prelude imports itself in a cycle: %s" % " -> ".join(path + (name,)))
-    for m in imports(name):
-        visit(m, path + (name,))
-    order.append(name)
-for root in ("vis", "vis._runner"):
-    visit(root)
-print(" ".join(order))
-"#;
-
 /// The unit name of `python/_bootstrap.py` among the compiled units.
 const BOOTSTRAP_UNIT: &str = "_bootstrap.py";
 
 /// The Rust source of `PRELUDE_BYTECODE` (module path -> marshalled code),
-/// `BOOTSTRAP_BYTECODE`, `PRELUDE_MAGIC` and `PRELUDE_START_ORDER`; all empty when the build's
-/// Python cannot compile them.
+/// `BOOTSTRAP_BYTECODE` and `PRELUDE_MAGIC`; all empty when the build's Python cannot compile
+/// them.
 fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
     let code_dir = out_dir.join("prelude_bytecode");
     let _ = std::fs::remove_dir_all(&code_dir);
@@ -188,8 +145,7 @@ fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
             }
             match cmd.output() {
                 Ok(out) if out.status.success() => {
-                    let magic = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                    Some((magic, start_order(python, units)))
+                    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
                 }
                 Ok(out) => {
                     println!(
@@ -206,10 +162,8 @@ fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
         });
     let mut src = String::from("/// The prelude and bundled extensions compiled by the build's Python: (module path, marshalled code).\npub static PRELUDE_BYTECODE: &[(&str, &[u8])] = &[\n");
     let mut bootstrap = String::from("&[]");
-    let mut order = Vec::new();
     let magic = match compiled {
-        Some((magic, start)) => {
-            order = start;
+        Some(magic) => {
             for (i, (rel, _)) in units.iter().enumerate() {
                 let path = code_dir.join(format!("{i}.marshal")).display().to_string();
                 if rel == BOOTSTRAP_UNIT {
@@ -231,33 +185,5 @@ fn bytecode_table(units: &[(String, PathBuf)], out_dir: &Path) -> String {
         src,
         "/// `importlib.util.MAGIC_NUMBER` (hex) of the Python that compiled `PRELUDE_BYTECODE`.\npub static PRELUDE_MAGIC: &str = {magic:?};"
     );
-    let _ = writeln!(
-        src,
-        "/// The prelude modules the worker's start runs, in order (`START_ORDER_SCRIPT`; empty: imported as usual).\npub static PRELUDE_START_ORDER: &[&str] = &{order:?};"
-    );
     src
-}
-
-/// The output of `START_ORDER_SCRIPT` (empty when it fails: the worker then imports the
-/// prelude as usual).
-fn start_order(python: &str, units: &[(String, PathBuf)]) -> Vec<String> {
-    let mut cmd = Command::new(python);
-    cmd.arg("-I").arg("-c").arg(START_ORDER_SCRIPT).arg("-");
-    for (rel, path) in units {
-        cmd.arg(rel).arg(path);
-    }
-    match cmd.output() {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect(),
-        Ok(out) => {
-            println!(
-                "cargo:warning=the prelude's start order is unknown (it is imported as usual): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            Vec::new()
-        }
-        Err(_) => Vec::new(),
-    }
 }

@@ -1,7 +1,6 @@
 """Worker start-up: make the embedded prelude importable and set up sys for blocks.
 
-Run once by the worker, after it registered `vis._native`, with the global START (the order
-in which the prelude's start runs its modules, see `preload`). The embedded files (the prelude
+Run once by the worker, after it registered `vis._native`. The embedded files (the prelude
 `vis/...`, the bundled extensions `_vis_bundled/...`) and their bytecode (compiled by the
 build's Python; none when this Python reads another format) stay in the binary:
 `vis._native.embedded_source(path)` and `embedded_bytecode(path)` hand one over when it is asked
@@ -106,9 +105,7 @@ def _find_venv(workspace):
 
 def _setup(files):
     """The prelude becomes importable; sys.path is left alone (see `extend_path`)."""
-    prelude = EmbeddedPrelude(files)
-    sys.meta_path.insert(0, prelude)
-    return prelude
+    sys.meta_path.insert(0, EmbeddedPrelude(files))
     sys.argv = [""]
     ver = "python%d.%d" % sys.version_info[:2]
     # Embedded, sys.executable would be the vis binary; blocks expect a Python. A venv's
@@ -144,38 +141,6 @@ def extend_path(workspace, trusted):
         sys.path.append(workspace)
 
 
-def preload(prelude, names):
-    """Runs the prelude modules `names` (the worker's start imports them, in this order: each
-    after the modules it imports at its top level, a package after its submodules) without
-    the import system's work for each: every one becomes a module with the attributes the
-    import system gives it, in `sys.modules`, and its code runs; then it is set on its
-    package. A package's module is there, empty, from the start, so a submodule can import it
-    (`from vis import _state`) before the package's own code runs. Later imports of them find
-    them in `sys.modules`."""
-    init_attrs = getattr(sys.modules["_frozen_importlib"], "_init_module_attrs", None)
-    if init_attrs is None or any(name not in prelude.modules for name in names):
-        return  # imported as usual
-    for name in names:
-        if prelude.modules[name][1]:
-            package = type(sys)(name)
-            init_attrs(prelude.find_spec(name), package)
-            sys.modules[name] = package
-    for name in names:
-        module = sys.modules.get(name) if prelude.modules[name][1] else None
-        if module is None:
-            module = type(sys)(name)
-            init_attrs(prelude.find_spec(name), module)
-            sys.modules[name] = module
-        try:
-            exec(prelude.get_code(name), module.__dict__)
-        except BaseException:
-            sys.modules.pop(name, None)
-            raise
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, module)
-
-
 def _embed():
     """The embedded files, importable (`EmbeddedPrelude`): the prelude is the package `vis`,
     the bundled extensions the package `_vis_bundled`; all of them (prelude pages included)
@@ -186,15 +151,11 @@ def _embed():
     embedded.FILES = files
     embedded.BUNDLED = EmbeddedFiles("_vis_bundled/")
     embedded.extend_path = extend_path
-    prelude = _setup(files)
-    #: Runs the prelude's modules in the build's order (the global START, given by the
-    #: worker), if it has one; the worker's imports that follow find them loaded (or, without
-    #: one, import them as usual).
-    embedded.start = lambda: preload(prelude, START)  # noqa: F821
     #: The modules loaded before the prelude (the interpreter's start, `site` and its `.pth`
     #: files): what the prelude's own start imports is the rest (a test keeps it small).
     embedded.MODULES_BEFORE_PRELUDE = frozenset(sys.modules)
     sys.modules["_vis_embedded"] = embedded
+    return files
 
 
-_embed()
+_setup(_embed())

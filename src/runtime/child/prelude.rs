@@ -124,7 +124,6 @@ pub(crate) fn start(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, S
     let same_magic = !PRELUDE_MAGIC.is_empty() && hex(&magic) == PRELUDE_MAGIC;
     USE_BYTECODE.store(same_magic, Ordering::Relaxed);
     let globals = PyDict::new(py);
-    globals.set_item("START", PRELUDE_START_ORDER.to_vec())?;
     if same_magic && !BOOTSTRAP_BYTECODE.is_empty() {
         let code = py.import("marshal")?.call_method1(
             "loads",
@@ -154,9 +153,6 @@ pub(crate) fn start(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, S
         safe_mode: args.safe_mode,
         trusted: args.trusted,
     };
-    // The prelude's modules run in the build's order, without the import system's work for
-    // each (about 30 modules); the imports below find them loaded.
-    py.import("_vis_embedded")?.call_method0("start")?;
     py.import("vis._state")?
         .call_method1("configure", (settings,))?;
     // The prelude imports the standard modules it needs first; only then does the workspace
