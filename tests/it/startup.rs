@@ -286,34 +286,3 @@ vistest!(
         assert!(stdout.ends_with("yes None\n"), "{stdout}");
     }
 );
-
-vistest!(
-    the_prelude_modules_are_as_the_import_system_makes_them,
-    |env| {
-        // The start runs them in the build's order without the import system: each must look
-        // exactly as an import would leave it (its attributes, spec, loader, package, place on its
-        // package).
-        let mut rt = env.runtime();
-        let code = r#"import sys, importlib.util
-import _vis_embedded
-checked, differ = 0, []
-for name in sorted(sys.modules):
-    m = sys.modules[name]
-    if not (name == 'vis' or name.startswith('vis.')) or type(getattr(m, '__loader__', None)).__name__ != 'EmbeddedPrelude':
-        continue
-    fresh = importlib.util.module_from_spec(m.__spec__)
-    m.__spec__.loader.exec_module(fresh)
-    # A package also holds its loaded submodules (set on it as each was imported).
-    submodules = {n.rpartition('.')[2] for n in sys.modules if n.rpartition('.')[0] == name}
-    same = set(vars(fresh)) <= set(vars(m)) and set(vars(m)) - set(vars(fresh)) <= submodules and all(
-        getattr(fresh, a, None) == getattr(m, a, None) for a in ('__name__', '__package__', '__path__', '__file__'))
-    parent, _, child = name.rpartition('.')
-    placed = not parent or child in vars(sys.modules[parent])
-    checked += 1
-    if not (same and placed and m.__spec__.name == name):
-        differ.append(name)
-print(checked >= 20, differ)"#;
-        let out = run(&env, &mut rt, code);
-        assert_eq!(out.output, "True []\n");
-    }
-);
