@@ -55,16 +55,49 @@ fn read_code(arg: Option<String>) -> Result<String, CliError> {
     }
 }
 
-pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
+/// `vis exec`'s event loop and worker process, started before the command line is parsed.
+pub struct EarlyWorker {
+    events: tokio::runtime::Runtime,
+    launched: Option<Launched>,
+}
+
+/// When the command line is `vis [--db PATH] exec …`, starts the event loop and the worker's
+/// process now: it execs and links while this process parses its command line, reads its
+/// config, opens the store and reads the session, and gets its settings once they are known
+/// (`WorkerProcess::start`). It has the environment of a config without `[sandbox] env`; with
+/// one, it is not used (`Supervisor::adopt`). `None` for anything else, or when it cannot
+/// start (then `run` starts one, or reports why).
+pub fn launch_early() -> Option<EarlyWorker> {
+    let mut args = std::env::args_os().skip(1);
+    let command = loop {
+        let arg = args.next()?;
+        if arg == "--db" {
+            args.next()?;
+        } else if !arg.as_encoded_bytes().starts_with(b"--db=") {
+            break arg;
+        }
+    };
+    if command != "exec" {
+        return None;
+    }
+    let events = super::event_loop("vis exec").ok()?;
+    let opts = WorkerOptions::new(worker_program().ok()?);
+    let launched = events.block_on(async { Launched::new(&opts) }).ok();
+    Some(EarlyWorker { events, launched })
+}
+
+pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
-    let events = super::event_loop("vis exec")?;
-    // The worker's process starts now: it execs and links while this one reads its config,
-    // opens the store and reads the session, and gets its settings once they are known. It
-    // has the environment of a config without `[sandbox] env`; with one, it is not used (see
-    // `Supervisor::adopt`). If it cannot start, the start below starts one and reports why.
-    let launch = WorkerOptions::new(worker_program()?);
-    let launched = events.block_on(async { Launched::new(&launch) }).ok();
+    let (events, launched) = match early {
+        Some(early) => (early.events, early.launched),
+        None => {
+            let events = super::event_loop("vis exec")?;
+            let opts = WorkerOptions::new(worker_program()?);
+            let launched = events.block_on(async { Launched::new(&opts) }).ok();
+            (events, launched)
+        }
+    };
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;

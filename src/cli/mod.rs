@@ -185,8 +185,11 @@ impl CliError {
 /// on standard error; returns the exit code.
 pub fn main() -> i32 {
     std::panic::set_hook(Box::new(report_panic));
+    // Before the command line is parsed: `vis exec`'s worker starts while this process parses
+    // it and reads the session.
+    let early = exec::launch_early();
     let code = match Cli::try_parse() {
-        Ok(cli) => match run(cli) {
+        Ok(cli) => match run(cli, early) {
             Ok(code) => code,
             Err(e) => {
                 term::errln!("{e}");
@@ -221,8 +224,9 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
     term::eprint_escaped(&text);
 }
 
-/// Runs a parsed command line; returns the process exit code.
-pub fn run(cli: Cli) -> Result<i32, CliError> {
+/// Runs a parsed command line (with `vis exec`'s worker, if it was started before the command
+/// line was parsed); returns the process exit code.
+pub fn run(cli: Cli, early: Option<exec::EarlyWorker>) -> Result<i32, CliError> {
     // Keys live in this process: no block (nor anything else of this user) may read its
     // memory or environment through /proc or ptrace.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
@@ -234,7 +238,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
     let db = std::path::absolute(crate::config::db_path(cli.db.as_deref()))
         .map_err(|e| CliError::usage(format!("cannot resolve the database path: {e}")))?;
     match cli.command {
-        Command::Exec(args) => exec::run(args, &db),
+        Command::Exec(args) => exec::run(args, &db, early),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
         Command::Catalog(args) => catalog::run(args, &db),
         Command::Chat(args) => chat::run(args, &db),

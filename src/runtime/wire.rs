@@ -96,33 +96,18 @@ pub struct CachedCode {
     /// The bytecode magic number of the Python that compiled it (hex): a worker whose Python
     /// has another compiles the definitions instead.
     pub magic: String,
-    /// One marshalled code object per definition, in order (base64 on the wire, decoded by the
-    /// worker's reader thread while the interpreter starts).
-    #[serde(with = "base64_list")]
-    pub code: Vec<Vec<u8>>,
+    /// One marshalled code object per definition, in order, in base64 as the cache file holds
+    /// it (the worker decodes it).
+    pub code: Vec<String>,
 }
 
-/// A list of byte strings as a JSON list of base64 strings.
-mod base64_list {
-    use base64::Engine;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(items: &[Vec<u8>], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(
-            items
-                .iter()
-                .map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
-        )
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<u8>>, D::Error> {
-        Vec::<String>::deserialize(d)?
+impl CachedCode {
+    /// The code objects' bytes; `None` when one is not base64.
+    pub fn decode(&self) -> Option<Vec<Vec<u8>>> {
+        use base64::Engine;
+        self.code
             .iter()
-            .map(|text| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(text)
-                    .map_err(serde::de::Error::custom)
-            })
+            .map(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
             .collect()
     }
 }
@@ -244,7 +229,7 @@ mod tests {
             skipped: vec![],
             cached: Some(CachedCode {
                 magic: "a70d0d0a".into(),
-                code: vec![b"\xe3code".to_vec()],
+                code: vec!["42NvZGU=".into()],
             }),
             progress: false,
         };
@@ -254,9 +239,18 @@ mod tests {
             r#"{"type":"restore","defs":[],"skipped":[],"cached":{"magic":"a70d0d0a","code":["42NvZGU="]},"progress":false}"#
         );
         let back: HostMessage = serde_json::from_str(&json).unwrap();
-        assert!(
-            matches!(back, HostMessage::Restore { cached: Some(c), .. } if c.code == [b"\xe3code".to_vec()])
-        );
+        let HostMessage::Restore {
+            cached: Some(c), ..
+        } = back
+        else {
+            panic!("{back:?}");
+        };
+        assert_eq!(c.decode(), Some(vec![b"\xe3code".to_vec()]));
+        let bad = CachedCode {
+            magic: "a70d0d0a".into(),
+            code: vec!["42NvZGU=".into(), "%%%".into()],
+        };
+        assert_eq!(bad.decode(), None);
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],
             "isolation": Isolation::default(),

@@ -351,10 +351,11 @@ fn serve(
                 // before any definition runs: nothing a restored definition does can change
                 // what the host caches (see `runtime::restore`).
                 let (prepared, magic, code) = Python::attach(|py| -> PyResult<_> {
-                    let cached = cached.map(|c| {
+                    // Code that is not base64 is no code: the definitions are compiled.
+                    let cached = cached.and_then(|c| {
                         let code: Vec<Bound<'_, PyBytes>> =
-                            c.code.iter().map(|b| PyBytes::new(py, b)).collect();
-                        (c.magic, code)
+                            c.decode()?.iter().map(|b| PyBytes::new(py, b)).collect();
+                        Some((c.magic, code))
                     });
                     let prepared = runner
                         .bind(py)
