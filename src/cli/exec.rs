@@ -186,6 +186,9 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
             },
             Err(e) => Ok(Err(e)),
         };
+        // The worker is done: it is killed now, so the kernel ends it while the turn is
+        // closed, and the shutdown below only reaps it.
+        runner.supervisor_mut().stop_worker();
         let ended = match &ran {
             Ok(Ok(_)) | Ok(Err(_)) => {
                 runner
@@ -205,8 +208,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
                 None,
             );
         }
-        // `vis exec` exits next: the worker is killed, not waited for.
-        runner.shutdown_at_exit().await;
+        runner.shutdown().await;
         listener.abort();
         ran.map(|ran| (ran, ended))
     })?;

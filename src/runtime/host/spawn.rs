@@ -114,6 +114,8 @@ pub(crate) struct WorkerProcess {
     /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
     /// removed with the worker, and swept by the next spawn if the host was killed.
     _tmp: tempfile::TempDir,
+    /// [`WorkerProcess::signal_kill`] ran: the processes are ended, only the reaping is left.
+    killed: bool,
 }
 
 impl WorkerProcess {
@@ -171,6 +173,7 @@ impl WorkerProcess {
             manifest: Vec::new(),
             isolation: Isolation::default(),
             _tmp: tmp,
+            killed: false,
         };
         if let Some(ws) = &opts.workspace {
             // The worker runs there: a workspace that is gone is the caller's to fix.
@@ -277,25 +280,10 @@ impl WorkerProcess {
         }
     }
 
-    /// Kills the worker for a host that exits right after, without reaping it, when the
-    /// kernel finishes the job: in a PID namespace, killing the launcher's group ends init and
-    /// with it everything in the namespace, and with a private `/tmp` nothing of the worker is
-    /// in the temp directory the host removes next. The host's exit hands the launcher to init,
-    /// which reaps it. Returns false, having done nothing, otherwise (the caller kills and
-    /// waits as usual).
-    pub fn kill_at_exit(&mut self) -> bool {
-        if !(self.isolation.pid_namespace && self.isolation.private_tmp) {
-            return false;
-        }
-        if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
-            // Already gone is fine.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-        true
-    }
-
-    /// Kills the worker and everything it started, and reaps it.
-    pub async fn kill(&mut self) -> ExitInfo {
+    /// Kills the worker and everything it started, without waiting: [`WorkerProcess::kill`]
+    /// reaps it (a caller with other work before then lets the kernel end it meanwhile).
+    pub fn signal_kill(&mut self) {
+        self.killed = true;
         if self.isolation.pid_namespace {
             // Killing the launcher's group is enough: init dies with the launcher (its
             // parent-death signal), and the kernel kills everything left in the namespace.
@@ -306,6 +294,13 @@ impl WorkerProcess {
             }
         } else {
             crate::runtime::process::kill_tree(self.pid, true);
+        }
+    }
+
+    /// Kills the worker and everything it started, and reaps it.
+    pub async fn kill(&mut self) -> ExitInfo {
+        if !self.killed {
+            self.signal_kill();
         }
         match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
             Ok(Ok(status)) => exit_info(status),

@@ -221,16 +221,13 @@ impl Supervisor {
         }
     }
 
-    /// [`Supervisor::shutdown`] for a host that exits right after (`vis exec`): the worker is
-    /// killed, and waited for only where the kernel would not finish the job (see
-    /// `WorkerProcess::kill_at_exit`); the wait for its namespace's teardown was a
-    /// millisecond or two of every `vis exec`.
-    pub async fn shutdown_at_exit(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            worker.channel.send(HostMessage::Shutdown);
-            if !worker.kill_at_exit() {
-                worker.kill().await;
-            }
+    /// Kills the worker now, without waiting: for a caller that has other work to do before
+    /// it shuts down (then [`Supervisor::shutdown`] only reaps what the kernel ended meanwhile).
+    /// `vis exec` does this once its block ran, so the reaping it waits for before it exits
+    /// costs next to nothing, and no process it started is left for another to reap.
+    pub fn stop_worker(&mut self) {
+        if let Some(worker) = self.worker.as_mut() {
+            worker.signal_kill();
         }
     }
 }
