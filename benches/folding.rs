@@ -61,6 +61,10 @@ fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
         output_limit: 20_000,
         catalog_budget: 2000,
         folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(
+            ProviderKind::OpenAi,
+            "fake-model",
+        ),
     }
 }
 
@@ -170,6 +174,8 @@ fn bench_assembly_with_folds() {
         system: &system,
         tool: &tool,
         max_tokens: None,
+        stream: true,
+        tool_choice: None,
     });
     let mut view: Vec<Entry> = vec![Entry {
         seq: 0,

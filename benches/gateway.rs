@@ -114,6 +114,8 @@ fn bench_assembly() {
                     system: &system,
                     tool: &tool,
                     max_tokens: None,
+                    stream: true,
+                    tool_choice: None,
                 }),
             ),
             ProviderKind::Anthropic => Assembler::new(
@@ -126,6 +128,8 @@ fn bench_assembly() {
                     tool: &tool,
                     max_tokens: 1000,
                     thinking_budget: None,
+                    stream: true,
+                    tool_choice: None,
                 }),
             ),
         };
@@ -166,6 +170,7 @@ fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings
         output_limit: 20_000,
         catalog_budget: 2000,
         folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
     }
 }
 

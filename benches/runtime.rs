@@ -1,7 +1,9 @@
 //! Runtime benchmarks (issue 2), run by `scripts/bench.sh` or `cargo bench --bench runtime`:
 //!
 //! 1. round trip of a trivial block through the worker, p50/p99 over N blocks, against a
-//!    Jupyter kernel's execute round trip measured in the same run;
+//!    Jupyter kernel's execute round trip measured in the same run; then the same block with
+//!    its live output watched (as `vis chat` and `vis serve` run blocks) and not, alternating
+//!    on one worker;
 //! 2. `vis exec` cold start in a session holding 100 persisted definitions (median);
 //! 3. worker kill + restart + restore of 100 definitions (median).
 //!
@@ -46,6 +48,11 @@
 //! disk makes slow. The 2.0× target is not met: see `docs/runtime.md` for where the rest of
 //! a bare start goes.
 //!
+//! Live output (issue 23 §2), 2026-12-05, release, 2 cores under a load of 6–7, `--blocks
+//! 10000`, four runs: the round trip watched and not, alternating on one worker, p50 93–110 µs
+//! either way, watched 1–3 µs slower (the same loop with both sides unwatched: 0–1 µs apart);
+//! p99 is the machine's load (1.5–8 ms on both sides).
+//!
 //! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
 //! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is
 //! skipped and says so).
@@ -62,8 +69,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
 use vis::protocol::{Block, PersistedDef};
-use vis::runtime::{NoHostCalls, Runtime, WorkerOptions};
+use vis::runtime::{LiveOutput, NoHostCalls, Runtime, Supervisor, WorkerOptions};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -250,6 +258,48 @@ fn main() {
             "jupyter comparison skipped: pass --jupyter-python (scripts/bench.sh sets it up)"
         ),
     }
+
+    // 1b. Watched and not, alternating (a watched block that ends within the live interval
+    // is never read; this shows what watching costs it).
+    let events = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let (plain, watched) = events.block_on(async {
+        let mut sup = Supervisor::new(opts.clone(), vec![]);
+        let (mut plain, mut watched) = (Vec::new(), Vec::new());
+        let mut updates = 0usize;
+        for i in 0..(blocks + 200) {
+            let (calls, _) = tokio::sync::mpsc::unbounded_channel();
+            let b = block(dir.path(), "x = 1");
+            let t0 = Instant::now();
+            let result = if i % 2 == 0 {
+                sup.exec(b, calls, CancellationToken::new()).await
+            } else {
+                let mut watch = |_: LiveOutput| updates += 1;
+                sup.exec_watched(b, calls, CancellationToken::new(), Some(&mut watch))
+                    .await
+            };
+            let us = t0.elapsed().as_secs_f64() * 1e6;
+            assert_eq!(result.expect("block").output, "");
+            if i >= 200 {
+                if i % 2 == 0 { &mut plain } else { &mut watched }.push(us);
+            }
+        }
+        sup.shutdown().await;
+        assert_eq!(updates, 0, "a trivial block is never read live");
+        plain.sort_by(|a, b| a.total_cmp(b));
+        watched.sort_by(|a, b| a.total_cmp(b));
+        (plain, watched)
+    });
+    println!(
+        "block round trip, alternating ({} each): not watched p50 {:.0} µs, p99 {:.0} µs; watched p50 {:.0} µs, p99 {:.0} µs",
+        plain.len(),
+        percentile(&plain, 0.5),
+        percentile(&plain, 0.99),
+        percentile(&watched, 0.5),
+        percentile(&watched, 0.99)
+    );
 
     // 2. Cold start of `vis exec` in a session with 100 persisted definitions.
     let db = dir.path().join("vis.db");

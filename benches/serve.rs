@@ -119,6 +119,10 @@ fn main() {
         worker.workspace = Some(workspace.into());
         worker.config_dir = Some(config.clone());
         Ok(ChatSettings {
+            cache_prices: vis::providers::pricing::CachePrices::builtin(
+                provider.kind,
+                &provider.model,
+            ),
             provider,
             worker,
             max_iterations: 100,

@@ -163,6 +163,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
             iteration: prepared.iteration,
             code: code.clone(),
             utilization: Utilization::without_requests(),
+            live: None,
         };
         let ran = match started {
             // MCP servers never seen before start now, once, so their tools are known.

@@ -174,6 +174,8 @@ fn offered_providers(config: &Config) -> Result<Vec<(String, ProviderSettings)>,
             api_key,
         );
         super::settings::apply_request_limits(&mut settings, config);
+        settings.tool_choice = p.tool_choice.clone();
+        settings.stream = p.stream.unwrap_or(true);
         out.push((name.clone(), settings));
     }
     Ok(out)

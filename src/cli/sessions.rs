@@ -81,6 +81,13 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
         counts.iterations,
         defs.len()
     );
+    if let Some(limit) = store.input_limit(id)? {
+        outln!(
+            "  context   input limit {} tokens ({})",
+            crate::protocol::group_thousands(limit.tokens.max(0) as usize),
+            limit.source
+        );
+    }
     let iterations = store.iterations(id)?;
     for turn in store.turns(id)? {
         let state = if turn.status == TurnStatus::Done {
@@ -115,7 +122,7 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     if !requests.is_empty() {
         outln!("\nmodel requests:");
         outln!(
-            "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>6}  status",
+            "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8}  {:<10} status",
             "#",
             "turn",
             "provider/model",
@@ -125,7 +132,8 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
             "retries",
             "estimate",
             "latency",
-            "ttft"
+            "ttft",
+            "finish"
         );
         for r in &requests {
             let n = |v: Option<i64>| v.map_or_else(|| "n/a".to_string(), |v| v.to_string());
@@ -134,7 +142,7 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 _ => "ok".into(),
             };
             outln!(
-                "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>6}  {status}",
+                "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>8}  {:<10} {status}",
                 r.seq,
                 r.turn,
                 crate::protocol::clip(&format!("{}/{}", r.provider, r.model), 28),
@@ -145,12 +153,13 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 r.estimate_tokens,
                 r.latency_ms,
                 r.ttft_ms.map_or_else(|| "n/a".into(), |t| format!("{t}ms")),
+                crate::protocol::clip(r.finish_reason.as_deref().unwrap_or("-"), 10),
             );
             if let Some(m) = &r.fold_measurement {
                 outln!("        fold measurement: {m}");
             }
         }
-        outln!("  (n/a: the provider did not report it)");
+        outln!("  (n/a: the provider did not report it, or an answer that came whole has no time to first token; finish: why the answer ended, - for none)");
     }
     let folds = store.folds(id)?;
     if !folds.is_empty() {

@@ -377,6 +377,8 @@ pub fn provider_settings(
         env_nonempty(ProviderSettings::key_env(kind)).or_else(|| config.provider.api_key.clone());
     let mut settings = ProviderSettings::new(kind, model, base_url, api_key);
     apply_request_limits(&mut settings, config);
+    settings.tool_choice = config.provider.tool_choice.clone();
+    settings.stream = config.provider.stream.unwrap_or(true);
     Ok(settings)
 }
 
@@ -400,6 +402,21 @@ pub fn chat_settings(
     limits: Limits,
     workspace: Option<&Path>,
 ) -> Result<ChatSettings, CliError> {
+    let forced = provider
+        .tool_choice
+        .as_ref()
+        .is_some_and(|c| c.forces_a_call());
+    if provider.kind == ProviderKind::Anthropic
+        && forced
+        && config.provider.thinking_budget.is_some()
+    {
+        return Err(CliError::usage(
+            "vis: [provider] tool_choice forces a tool call, which Anthropic refuses while thinking_budget turns extended thinking on; use tool_choice = \"auto\" or drop thinking_budget",
+        ));
+    }
+    // `[pricing]` overrides arrive with issue 24's cost model; the built-in table until then.
+    let cache_prices =
+        crate::providers::pricing::CachePrices::builtin(provider.kind, &provider.model);
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
     worker.sandbox = limits.sandbox.clone();
@@ -429,6 +446,7 @@ pub fn chat_settings(
             input_limit: config.folding.input_limit,
             auto_compress_above: config.folding.auto_compress_above,
         },
+        cache_prices,
     })
 }
 

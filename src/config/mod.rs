@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 mod errors;
 mod mcp;
 mod paths;
+mod provider;
 #[cfg(test)]
 mod tests;
 
@@ -26,6 +27,7 @@ pub use mcp::{
     MAX_MESSAGE_MB_LIMIT,
 };
 pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
+pub use provider::ProviderConfig;
 
 /// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
 /// written for newer versions keep working):
@@ -52,6 +54,9 @@ pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files
 /// request_timeout = 120           # seconds until the response starts
 /// idle_timeout = 300              # seconds of silence allowed mid-stream
 /// max_retries = 4
+/// tool_choice = "auto"            # or "required", "none", "python_execution" (not sent
+///                                 # when absent; llama-cpp-python needs it for tools)
+/// stream = false                  # whole answers instead of streams (default true)
 ///
 /// [gateway]
 /// max_iterations = 100            # tool calls per turn
@@ -74,6 +79,7 @@ pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files
 /// model = "claude-haiku-4-5"      # "default"
 /// base_url = "https://…"          # optional
 /// api_key_env = "FAST_API_KEY"    # optional; default OPENAI_API_KEY / ANTHROPIC_API_KEY
+/// tool_choice = "auto"            # optional, as in [provider]; so is stream
 ///
 /// [sandbox]
 /// mode = "workspace-write"        # read-only | workspace-write | full-access | off (--sandbox)
@@ -196,6 +202,11 @@ pub struct ServeProviderConfig {
     pub base_url: Option<String>,
     /// The environment variable holding its key (default: the provider's usual one).
     pub api_key_env: Option<String>,
+    /// As `[provider] tool_choice`, for this provider.
+    #[serde(default, deserialize_with = "provider::tool_choice")]
+    pub tool_choice: Option<crate::providers::ToolChoice>,
+    /// As `[provider] stream`, for this provider.
+    pub stream: Option<bool>,
 }
 
 /// `[folding]`: context folding and its limits.
@@ -205,20 +216,6 @@ pub struct FoldingConfig {
     pub gist_max_tokens: Option<u64>,
     pub input_limit: Option<u64>,
     pub auto_compress_above: Option<u64>,
-}
-
-/// `[provider]`: which model to talk to and how.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
-pub struct ProviderConfig {
-    pub name: Option<String>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub max_output_tokens: Option<u32>,
-    pub thinking_budget: Option<u32>,
-    pub request_timeout: Option<f64>,
-    pub idle_timeout: Option<f64>,
-    pub max_retries: Option<u32>,
 }
 
 /// `[gateway]`: the agent loop.
@@ -366,17 +363,10 @@ impl Config {
                 .map(|n| n as u64);
         config.output_limit = runtime_number("output_limit", runtime.output_limit, 100.0, "20000")?
             .map(|n| n as usize);
-        for (key, value) in [
-            ("request_timeout", typed.provider.request_timeout),
-            ("idle_timeout", typed.provider.idle_timeout),
-        ] {
-            if let Some(v) = value.filter(|v| !(v.is_finite() && *v > 0.0)) {
-                return Err(invalid(format!(
-                    "{}`provider.{key}` must be a positive number of seconds, got {v}",
-                    at(&["provider", key])
-                )));
-            }
-        }
+        typed
+            .provider
+            .check(|key| at(&["provider", key]))
+            .map_err(invalid)?;
         if typed.gateway.max_iterations == Some(0) {
             return Err(invalid(format!(
                 "{}`gateway.max_iterations` must be at least 1",

@@ -55,6 +55,49 @@ fn reads_provider_and_gateway_tables() {
 }
 
 #[test]
+fn tool_choice_and_stream_are_read_and_checked() {
+    use crate::providers::ToolChoice;
+    let c = parse("[provider]\ntool_choice = \"auto\"\nstream = false\n").unwrap();
+    assert_eq!(c.provider.tool_choice, Some(ToolChoice::Auto));
+    assert_eq!(c.provider.stream, Some(false));
+    for (text, choice) in [
+        ("required", ToolChoice::Required),
+        ("none", ToolChoice::Off),
+        (
+            "python_execution",
+            ToolChoice::Function("python_execution".into()),
+        ),
+    ] {
+        let c = parse(&format!("[provider]\ntool_choice = \"{text}\"\n")).unwrap();
+        assert_eq!(c.provider.tool_choice, Some(choice));
+    }
+    let c = parse("").unwrap();
+    assert_eq!((c.provider.tool_choice, c.provider.stream), (None, None));
+    let e = parse("[provider]\nmodel = \"m\"\ntool_choice = \"grep\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 3")
+            && e.contains("`tool_choice` must be \"auto\", \"required\", \"none\" or the tool's name \"python_execution\", got \"grep\""),
+        "{e}"
+    );
+    let e = parse("[provider]\nstream = 0\n").unwrap_err().to_string();
+    assert!(
+        e.contains("line 2") && e.contains("expected true or false"),
+        "{e}"
+    );
+    let c = parse(
+        "[serve.providers.local]\nprovider = \"openai\"\ntool_choice = \"auto\"\nstream = false\n",
+    )
+    .unwrap();
+    let local = &c.serve.providers["local"];
+    assert_eq!(
+        (&local.tool_choice, local.stream),
+        (&Some(ToolChoice::Auto), Some(false))
+    );
+}
+
+#[test]
 fn a_bad_value_is_placed_in_its_own_table() {
     // `mode` appears first under [serve] (where it is unknown and ignored); the error is
     // about the one under [sandbox].

@@ -232,6 +232,8 @@ mod tests {
             system: "sys",
             tool: &tool,
             max_tokens: None,
+            stream: true,
+            tool_choice: None,
         };
         let areq = anthropic_request::AnthropicRequest {
             model: "m",
@@ -239,6 +241,8 @@ mod tests {
             tool: &tool,
             max_tokens: 100,
             thinking_budget: None,
+            stream: true,
+            tool_choice: None,
         };
         let mut openai = Assembler::new(Wire::OpenAi, openai_request::header(&oreq));
         let mut anthropic = Assembler::new(

@@ -458,6 +458,8 @@ fn new_assembler(prefix: &ChatPrefix, settings: &ChatSettings, session_id: &str)
                 system: &prefix.system,
                 tool: &tool,
                 max_tokens: None,
+                stream: settings.provider.stream,
+                tool_choice: settings.provider.tool_choice.as_ref(),
             }),
         ),
         ProviderKind::Anthropic => Assembler::new(
@@ -470,6 +472,8 @@ fn new_assembler(prefix: &ChatPrefix, settings: &ChatSettings, session_id: &str)
                 tool: &tool,
                 max_tokens: settings.max_output_tokens,
                 thinking_budget: settings.thinking_budget,
+                stream: settings.provider.stream,
+                tool_choice: settings.provider.tool_choice.as_ref(),
             }),
         ),
     }

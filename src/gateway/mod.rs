@@ -18,7 +18,8 @@
 //! ```
 //!
 //! - `session`: `impl ChatSession`, every method;
-//! - `turn`: one turn's loop;
+//! - `turn`: one turn's loop; `request`: one model request of it (its clock, its health record,
+//!   what its finish reason means);
 //! - `conversation`: the conversation's state; `fold`: folding it; `calls`: what a block asks
 //!   of it; `history`: its items; `assemble`: request bodies; `prompt`: the system text.
 
@@ -29,12 +30,14 @@ pub mod fold;
 pub mod history;
 pub mod prompt;
 mod repair;
+mod request;
 mod session;
 mod turn;
 
 use std::time::Duration;
 
 use crate::catalog::CatalogError;
+use crate::providers::pricing::CachePrices;
 use crate::providers::{Provider, ProviderError, ProviderSettings};
 use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;
@@ -64,6 +67,9 @@ pub struct ChatSettings {
     pub output_limit: usize,
     pub catalog_budget: usize,
     pub folding: FoldSettings,
+    /// Relative prices of cached input for this provider and model (issue 24): health
+    /// records weigh requests by them; fold receipts and hints price re-caching with them.
+    pub cache_prices: CachePrices,
 }
 
 /// `[folding]` settings (and `vis chat --introspection`).
@@ -123,6 +129,10 @@ pub struct ChatSession {
     drain: tokio_util::sync::CancellationToken,
     /// Whether the MCP servers were started and asked for their tools yet.
     mcp_listed: bool,
+    /// The context window the server told about (`None`: it did not, or was not asked).
+    server_window: Option<crate::providers::ServerWindow>,
+    /// Whether this session's start asked the server and recorded the limits it runs with.
+    limits_settled: bool,
 }
 
 /// `bytes` for a request body.

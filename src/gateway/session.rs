@@ -91,6 +91,8 @@ impl ChatSession {
             settings,
             drain: CancellationToken::new(),
             mcp_listed: false,
+            server_window: None,
+            limits_settled: false,
         };
         Ok((session, notes))
     }
@@ -129,13 +131,43 @@ impl ChatSession {
         self.conversation.estimate()
     }
 
-    /// The model's limits (the table, or the config's overrides).
-    pub(super) fn limits(&self) -> Limits {
+    /// The model's limits and where they come from: the config's overrides, else the
+    /// server's own window (asked at the session's first turn), else the model table, else
+    /// the guess for an unknown model.
+    pub fn limits(&self) -> Limits {
         limits_for(
             &self.settings.provider.model,
             self.settings.folding.input_limit,
             self.settings.folding.auto_compress_above,
+            self.server_window,
         )
+    }
+
+    /// The settings to ask the server's context window with, once per session start, when
+    /// nothing overrides the answer (`[folding] input_limit`).
+    pub(super) fn window_question(&self) -> Option<crate::providers::ProviderSettings> {
+        (!self.limits_settled && self.settings.folding.input_limit.is_none())
+            .then(|| self.settings.provider.clone())
+    }
+
+    /// Takes the server's answer (`None`: it told nothing) and records the limits the session
+    /// runs with and where they came from; only the first call of a session start counts.
+    pub(super) fn settle_limits(
+        &mut self,
+        window: Option<crate::providers::ServerWindow>,
+    ) -> Result<(), GatewayError> {
+        if self.limits_settled {
+            return Ok(());
+        }
+        self.limits_settled = true;
+        self.server_window = window;
+        let limits = self.limits();
+        let record = crate::store::InputLimit {
+            tokens: limits.input_limit as i64,
+            source: limits.source.describe(),
+        };
+        self.runner.store().set_input_limit(&self.id, &record)?;
+        Ok(())
     }
 
     /// `session["utilization"]` as it stands.
@@ -385,6 +417,7 @@ impl ChatSession {
             iteration: 1,
             code: code.to_string(),
             utilization: fold::utilization(&self.conversation, limits),
+            live: Some(events.clone()),
         };
         self.conversation.set_running(Some((turn, 1)));
         let mut calls = ConversationCalls::new(
@@ -409,6 +442,7 @@ impl ChatSession {
             status: ran.status,
             output: ran.output.clone(),
             wall_ms: ran.wall.as_millis() as u64,
+            code: None,
         });
         self.runner
             .store()

@@ -11,14 +11,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::ConversationCalls;
 use super::fold::{self, LimitError};
-use super::{to_bytes, ChatSession, GatewayError};
-use crate::protocol::{
-    code_of, AssistantMessage, ContentBlock, Event, HistoryItem, IterationStatus, Status,
-    StreamEvent, ToolCall, TurnKind, TurnStatus,
+use super::request::{
+    cut_notice, output_limit_reason, record_request, request, Outcome, EMPTY_ANSWER,
 };
-use crate::providers::{ModelResponse, ProviderError};
+use super::{ChatSession, GatewayError};
+use crate::protocol::{
+    code_of, AssistantMessage, ContentBlock, Event, HistoryItem, IterationStatus, Status, ToolCall,
+    TurnKind, TurnStatus,
+};
 use crate::runtime::BlockSpec;
-use crate::store::{now_millis, RequestRecord, ToolAnswer};
+use crate::store::{now_millis, ToolAnswer};
 
 /// Where a turn's events go (a closed receiver is fine: events are for display only).
 pub type EventSink = tokio::sync::mpsc::UnboundedSender<Event>;
@@ -52,7 +54,18 @@ pub(super) async fn run(
     if text.trim().is_empty() {
         return Err(GatewayError::EmptyMessage);
     }
-    session.ensure_prefix().await?;
+    // The first turn of a session start asks the server for its context window while the
+    // worker starts (a short timeout; a server that tells nothing leaves the guess).
+    let question = session.window_question();
+    let asking = async move {
+        match question {
+            Some(settings) => crate::providers::context_window(&settings).await,
+            None => None,
+        }
+    };
+    let (prefix, window) = tokio::join!(session.ensure_prefix(), asking);
+    prefix?;
+    session.settle_limits(window)?;
     let id = session.id.clone();
     let turn = session
         .runner
@@ -121,7 +134,7 @@ pub(super) async fn run(
         let estimate = session.conversation.estimate();
         let _ = events.send(Event::RequestStarted { turn, n });
         let started_at = now_millis();
-        let answer = request(session, body, events, stop, warm_up).await;
+        let (answer, clock) = request(session, body, events, stop, warm_up).await;
         warm_up = false;
         let response = match answer {
             None => {
@@ -130,8 +143,11 @@ pub(super) async fn run(
                     turn,
                     started_at,
                     estimate,
-                    None,
-                    Some(("interrupted", "the request was interrupted".into())),
+                    Outcome::Failed {
+                        clock,
+                        kind: "interrupted",
+                        message: "the request was interrupted".into(),
+                    },
                 )?;
                 return interrupted(session, turn, events);
             }
@@ -142,14 +158,23 @@ pub(super) async fn run(
                     turn,
                     started_at,
                     estimate,
-                    None,
-                    Some((e.kind(), message.clone())),
+                    Outcome::Failed {
+                        clock,
+                        kind: e.kind(),
+                        message: message.clone(),
+                    },
                 )?;
                 return failed(session, turn, TurnStatus::Failed, &kind, message, events);
             }
             Some(Ok(response)) => response,
         };
-        record_request(session, turn, started_at, estimate, Some(&response), None)?;
+        record_request(
+            session,
+            turn,
+            started_at,
+            estimate,
+            Outcome::Answered(&response),
+        )?;
         let _ = events.send(Event::ResponseFinished {
             turn,
             n,
@@ -169,7 +194,47 @@ pub(super) async fn run(
             HistoryItem::Assistant(message),
             None,
         )?;
+        let cut = response
+            .stop_reason
+            .as_deref()
+            .and_then(output_limit_reason);
+        if let Some(reason) = cut {
+            // The last call of a cut answer may be cut too: none of them runs, and the model
+            // is told so in their results.
+            for call in &calls {
+                let iteration = session.runner.store().next_iteration(&id, turn)?;
+                let note = format!(
+                    "[vis] not run: the answer was cut at the output limit ({reason}) before it was complete; the person can let you continue with a new message."
+                );
+                record_not_run(
+                    session,
+                    turn,
+                    iteration,
+                    call,
+                    &call.arguments,
+                    note,
+                    IterationStatus::Rejected,
+                    events,
+                )?;
+            }
+            let _ = events.send(Event::Notice {
+                text: cut_notice(session, reason),
+            });
+            return end(
+                session,
+                turn,
+                TurnStatus::OutputLimit,
+                final_text,
+                None,
+                events,
+            );
+        }
         if calls.is_empty() {
+            if final_text.trim().is_empty() {
+                let _ = events.send(Event::Notice {
+                    text: EMPTY_ANSWER.into(),
+                });
+            }
             return end(session, turn, TurnStatus::Done, final_text, None, events);
         }
         let mut limit_hit = false;
@@ -270,6 +335,7 @@ async fn run_call(
         iteration,
         code,
         utilization: fold::utilization(&session.conversation, limits),
+        live: Some(events.clone()),
     };
     session.conversation.set_running(Some((turn, iteration)));
     let id = session.id.clone();
@@ -304,6 +370,7 @@ async fn run_call(
         status: ran.status,
         output: ran.output,
         wall_ms: ran.wall.as_millis() as u64,
+        code: None,
     });
     Ok(ran.failure)
 }
@@ -340,6 +407,7 @@ fn record_not_run(
         status,
         output,
         wall_ms: 0,
+        code: Some(code.to_string()),
     });
     Ok(())
 }
@@ -362,114 +430,6 @@ fn push_result(
     let tokens = super::history::estimate_item(&item);
     let entry = super::history::Entry::new(seq.unwrap_or(0), turn, Some(iteration), item, tokens);
     session.conversation.push(entry);
-}
-
-/// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
-/// meanwhile (a start failure shows when a block needs the worker).
-async fn request(
-    session: &mut ChatSession,
-    body: Vec<u8>,
-    events: &EventSink,
-    stop: &CancellationToken,
-    warm_up: bool,
-) -> Option<Result<ModelResponse, ProviderError>> {
-    if let Err(e) = session.provider() {
-        return Some(Err(e));
-    }
-    let Some(provider) = session.provider.as_ref() else {
-        return Some(Err(ProviderError::Config("no provider".into())));
-    };
-    let supervisor = session.runner.supervisor_mut();
-    let sink = events.clone();
-    let mut on_event = move |event: StreamEvent| {
-        let event = match event {
-            StreamEvent::TextDelta { text } => Event::TextDelta { text },
-            StreamEvent::ReasoningDelta { text } => Event::ReasoningDelta { text },
-            StreamEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => Event::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            },
-            StreamEvent::ToolCallStarted { .. } => return,
-        };
-        let _ = sink.send(event);
-    };
-    let stream = async {
-        tokio::select! {
-            answer = provider.stream(to_bytes(body), &mut on_event) => Some(answer),
-            _ = stop.cancelled() => None,
-        }
-    };
-    let start = async {
-        if warm_up {
-            let _ = supervisor.start().await;
-        }
-    };
-    let (answer, ()) = tokio::join!(stream, start);
-    answer
-}
-
-fn record_request(
-    session: &mut ChatSession,
-    turn: i64,
-    started_at: i64,
-    estimate: u64,
-    response: Option<&ModelResponse>,
-    error: Option<(&str, String)>,
-) -> Result<(), GatewayError> {
-    let as_i64 = |v: Option<u64>| v.map(|n| n as i64);
-    let settings = &session.settings.provider;
-    let provider_name = settings.kind.as_str().to_string();
-    let model_name = response
-        .and_then(|r| r.model.clone())
-        .unwrap_or_else(|| settings.model.clone());
-    let measurement = match response {
-        Some(r) => {
-            let measured = session.conversation.answered(
-                r.usage.input_tokens,
-                estimate,
-                &provider_name,
-                &model_name,
-                turn,
-            );
-            if let Some((group, m)) = &measured {
-                session
-                    .runner
-                    .store()
-                    .set_fold_measurement(&session.id, *group, m)?;
-            }
-            measured.map(|(_, m)| m)
-        }
-        None => None,
-    };
-    let record = RequestRecord {
-        seq: 0,
-        turn,
-        provider: provider_name,
-        model: model_name,
-        started_at,
-        latency_ms: response.map_or_else(
-            || now_millis() - started_at,
-            |r| r.latency.as_millis() as i64,
-        ),
-        ttft_ms: response.and_then(|r| r.ttft).map(|d| d.as_millis() as i64),
-        retries: response.map_or(0, |r| r.retries as i64),
-        input_tokens: response.and_then(|r| as_i64(r.usage.input_tokens)),
-        cached_tokens: response.and_then(|r| as_i64(r.usage.cached_tokens)),
-        cache_creation_tokens: response.and_then(|r| as_i64(r.usage.cache_creation_tokens)),
-        output_tokens: response.and_then(|r| as_i64(r.usage.output_tokens)),
-        estimate_tokens: estimate as i64,
-        error_kind: error.as_ref().map(|(k, _)| k.to_string()),
-        error: error.map(|(_, m)| m),
-        fold_measurement: measurement.map(|m| serde_json::to_string(&m).unwrap_or_default()),
-    };
-    let id = session.id.clone();
-    session.runner.store_mut().record_request(&id, &record)?;
-    Ok(())
 }
 
 /// Ends the turn with an error that is also sent as an event.

@@ -43,6 +43,17 @@ pub enum Event {
         iteration: i64,
         code: String,
     },
+    /// What the running block printed since the previous `BlockOutput` (for display only:
+    /// the model gets `BlockFinished`'s output). Sent at most about ten times a second while
+    /// the block runs; when it printed more than one event carries, `text` is the newest part
+    /// and `skipped_bytes` counts the bytes before it that were not sent. The worker's text,
+    /// untrusted: escape it before showing it.
+    BlockOutput {
+        turn: i64,
+        iteration: i64,
+        text: String,
+        skipped_bytes: u64,
+    },
     BlockFinished {
         turn: i64,
         iteration: i64,
@@ -51,6 +62,10 @@ pub enum Event {
         status: IterationStatus,
         output: String,
         wall_ms: u64,
+        /// The call's code when it did not run (rejected, or cut off by an interrupt), so no
+        /// `block_started` showed it: for a rejected call, its arguments as the model sent them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
     },
     /// Something the person should know that is not model output (a catalog update was
     /// sent, the provider changed on resume, …).
@@ -64,7 +79,7 @@ pub enum Event {
     },
     TurnFinished {
         turn: i64,
-        /// `done`, `interrupted`, `failed` or `iteration_limit` on the wire.
+        /// `done`, `interrupted`, `failed`, `iteration_limit` or `output_limit` on the wire.
         status: TurnStatus,
         /// The model's final answer (empty when the turn did not finish normally).
         text: String,
@@ -83,6 +98,7 @@ impl Event {
             Event::Retrying { .. } => "retrying",
             Event::ResponseFinished { .. } => "response_finished",
             Event::BlockStarted { .. } => "block_started",
+            Event::BlockOutput { .. } => "block_output",
             Event::BlockFinished { .. } => "block_finished",
             Event::Notice { .. } => "notice",
             Event::Error { .. } => "error",
@@ -100,6 +116,9 @@ pub enum TurnStatus {
     Interrupted,
     Failed,
     IterationLimit,
+    /// The answer was cut at the output limit (`finish_reason: "length"`, Anthropic's
+    /// `max_tokens`); calls it carried did not run.
+    OutputLimit,
 }
 
 impl TurnStatus {
@@ -110,6 +129,7 @@ impl TurnStatus {
             TurnStatus::Interrupted => "interrupted",
             TurnStatus::Failed => "failed",
             TurnStatus::IterationLimit => "iteration_limit",
+            TurnStatus::OutputLimit => "output_limit",
         }
     }
 }
@@ -144,12 +164,19 @@ mod tests {
                 iteration: 1,
                 code: text(),
             },
+            Event::BlockOutput {
+                turn: 1,
+                iteration: 1,
+                text: text(),
+                skipped_bytes: 0,
+            },
             Event::BlockFinished {
                 turn: 1,
                 iteration: 1,
                 status: IterationStatus::Rejected,
                 output: text(),
                 wall_ms: 0,
+                code: Some(text()),
             },
             Event::Notice { text: text() },
             Event::Error {
@@ -199,6 +226,7 @@ mod tests {
             status: IterationStatus::Ended(Status::Timeout),
             output: String::new(),
             wall_ms: 5,
+            code: None,
         };
         let json = serde_json::to_value(&block).unwrap();
         assert_eq!(json["status"], "timeout");

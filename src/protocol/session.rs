@@ -45,6 +45,7 @@ impl TurnStatus {
             "interrupted" => TurnStatus::Interrupted,
             "failed" => TurnStatus::Failed,
             "iteration_limit" => TurnStatus::IterationLimit,
+            "output_limit" => TurnStatus::OutputLimit,
             _ => return None,
         })
     }
@@ -226,6 +227,7 @@ mod tests {
             "interrupted",
             "failed",
             "iteration_limit",
+            "output_limit",
         ] {
             assert_eq!(TurnStatus::parse(s).map(TurnStatus::as_str), Some(s));
         }

@@ -13,6 +13,7 @@ use std::ops::Range;
 use serde_json::{json, Value};
 
 use super::openai_request::canonical_arguments;
+use super::ToolChoice;
 use crate::protocol::{ContentBlock, HistoryItem, ToolSpec};
 
 #[derive(Debug, Clone)]
@@ -23,6 +24,9 @@ pub struct AnthropicRequest<'a> {
     pub max_tokens: u32,
     /// Extended thinking budget; thinking blocks are sent back only when it is on.
     pub thinking_budget: Option<u32>,
+    /// `false`: one JSON answer (`"stream": false`).
+    pub stream: bool,
+    pub tool_choice: Option<&'a ToolChoice>,
 }
 
 /// The start of the body, through `"messages":[`.
@@ -30,7 +34,7 @@ pub fn header(req: &AnthropicRequest<'_>) -> Vec<u8> {
     let mut head = serde_json::Map::new();
     head.insert("model".into(), json!(req.model));
     head.insert("max_tokens".into(), json!(req.max_tokens));
-    head.insert("stream".into(), json!(true));
+    head.insert("stream".into(), json!(req.stream));
     if let Some(budget) = req.thinking_budget {
         head.insert(
             "thinking".into(),
@@ -45,6 +49,9 @@ pub fn header(req: &AnthropicRequest<'_>) -> Vec<u8> {
             "input_schema": req.tool.parameters,
         }]),
     );
+    if let Some(choice) = req.tool_choice {
+        head.insert("tool_choice".into(), choice.anthropic_json());
+    }
     head.insert(
         "system".into(),
         json!([{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}]),
@@ -104,7 +111,9 @@ pub fn encode_group(items: &[HistoryItem], cache_breakpoint: bool, keep_thinking
             };
             for block in &message.blocks {
                 match block {
-                    ContentBlock::Text { text } if !text.is_empty() => {
+                    // Anthropic refuses empty and whitespace-only text blocks (HTTP 400):
+                    // one stored answer of "\n" would break every later request.
+                    ContentBlock::Text { text } if !text.trim().is_empty() => {
                         blocks.push(json!({"type": "text", "text": text}))
                     }
                     ContentBlock::Text { .. } => {}
@@ -140,8 +149,9 @@ pub fn encode_group(items: &[HistoryItem], cache_breakpoint: bool, keep_thinking
     serde_json::to_vec(&json!({"role": role, "content": blocks})).unwrap_or_default()
 }
 
+/// `text`, or `placeholder` where Anthropic would refuse it (empty or whitespace only).
 fn non_empty<'a>(text: &'a str, placeholder: &'a str) -> &'a str {
-    if text.is_empty() {
+    if text.trim().is_empty() {
         placeholder
     } else {
         text
@@ -215,6 +225,8 @@ mod tests {
             tool: &tool,
             max_tokens: 1000,
             thinking_budget: None,
+            stream: true,
+            tool_choice: None,
         };
         let call = |id: &str| {
             ContentBlock::ToolCall(ToolCall {
@@ -232,6 +244,7 @@ mod tests {
                         signature: "s".into(),
                     },
                     ContentBlock::Text { text: "".into() },
+                    ContentBlock::Text { text: " \n".into() },
                     call("call.1"),
                     call("c2"),
                 ],
@@ -239,7 +252,7 @@ mod tests {
             }),
             HistoryItem::ToolResult {
                 call_id: "call.1".into(),
-                output: "".into(),
+                output: "\n".into(),
                 is_error: false,
             },
             HistoryItem::Notice {
@@ -255,7 +268,8 @@ mod tests {
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[1]["role"], "assistant");
-        // Thinking is dropped when thinking is off; empty text blocks are not sent.
+        // Thinking is dropped when thinking is off; empty and whitespace-only text blocks are
+        // not sent (Anthropic refuses them), a blank tool output becomes "(no output)".
         assert_eq!(messages[1]["content"].as_array().unwrap().len(), 2);
         assert_eq!(messages[1]["content"][0]["id"], "call_1");
         let user = messages[2]["content"].as_array().unwrap();
@@ -266,5 +280,28 @@ mod tests {
         assert_eq!(user[2]["cache_control"]["type"], "ephemeral");
         assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
         assert!(messages[0]["content"][0].get("cache_control").is_none());
+        assert!(body.get("tool_choice").is_none());
+        assert_eq!(body["stream"], true);
+        let named = ToolChoice::Function("python_execution".into());
+        for (choice, json) in [
+            (ToolChoice::Auto, json!({"type": "auto"})),
+            (ToolChoice::Required, json!({"type": "any"})),
+            (ToolChoice::Off, json!({"type": "none"})),
+            (
+                named.clone(),
+                json!({"type": "tool", "name": "python_execution"}),
+            ),
+        ] {
+            let req = AnthropicRequest {
+                stream: false,
+                tool_choice: Some(&choice),
+                ..req.clone()
+            };
+            let body: Value = serde_json::from_slice(&super::body(&req, &items)).unwrap();
+            assert_eq!(
+                (&body["tool_choice"], &body["stream"]),
+                (&json, &json!(false))
+            );
+        }
     }
 }

@@ -10,11 +10,16 @@ use reqwest::{Response, StatusCode, Url};
 
 use super::error::{body_message, clean_message, json_message, ProviderError};
 use super::retry::{self, RETRY_AFTER_CEILING};
-use super::{anthropic, openai, root_cause, sse, Decode, Decoded, ProviderKind, ProviderSettings};
+use super::validation::validation_detail;
+use super::{
+    anthropic, openai, root_cause, sse, whole, Decode, Decoded, ProviderKind, ProviderSettings,
+};
 use crate::protocol::{AssistantMessage, StreamEvent, Usage};
 
 /// The most of an error body read for its message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// The largest whole (not streamed) answer accepted.
+const WHOLE_BODY_LIMIT: usize = 64 << 20;
 
 /// Hosts that always need a key, so a missing one fails before anything is sent.
 const OFFICIAL_HOSTS: [&str; 2] = ["api.openai.com", "api.anthropic.com"];
@@ -47,7 +52,7 @@ pub struct Provider {
 
 /// rustls needs a process-wide crypto provider when built without aws-lc; install ring unless
 /// the embedding program already chose one.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
@@ -57,7 +62,7 @@ fn install_crypto_provider() {
     });
 }
 
-fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
@@ -105,7 +110,14 @@ impl Provider {
 
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static(if settings.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            }),
+        );
         match settings.kind {
             ProviderKind::OpenAi => {
                 // Local servers need no key; sending an empty bearer would confuse some.
@@ -156,7 +168,8 @@ impl Provider {
 
     /// POSTs `body` (the gateway's serialized request, sent byte for byte) and streams the
     /// answer. `on_event` sees every text/reasoning delta, tool-call start and retry as they
-    /// arrive. Transient failures are retried here; dropping the future cancels the request.
+    /// arrive (with `stream = false`, the whole answer's text at once when it came).
+    /// Transient failures are retried here; dropping the future cancels the request.
     pub async fn stream(
         &self,
         body: Bytes,
@@ -183,10 +196,11 @@ impl Provider {
                         stop_reason: decoded.stop_reason,
                         usage: decoded.usage,
                         model: decoded.model,
-                        ttft,
+                        // An answer that came whole has no first token to time.
+                        ttft: ttft.filter(|_| self.settings.stream),
                         latency: started.elapsed(),
                         retries,
-                    })
+                    });
                 }
                 Err(err) => err,
             };
@@ -231,11 +245,21 @@ impl Provider {
             .headers(self.headers.clone())
             .body(body)
             .send();
-        let response = match tokio::time::timeout(self.settings.request_timeout, request).await {
+        // A whole answer's headers come only when the answer is complete: the wait for them
+        // is as long as the silence a stream may keep.
+        let wait = if self.settings.stream {
+            self.settings.request_timeout
+        } else {
+            self.settings
+                .request_timeout
+                .max(self.settings.idle_timeout)
+        };
+        let response = match tokio::time::timeout(wait, request).await {
             Err(_) => {
                 return Err(ProviderError::Timeout {
                     url: self.endpoint.to_string(),
-                    after: self.settings.request_timeout,
+                    after: wait,
+                    whole: !self.settings.stream,
                 })
             }
             Ok(Err(err)) => return Err(self.send_error(&err)),
@@ -253,6 +277,11 @@ impl Provider {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
+        // An event stream is read as one whatever was asked (a server may stream anyway).
+        let streamed = content_type.starts_with("text/event-stream");
+        if !self.settings.stream && !streamed {
+            return self.whole(response, emit).await;
+        }
         if content_type.starts_with("application/json") {
             return Err(self.json_instead_of_stream(response).await);
         }
@@ -260,10 +289,67 @@ impl Provider {
             Box::pin(response.bytes_stream()),
             self.settings.idle_timeout,
         );
+        let empty = |how| self.empty("stream", how);
         match self.settings.kind {
-            ProviderKind::OpenAi => read(events, openai::Decoder::default(), emit).await,
-            ProviderKind::Anthropic => read(events, anthropic::Decoder::default(), emit).await,
+            ProviderKind::OpenAi => read(events, openai::Decoder::default(), emit, empty).await,
+            ProviderKind::Anthropic => {
+                read(events, anthropic::Decoder::default(), emit, empty).await
+            }
         }
+    }
+
+    /// A whole JSON answer (`stream = false`).
+    async fn whole(
+        &self,
+        mut response: Response,
+        emit: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<Decoded, ProviderError> {
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout(self.settings.idle_timeout, response.chunk()).await {
+                Err(_) => {
+                    return Err(ProviderError::IdleTimeout {
+                        after: self.settings.idle_timeout,
+                    })
+                }
+                Ok(Err(err)) => {
+                    return Err(ProviderError::truncated(format!(
+                        "the connection broke mid-response: {}",
+                        root_cause(&err)
+                    )))
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            }
+            if body.len() > WHOLE_BODY_LIMIT {
+                return Err(ProviderError::malformed(format!(
+                    "the answer is over {} MiB: not a chat answer",
+                    WHOLE_BODY_LIMIT >> 20
+                )));
+            }
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(self.empty("body", "HTTP 200 without a byte of JSON"));
+        }
+        match self.settings.kind {
+            ProviderKind::OpenAi => whole::decode(&body, openai::Decoder::default(), false, emit),
+            ProviderKind::Anthropic => {
+                whole::decode(&body, anthropic::Decoder::default(), true, emit)
+            }
+        }
+    }
+
+    /// The error of an answer with nothing in it, naming the setting to try.
+    fn empty(&self, what: &'static str, how: &'static str) -> ProviderError {
+        let hint = match (&self.settings.tool_choice, self.settings.stream) {
+            (Some(choice), true) => format!(
+                "with tool_choice = \"{}\", try [provider] stream = false (llama-cpp-python cannot stream with tool_choice set)",
+                clean_message(choice.as_str(), 40)
+            ),
+            (None, true) => "try [provider] stream = false: the server then says what it refused".into(),
+            (_, false) => "raise the server's context size if the prompt is over it".into(),
+        };
+        ProviderError::Empty { what, how, hint }
     }
 
     fn send_error(&self, err: &reqwest::Error) -> ProviderError {
@@ -309,6 +395,15 @@ impl Provider {
     fn status_error(&self, status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ProviderError {
         let message = body_message(body);
         let code = status.as_u16();
+        // A validation error is permanent whatever the status says (llama-cpp-python: 500).
+        if matches!(code, 400 | 402 | 405..=428 | 430..=599) {
+            if let Some(detail) = validation_detail(body) {
+                return ProviderError::Invalid {
+                    status: code,
+                    detail,
+                };
+            }
+        }
         let retry_after = retry::retry_after(headers, SystemTime::now());
         let no_retry = retry::should_not_retry(headers);
         let wait = retry_after
@@ -364,23 +459,35 @@ impl Provider {
     }
 }
 
-/// Drives `decoder` over the events until the response completes or the body ends.
+/// Drives `decoder` over the events until the response completes or the body ends. A body
+/// without a single data event is `empty(how)`'s error, not a truncation; a truncation says
+/// whether any of the answer had arrived (and was discarded).
 async fn read<D: Decode>(
     events: impl futures::Stream<Item = Result<sse::SseEvent, ProviderError>> + Send,
     mut decoder: D,
     emit: &mut (dyn FnMut(StreamEvent) + Send),
+    empty: impl Fn(&'static str) -> ProviderError,
 ) -> Result<Decoded, ProviderError> {
     let mut events = std::pin::pin!(events);
     let mut done = false;
+    let mut seen = false;
+    let mut content = false;
+    let mut emit = |event: StreamEvent| {
+        content = true;
+        emit(event);
+    };
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
-            Err(ProviderError::Truncated { detail }) => {
+            Err(ProviderError::Truncated { detail, .. }) => {
                 let detail = match decoder.open_call() {
                     Some(call) => format!("{detail}, inside {call}; the call was not run"),
                     None => detail,
                 };
-                return Err(ProviderError::Truncated { detail });
+                return Err(ProviderError::Truncated {
+                    detail,
+                    partial: content,
+                });
             }
             Err(err) => return Err(err),
         };
@@ -388,7 +495,8 @@ async fn read<D: Decode>(
         if data.is_empty() {
             continue;
         }
-        match decoder.feed(&event.event, data, emit) {
+        seen = true;
+        match decoder.feed(&event.event, data, &mut emit) {
             Ok(false) => {}
             Ok(true) => {
                 done = true;
@@ -407,5 +515,14 @@ async fn read<D: Decode>(
             Err(err) => return Err(err),
         }
     }
-    decoder.finish(done)
+    if !seen {
+        return Err(empty("HTTP 200 without a single event"));
+    }
+    match decoder.finish(done) {
+        Err(ProviderError::Truncated { detail, .. }) => Err(ProviderError::Truncated {
+            detail,
+            partial: content,
+        }),
+        other => other,
+    }
 }

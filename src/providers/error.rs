@@ -47,6 +47,24 @@ pub enum ProviderError {
     #[error("the provider refused the request (HTTP {status}): {message}; not retried: fix what it names (model, options or context length)")]
     BadRequest { status: u16, message: String },
 
+    /// Any 4xx/5xx whose body is a validation error: the request cannot succeed as sent
+    /// (llama-cpp-python answers HTTP 500 for a field of the wrong type).
+    #[error("the server rejected the request as invalid (HTTP {status}: {detail}); not retried: it cannot succeed as sent — check the [provider] options, and report it if Vis built the request wrong")]
+    Invalid { status: u16, detail: String },
+
+    /// HTTP 200 with no event at all (or only comments and pings, or events that ended
+    /// before any of an answer), or a non-streaming 200 with an empty body: nothing to decode,
+    /// and no partial answer was discarded.
+    #[error("the server answered with an empty {what} ({how}); a prompt over the server's context window or an option it does not support does this — check the server's log; {hint}")]
+    Empty {
+        /// `stream` or `body`.
+        what: &'static str,
+        /// `HTTP 200 without a single event`, …
+        how: &'static str,
+        /// The setting to try.
+        hint: String,
+    },
+
     /// HTTP 429.
     #[error("rate limited by the provider (HTTP 429: {message}); wait and retry, or lower the request rate{wait}")]
     RateLimited {
@@ -72,17 +90,27 @@ pub enum ProviderError {
     #[error("cannot connect to {url} ({cause}); check that the server is running and --base-url is right")]
     Connect { url: String, cause: String },
 
-    /// No response headers within the request timeout.
-    #[error("no response from {url} within {}; the provider is slow or unreachable, retry or raise the request timeout", secs(.after))]
-    Timeout { url: String, after: Duration },
+    /// No response headers within the request timeout (a whole answer's: the longer of the
+    /// request and idle timeouts).
+    #[error("no response from {url} within {}; {}", secs(.after), if *.whole { "a whole answer ([provider] stream = false) comes only when it is complete, and the server is likely still working on it: not retried (a retry would queue behind it); raise [provider] idle_timeout or ask for less" } else { "the provider is slow or unreachable, retry or raise the request timeout" })]
+    Timeout {
+        url: String,
+        after: Duration,
+        /// The request asked for a whole answer (`stream = false`).
+        whole: bool,
+    },
 
     /// The stream went silent (no bytes, not even a keep-alive) for the idle timeout.
     #[error("the response stream went silent for {}; the partial answer was discarded, retry or raise the idle timeout", secs(.after))]
     IdleTimeout { after: Duration },
 
     /// The stream ended (or the connection dropped) before the response was complete.
-    #[error("the response stream ended early ({detail}); the partial answer was discarded, retry the request")]
-    Truncated { detail: String },
+    #[error("the response stream ended early ({detail}); {}", if *.partial { "the partial answer was discarded, retry the request" } else { "nothing of an answer had arrived yet, retry the request" })]
+    Truncated {
+        detail: String,
+        /// Some of the answer had arrived (and was discarded).
+        partial: bool,
+    },
 
     /// The stream carried data that is not the provider's format.
     #[error("the provider sent malformed data ({detail}); check that --provider and --base-url name a compatible server")]
@@ -130,8 +158,8 @@ impl ProviderError {
         match self {
             ProviderError::RateLimited { no_retry, .. }
             | ProviderError::Server { no_retry, .. } => !no_retry,
+            ProviderError::Timeout { whole, .. } => !whole,
             ProviderError::Connect { .. }
-            | ProviderError::Timeout { .. }
             | ProviderError::IdleTimeout { .. }
             | ProviderError::Truncated { .. } => true,
             ProviderError::Stream { transient, .. } => *transient,
@@ -140,21 +168,26 @@ impl ProviderError {
             | ProviderError::Auth { .. }
             | ProviderError::NotFound { .. }
             | ProviderError::BadRequest { .. }
+            | ProviderError::Invalid { .. }
+            | ProviderError::Empty { .. }
             | ProviderError::Malformed { .. }
             | ProviderError::Exhausted { .. }
             | ProviderError::Http { .. } => false,
         }
     }
 
-    /// A stable short code: `config`, `auth`, `not_found`, `bad_request`, `rate_limited`,
-    /// `server`, `connect`, `timeout`, `idle_timeout`, `truncated`, `malformed`, `stream_error`,
-    /// `http`. For `Exhausted`, the last cause's code.
+    /// A stable short code: `config`, `auth`, `not_found`, `bad_request`, `invalid_request`,
+    /// `empty_response`, `rate_limited`, `server`, `connect`, `timeout`, `idle_timeout`,
+    /// `truncated`, `malformed`, `stream_error`, `http`. For `Exhausted`, the last cause's
+    /// code.
     pub fn kind(&self) -> &'static str {
         match self {
             ProviderError::Config(_) => "config",
             ProviderError::MissingKey { .. } | ProviderError::Auth { .. } => "auth",
             ProviderError::NotFound { .. } => "not_found",
             ProviderError::BadRequest { .. } => "bad_request",
+            ProviderError::Invalid { .. } => "invalid_request",
+            ProviderError::Empty { .. } => "empty_response",
             ProviderError::RateLimited { .. } => "rate_limited",
             ProviderError::Server { .. } => "server",
             ProviderError::Connect { .. } => "connect",
@@ -201,6 +234,7 @@ impl ProviderError {
     pub(crate) fn truncated(detail: impl Into<String>) -> ProviderError {
         ProviderError::Truncated {
             detail: detail.into(),
+            partial: true,
         }
     }
 

@@ -6,6 +6,7 @@
 //!                                  │ retry loop (retry.rs): backoff, retry-after, Retrying event
 //!                                  ▼
 //!                   bytes ─► sse.rs (idle timeout, EOF flush, eventsource-stream)
+//!                         (or, stream = false: one JSON answer ─► whole.rs ─► its events)
 //!                                  ▼
 //!                   openai.rs | anthropic.rs  (Decode: events ─► AssistantMessage, Usage)
 //!                                  ▼
@@ -29,6 +30,10 @@
 //!   error, and a `StreamEvent::Retrying` tells a live display to discard what it showed.
 //! - Dropping the future of [`Provider::stream`] drops the response, which closes the
 //!   connection; nothing keeps running in the background.
+//! - Real servers differ (issue 23): a validation error is permanent whatever its status
+//!   (`validation.rs`), an empty 200 is its own error naming the setting to try, some servers
+//!   need `tool_choice` or cannot stream what is asked (`ToolChoice`, `stream = false`), and a
+//!   local server may tell its context window (`discover.rs`).
 //!
 //! The public API is the one sketched for the gateway, with these additions: `ProviderKind`
 //! also implements serde (lower-case names) and has `as_str`; `ProviderError` has
@@ -39,11 +44,15 @@
 mod anthropic;
 pub mod anthropic_request;
 mod client;
+mod discover;
 mod error;
 mod openai;
 pub mod openai_request;
+pub mod pricing;
 mod retry;
 mod sse;
+mod validation;
+mod whole;
 
 use std::fmt;
 use std::str::FromStr;
@@ -52,6 +61,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use client::{ModelResponse, Provider};
+pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;
 pub use retry::RETRY_AFTER_CEILING;
 
@@ -117,6 +127,79 @@ pub struct ProviderSettings {
     /// The backoff base: retry `n` waits a random time in `[0, base * 2^n]`, capped below.
     pub retry_base_delay: Duration,
     pub retry_max_delay: Duration,
+    /// `tool_choice` sent with every request (`[provider] tool_choice`); not sent when `None`.
+    pub tool_choice: Option<ToolChoice>,
+    /// Streamed answers (the default) or one JSON answer per request (`[provider] stream =
+    /// false`, for servers that cannot stream what is asked, e.g. tools with `tool_choice`).
+    pub stream: bool,
+}
+
+/// `[provider] tool_choice`: whether the model may, must or must not call the tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`; some servers put the tools into the prompt only when
+    /// `tool_choice` is sent at all, e.g. llama-cpp-python's `chatml-function-calling`).
+    Auto,
+    /// Every answer must call a tool (Anthropic: `any`).
+    Required,
+    /// No tool calls (`"none"`).
+    Off,
+    /// Every answer must call this function (the one tool Vis offers, `python_execution`).
+    Function(String),
+}
+
+impl ToolChoice {
+    /// `"auto"`, `"required"`, `"none"` or the tool's name; the error says what is valid.
+    pub fn parse(text: &str) -> Result<ToolChoice, String> {
+        match text.trim() {
+            "auto" => Ok(ToolChoice::Auto),
+            "required" | "any" => Ok(ToolChoice::Required),
+            "none" => Ok(ToolChoice::Off),
+            crate::protocol::TOOL_NAME => {
+                Ok(ToolChoice::Function(crate::protocol::TOOL_NAME.into()))
+            }
+            other => Err(format!(
+                "must be \"auto\", \"required\", \"none\" or the tool's name \"{}\", got {:?}",
+                crate::protocol::TOOL_NAME,
+                error::clean_message(other, 60)
+            )),
+        }
+    }
+
+    /// As written in the config.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+            ToolChoice::Off => "none",
+            ToolChoice::Function(name) => name,
+        }
+    }
+
+    /// Chat Completions' `tool_choice`.
+    pub fn openai_json(&self) -> serde_json::Value {
+        match self {
+            ToolChoice::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}})
+            }
+            other => serde_json::json!(other.as_str()),
+        }
+    }
+
+    /// Messages' `tool_choice`.
+    pub fn anthropic_json(&self) -> serde_json::Value {
+        match self {
+            ToolChoice::Auto => serde_json::json!({"type": "auto"}),
+            ToolChoice::Required => serde_json::json!({"type": "any"}),
+            ToolChoice::Off => serde_json::json!({"type": "none"}),
+            ToolChoice::Function(name) => serde_json::json!({"type": "tool", "name": name}),
+        }
+    }
+
+    /// Whether every answer must call a tool (a turn then ends only at its iteration limit).
+    pub fn forces_a_call(&self) -> bool {
+        matches!(self, ToolChoice::Required | ToolChoice::Function(_))
+    }
 }
 
 impl ProviderSettings {
@@ -139,6 +222,8 @@ impl ProviderSettings {
             max_retries: 4,
             retry_base_delay: Duration::from_millis(500),
             retry_max_delay: Duration::from_secs(20),
+            tool_choice: None,
+            stream: true,
         }
     }
 

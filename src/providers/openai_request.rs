@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use super::ToolChoice;
 use crate::protocol::{ContentBlock, HistoryItem, ToolSpec};
 
 /// Everything of a request but the conversation.
@@ -18,6 +19,9 @@ pub struct OpenAiRequest<'a> {
     pub system: &'a str,
     pub tool: &'a ToolSpec,
     pub max_tokens: Option<u32>,
+    /// `false`: one JSON answer (`"stream": false`, no `stream_options`).
+    pub stream: bool,
+    pub tool_choice: Option<&'a ToolChoice>,
 }
 
 /// The start of the body, through the system message (the caller appends `,` and each
@@ -25,8 +29,11 @@ pub struct OpenAiRequest<'a> {
 pub fn header(req: &OpenAiRequest<'_>) -> Vec<u8> {
     let mut head = serde_json::Map::new();
     head.insert("model".into(), json!(req.model));
-    head.insert("stream".into(), json!(true));
-    head.insert("stream_options".into(), json!({"include_usage": true}));
+    head.insert("stream".into(), json!(req.stream));
+    if req.stream {
+        // OpenAI refuses `stream_options` on a request that does not stream.
+        head.insert("stream_options".into(), json!({"include_usage": true}));
+    }
     head.insert("prompt_cache_key".into(), json!(req.session_id));
     if let Some(max) = req.max_tokens {
         head.insert("max_completion_tokens".into(), json!(max));
@@ -42,6 +49,9 @@ pub fn header(req: &OpenAiRequest<'_>) -> Vec<u8> {
             }
         }]),
     );
+    if let Some(choice) = req.tool_choice {
+        head.insert("tool_choice".into(), choice.openai_json());
+    }
     let mut out = encode(&Value::Object(head));
     // Reopen the object to append `messages` last.
     out.pop();
@@ -78,14 +88,10 @@ pub fn encode_item(item: &HistoryItem) -> Vec<u8> {
                 .collect();
             let mut m = serde_json::Map::new();
             m.insert("role".into(), json!("assistant"));
-            m.insert(
-                "content".into(),
-                if text.is_empty() && !calls.is_empty() {
-                    Value::Null
-                } else {
-                    json!(text)
-                },
-            );
+            // Always a string, also beside tool calls: the SDK's types allow null there, but
+            // servers whose request models want a string (llama-cpp-python: HTTP 500) or
+            // that treat a missing field as no message (an empty 200) accept only "".
+            m.insert("content".into(), json!(text));
             if !calls.is_empty() {
                 m.insert("tool_calls".into(), Value::Array(calls));
             }
@@ -144,6 +150,8 @@ mod tests {
             system: "sys",
             tool: &tool,
             max_tokens: None,
+            stream: true,
+            tool_choice: None,
         };
         let items = vec![
             HistoryItem::User { text: "hi".into() },
@@ -168,7 +176,8 @@ mod tests {
         assert_eq!(body["stream_options"]["include_usage"], true);
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(messages[0]["role"], "system");
-        assert_eq!(messages[2]["content"], Value::Null);
+        // Beside tool calls the content is "", never null or missing.
+        assert_eq!(messages[2]["content"], json!(""));
         // A malformed call is sent back as valid JSON holding its text; reasoning is not sent.
         assert_eq!(
             messages[2]["tool_calls"][0]["function"]["arguments"],
@@ -178,5 +187,35 @@ mod tests {
             .unwrap()
             .contains("thinking"));
         assert_eq!(messages[3]["role"], "tool");
+        assert!(body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn tool_choice_and_a_request_that_does_not_stream() {
+        let tool = tool();
+        let named = ToolChoice::Function("python_execution".into());
+        for (choice, json) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::Required, json!("required")),
+            (ToolChoice::Off, json!("none")),
+            (
+                named.clone(),
+                json!({"type": "function", "function": {"name": "python_execution"}}),
+            ),
+        ] {
+            let req = OpenAiRequest {
+                model: "m",
+                session_id: "s-1",
+                system: "sys",
+                tool: &tool,
+                max_tokens: None,
+                stream: false,
+                tool_choice: Some(&choice),
+            };
+            let body: Value = serde_json::from_slice(&body(&req, &[])).unwrap();
+            assert_eq!(body["tool_choice"], json);
+            assert_eq!(body["stream"], false);
+            assert!(body.get("stream_options").is_none());
+        }
     }
 }

@@ -6,6 +6,11 @@
 //! newest number and read from the kept log, so no event is held twice in memory, and a
 //! listener that stops reading holds nothing but its position.
 //!
+//! A running block's live output (`block_output`) is kept within a budget of its own
+//! ([`LIVE_OUTPUT_BYTES`]): the oldest of it goes first, so a block printing for hours leaves
+//! the newest of its output and does not push the turn's other events out of the log. (A
+//! reader behind by more than that skips to the newest: numbers then have gaps.)
+//!
 //! Ids are `BOOT-N`: `BOOT` identifies this server process, `N` counts the session's events.
 //! An id from an earlier process, or one that is not an id, replays everything kept; one from
 //! the future counts as "now".
@@ -23,6 +28,10 @@ pub const DEFAULT_LOG_BYTES: usize = 8 * 1024 * 1024;
 
 /// Fixed cost counted per event besides its JSON (the record and its place in the queue).
 const EVENT_OVERHEAD: usize = 64;
+
+/// The most of the log's budget `block_output` events keep (each carries at most 8 KiB of
+/// text, so this is the last 30-odd updates).
+pub const LIVE_OUTPUT_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
@@ -51,6 +60,9 @@ struct Inner {
     next: u64,
     kept: VecDeque<Arc<Logged>>,
     bytes: usize,
+    /// The numbers of the `block_output` events kept, oldest first, and their bytes.
+    live: VecDeque<u64>,
+    live_bytes: usize,
     /// The number of the newest `turn_finished` (0: none yet).
     last_turn_end: u64,
 }
@@ -66,6 +78,8 @@ impl EventLog {
                 next: 1,
                 kept: VecDeque::new(),
                 bytes: 0,
+                live: VecDeque::new(),
+                live_bytes: 0,
                 last_turn_end: 0,
             }),
             newest: watch::channel(0).0,
@@ -112,23 +126,44 @@ impl EventLog {
         inner.bytes += size;
         self.total.fetch_add(size as u64, Ordering::Relaxed);
         inner.kept.push_back(logged.clone());
-        while inner.bytes > self.budget && inner.kept.len() > 1 {
-            if let Some(old) = inner.kept.pop_front() {
-                inner.bytes -= old.size();
-                self.total.fetch_sub(old.size() as u64, Ordering::Relaxed);
+        if matches!(logged.event, Event::BlockOutput { .. }) {
+            inner.live.push_back(logged.n);
+            inner.live_bytes += size;
+            while inner.live_bytes > LIVE_OUTPUT_BYTES && inner.live.len() > 1 {
+                let Some(oldest) = inner.live.front().copied() else {
+                    break;
+                };
+                let at = inner.kept.partition_point(|l| l.n < oldest);
+                self.drop_kept(&mut inner, at);
             }
+        }
+        while inner.bytes > self.budget && inner.kept.len() > 1 {
+            self.drop_kept(&mut inner, 0);
         }
         // Under the lock, so a reader that saw the number finds the event kept.
         self.newest.send_replace(logged.n);
+    }
+
+    /// Removes the kept event at `at`, and its bytes from the counts.
+    fn drop_kept(&self, inner: &mut Inner, at: usize) {
+        let Some(old) = inner.kept.remove(at) else {
+            return;
+        };
+        inner.bytes -= old.size();
+        self.total.fetch_sub(old.size() as u64, Ordering::Relaxed);
+        if inner.live.front() == Some(&old.n) {
+            inner.live.pop_front();
+            inner.live_bytes -= old.size();
+        }
     }
 
     /// The kept events after `after`.
     pub fn since(&self, after: u64) -> Vec<Arc<Logged>> {
         match self.inner.lock() {
             Ok(inner) => {
-                // Numbers are consecutive: skip straight to the first one wanted.
-                let first = inner.kept.front().map_or(0, |l| l.n);
-                let skip = after.saturating_sub(first.saturating_sub(1)) as usize;
+                // Numbers grow (with gaps where live output was dropped): find the first one
+                // wanted by bisection.
+                let skip = inner.kept.partition_point(|l| l.n <= after);
                 inner.kept.iter().skip(skip).cloned().collect()
             }
             Err(_) => Vec::new(),
@@ -210,5 +245,48 @@ mod tests {
         assert_eq!(log.since(0).len(), 1);
         drop(log);
         assert_eq!(total.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn live_output_keeps_to_its_own_budget_and_leaves_the_turn_alone() {
+        let (log, total) = log(DEFAULT_LOG_BYTES);
+        log.push(Event::TurnStarted { turn: 1 });
+        log.push(Event::BlockStarted {
+            turn: 1,
+            iteration: 1,
+            code: "flood()".into(),
+        });
+        let output = |i: usize| Event::BlockOutput {
+            turn: 1,
+            iteration: 1,
+            text: format!("{i:08}\n").repeat(900),
+            skipped_bytes: 1_000_000,
+        };
+        for i in 0..1000 {
+            log.push(output(i));
+        }
+        log.push(Event::TextDelta {
+            text: "after".into(),
+        });
+        let kept = log.since(0);
+        let live: Vec<&Arc<Logged>> = kept
+            .iter()
+            .filter(|l| l.event.kind() == "block_output")
+            .collect();
+        let live_bytes: usize = live.iter().map(|l| l.size()).sum();
+        assert!(live_bytes <= LIVE_OUTPUT_BYTES, "{live_bytes}");
+        assert!(live.len() > 10, "{}", live.len());
+        // The newest output is what stays; the turn's start is still there to replay.
+        assert_eq!(live.last().unwrap().event, output(999));
+        assert_eq!(kept[0].event.kind(), "turn_started");
+        assert_eq!(kept[1].event.kind(), "block_started");
+        assert_eq!(kept.last().unwrap().n, 1003);
+        assert_eq!(total.load(Ordering::Relaxed), log.bytes() as u64);
+        // Replays after any number, kept or dropped, start at the next one kept.
+        let first_live = live[0].n;
+        assert_eq!(log.since(2)[0].n, first_live);
+        assert_eq!(log.since(first_live - 1)[0].n, first_live);
+        assert_eq!(log.since(first_live)[0].n, first_live + 1);
+        assert_eq!(log.since(1003).len(), 0);
     }
 }

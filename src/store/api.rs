@@ -91,6 +91,16 @@ pub struct SessionModel {
     pub base_url: Option<String>,
 }
 
+/// The input limit a chat session ran with, and where the figure came from (shown by
+/// `vis sessions show`, so a guess is seen as one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InputLimit {
+    pub tokens: i64,
+    /// `from the model table`, `the server's window of 8,192 tokens (llama.cpp /props n_ctx)`,
+    /// `default for an unknown model; set [folding] input_limit`, …
+    pub source: String,
+}
+
 /// The kinds of conversation items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -167,6 +177,9 @@ pub struct RequestRecord {
     pub error_kind: Option<String>,
     pub error: Option<String>,
     pub fold_measurement: Option<String>,
+    /// Why the answer ended (`stop`, `tool_calls`, `length`, `end_turn`, `max_tokens`, …) as
+    /// the provider sent it; `None` for a failed request or a provider that sent none.
+    pub finish_reason: Option<String>,
 }
 
 /// Totals of a session's model requests.
@@ -304,6 +317,9 @@ pub trait Conversation {
         model: &str,
         base_url: &str,
     ) -> Result<()>;
+    /// The input limit the session last ran with (`None` before a turn recorded one).
+    fn input_limit(&self, session_id: &str) -> Result<Option<InputLimit>>;
+    fn set_input_limit(&self, session_id: &str, limit: &InputLimit) -> Result<()>;
     /// The most recently used chat session whose first workspace root is `root`.
     fn latest_chat_session(&self, root: &str) -> Result<Option<String>>;
 

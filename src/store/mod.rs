@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use api::{
     CatalogSnapshots, ChatPrefix, Conversation, Counts, FoldRecords, FoldRow, HistoryKind,
-    HistoryRow, McpRecords, NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
+    HistoryRow, InputLimit, McpRecords, NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
     SessionRecords, SessionRow, SessionStore, SessionSummary, Store, ToolAnswer, TurnRange,
 };
 // The records the store keeps for turns and iterations are protocol types (every layer

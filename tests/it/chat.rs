@@ -428,3 +428,60 @@ vistest!(chat_m_ends_its_turn_when_its_reader_goes_away, |env| {
 vistest!(piped_chat_ends_its_turn_when_its_reader_goes_away, |env| {
     reader_goes_away_mid_turn(&env, &[], "talk\n");
 });
+
+vistest!(
+    chat_m_shows_rejected_calls_and_ends_each_turn_with_the_status_line,
+    |env| {
+        let fake = FakeProvider::start();
+        let kind = ProviderKind::OpenAi;
+        // Two calls the gateway rejects: another tool, and arguments without `code` (holding
+        // an escape sequence, which must be shown, not sent).
+        fake.push(
+            Reply::openai()
+                .tool_call("call_1", "bash", r#"{"command": "ls"}"#)
+                .tool_call(
+                    "call_2",
+                    "python_execution",
+                    "{\"cod\": \"print('\u{1b}]0;pwned\u{7}')\"}",
+                )
+                .usage(crate::support::chat::usage(1000, 800, 20))
+                .build(),
+        );
+        fake.push(answer(kind, "Sorry, done now."));
+        let run = chat(&env, &fake, kind, &["-m", "try things"]);
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let out = &run.stdout;
+        for needle in [
+            "> try things\n",
+            "── t1/i1 python ──\n{\"command\": \"ls\"}\n── rejected · 0.0 s ──\n",
+            "── t1/i2 python ──\n{\"cod\": \"print('\\x1b]0;pwned\\x07')\"}\n── rejected · 0.0 s ──\n",
+            "Sorry, done now.",
+            "── turn 1 done ──\n",
+        ] {
+            assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+        }
+        assert!(!out.contains('\u{1b}'), "{out:?}");
+        // The status line ends the transcript, as on piped stdin.
+        let last = out.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("s-") && last.contains(" · turn 1 · last in 1,200 (83% cached)"),
+            "{out}"
+        );
+        assert!(last.contains("· util "), "{last}");
+        // `-m --resume` prints the turns it runs, not the ones before (scripts read it).
+        fake.push(answer(kind, "Again."));
+        let resumed = chat(&env, &fake, kind, &["--resume", "-m", "once more"]);
+        assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+        assert!(
+            resumed.stdout.starts_with("> once more\n"),
+            "{}",
+            resumed.stdout
+        );
+        assert!(!resumed.stdout.contains("try things"), "{}", resumed.stdout);
+        assert!(
+            resumed.stdout.contains("turn 2 · last in"),
+            "{}",
+            resumed.stdout
+        );
+    }
+);

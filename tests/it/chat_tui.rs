@@ -9,11 +9,11 @@ use crate::support::tmux::{Tmux, DEADLINE};
 use crate::support::{vis_bin, wait_until, TestEnv};
 use crate::vistest;
 
-const KIND: ProviderKind = ProviderKind::OpenAi;
+pub(crate) const KIND: ProviderKind = ProviderKind::OpenAi;
 const PROMPT: &str = "› ";
 
 /// `vis chat` against `fake` in a tmux pane, with the env's database, home and config.
-fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
+pub(crate) fn start(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
     let tmux = launch(env, fake, extra);
     tmux.wait_text(PROMPT);
     tmux
@@ -49,7 +49,7 @@ fn launch(env: &TestEnv, fake: &FakeProvider, extra: &[&str]) -> Tmux {
 }
 
 /// The screen after the n-th status line (a turn's end) appears.
-fn wait_turns(tmux: &Tmux, n: usize) -> String {
+pub(crate) fn wait_turns(tmux: &Tmux, n: usize) -> String {
     tmux.wait_count("· util ", n)
 }
 
@@ -84,7 +84,7 @@ vistest!(
             "Squares\n",
             "The last one is 81:",
             "• one\n• two",
-            "  │ x = square(9)\n",
+            "  ┄ python (not run)\n  ┆ x = square(9)\n",
             "Done.",
             "turn 1 · last in 1,200 (83% cached) out 10 · session in 2,200 out 30",
         ] {
@@ -167,7 +167,7 @@ vistest!(slash_commands_show_the_session, |env| {
         "turns           1 turn, 1 iteration, 1 definition, 0 folds",
         "last request    in 1,200, cached 1,000 (83% cached), out 10",
         "session tokens  in 2,200, cached 1,800 (82% cached), out 30 over 2 requests",
-        "utilization     1.3% of 95k (folding is required above 95,200 input tokens; the model's hard limit is 112,000)",
+        "utilization     1.3% of 95k (folding is required above 95,200 input tokens; the model's hard limit is 112,000: default for an unknown model; set [folding] input_limit)",
         "worker          running",
     ] {
         assert!(screen.contains(needle), "missing {needle:?} in\n{screen}");
@@ -402,8 +402,8 @@ vistest!(a_retry_voids_the_partial_answer, |env| {
     };
     let failing = format!(
         "{}{}data: {}\n\n",
-        chunk("Draft line one\n"),
-        chunk("Draft two"),
+        chunk("Draft paragraph one\n\nDraft two\n"),
+        chunk("Draft thr"),
         serde_json::json!({"error": {"message": "the server had an error", "type": "server_error"}})
     );
     fake.push(Reply::raw_sse(failing));
@@ -494,7 +494,8 @@ vistest!(a_resumed_session_numbers_its_blocks_on, |env| {
     tmux.send_line("/expand");
     tmux.wait_text("    from the first run");
     tmux.send_line("again");
-    let screen = wait_turns(&tmux, 1);
+    // The recap's status line is the first.
+    let screen = wait_turns(&tmux, 2);
     assert!(screen.contains("● python t2/i1 · block 2"), "{screen}");
     assert!(screen.contains("turn 2 · last in 1,200"), "{screen}");
     assert!(screen.contains("session in 4,400 out 60"), "{screen}");

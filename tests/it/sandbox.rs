@@ -307,7 +307,13 @@ fn host_signal_ends_everything(env: &TestEnv, signal: i32) {
     );
     // The turn it left running is closed the next time the session opens.
     let run = env.exec("t", "print('next')");
-    assert_eq!(run.stdout, "next\n", "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "next\n",
+        "signal {signal}: {}\nsession: {}",
+        run.stderr,
+        session_json(env, "t")
+    );
     let json = session_json(env, "t");
     let statuses: Vec<&str> = json["turns"]
         .as_array()

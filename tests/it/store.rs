@@ -392,6 +392,7 @@ fn contract(store: &mut Store) {
                     input_tokens: input,
                     cached_tokens: input.map(|i| i / 2),
                     output_tokens: Some(7),
+                    finish_reason: input.map(|_| "length".to_string()),
                     error,
                     ..Default::default()
                 },
@@ -400,6 +401,16 @@ fn contract(store: &mut Store) {
     }
     let requests = store.requests("s").unwrap();
     assert_eq!(requests.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(requests[0].finish_reason.as_deref(), Some("length"));
+    assert_eq!(requests[1].finish_reason, None);
+    // The input limit a session ran with, and where it came from.
+    assert_eq!(store.input_limit("s").unwrap(), None);
+    let limit = vis::store::InputLimit {
+        tokens: 6144,
+        source: "the server's window of 8,192 tokens (llama.cpp /props n_ctx)".into(),
+    };
+    store.set_input_limit("s", &limit).unwrap();
+    assert_eq!(store.input_limit("s").unwrap(), Some(limit));
     let totals = store.request_totals("s").unwrap();
     assert_eq!(
         (
@@ -537,6 +548,55 @@ fn damaged_records_are_errors_not_defaults() {
 }
 
 #[test]
+fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    {
+        let mut store = Store::open(&db).unwrap();
+        store.ensure_session("s", &["/w".into()]).unwrap();
+        let turn = store.begin_turn("s", TurnKind::Chat, Some("hi")).unwrap();
+        store
+            .record_request(
+                "s",
+                &RequestRecord {
+                    turn,
+                    provider: "openai".into(),
+                    model: "m".into(),
+                    input_tokens: Some(10),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    {
+        // As schema 5 had it: no finish reasons, no input limits.
+        let raw = Connection::open(&db).unwrap();
+        raw.execute_batch(
+            "ALTER TABLE requests DROP COLUMN finish_reason;
+             ALTER TABLE sessions DROP COLUMN input_limit;
+             ALTER TABLE sessions DROP COLUMN input_limit_source;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&db).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        vis::store::latest_version()
+    );
+    let requests = store.requests("s").unwrap();
+    assert_eq!(
+        (
+            requests.len(),
+            requests[0].input_tokens,
+            &requests[0].finish_reason
+        ),
+        (1, Some(10), &None)
+    );
+    assert_eq!(store.input_limit("s").unwrap(), None);
+}
+
+#[test]
 fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("vis.db");
@@ -546,10 +606,14 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
         .save_catalog_snapshot(&snap)
         .unwrap();
     {
-        // As a schema-4 database left it: seconds.
+        // As a schema-4 database left it: seconds (and without what schema 6 added).
         let raw = Connection::open(&db).unwrap();
         raw.execute_batch(
-            "UPDATE catalog_snapshots SET created_at = 1764806400; PRAGMA user_version = 4;",
+            "UPDATE catalog_snapshots SET created_at = 1764806400;
+             ALTER TABLE requests DROP COLUMN finish_reason;
+             ALTER TABLE sessions DROP COLUMN input_limit;
+             ALTER TABLE sessions DROP COLUMN input_limit_source;
+             PRAGMA user_version = 4;",
         )
         .unwrap();
     }

@@ -6,7 +6,7 @@
 //! `target/web-screenshots/`.
 
 #[path = "support/browser.rs"]
-mod browser;
+pub mod browser;
 
 use std::time::Duration;
 

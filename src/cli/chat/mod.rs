@@ -1,25 +1,22 @@
 //! `vis chat`: a session with a model in the terminal.
 //!
-//! With `-m TEXT` (repeatable) the messages run as turns without prompting and the transcript
-//! goes to standard output (for scripts; exit 1 when a provider error ended a turn).
-//! Otherwise the interactive program in `ui` runs.
+//! With `-m TEXT` (repeatable) the messages run as turns without prompting and the plain
+//! transcript goes to standard output (for scripts; exit 1 when a provider error ended a
+//! turn). Otherwise the interactive program runs. Both are in `ui`.
 
 use std::path::{Path, PathBuf};
 
 mod ui;
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::settings::{
-    chat_settings, current_dir, limits, load_config, provider_settings, resolve_workspace,
-    LimitArgs, ProviderArgs,
+    chat_settings, current_dir, limits, provider_settings, resolve_workspace, LimitArgs,
+    ProviderArgs,
 };
-use crate::cli::term::{errln, escape_controls, print_styled};
 use crate::cli::CliError;
 use crate::config::Config;
 use crate::gateway::{ChatSession, GatewayError};
-use crate::protocol::{Event, TurnStatus};
 use crate::session::{new_session_id, validate_session_id};
 use crate::store::Store;
 
@@ -139,143 +136,7 @@ pub fn run(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
     if args.messages.is_empty() {
         return events.block_on(ui::run(args, db.to_path_buf()));
     }
-    events.block_on(run_messages(args, db))
-}
-
-/// `-m` mode: each message is a turn; the transcript goes to stdout.
-async fn run_messages(args: ChatArgs, db: &Path) -> Result<i32, CliError> {
-    let config = load_config()?;
-    let (mut session, notes) = open_session(&args, &config, db)?;
-    for note in notes {
-        errln!("{note}");
-    }
-    let mut code = 0;
-    for message in &args.messages {
-        let stop = CancellationToken::new();
-        let on_ctrl_c = stop.clone();
-        let listener = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_ctrl_c.cancel();
-            }
-        });
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let shown = format!("> {}\n", escape_controls(message).replace('\n', "\n> "));
-        if print_styled(&shown).is_err() {
-            listener.abort();
-            break;
-        }
-        let closed = stop.clone();
-        let printer = tokio::spawn(async move {
-            let mut printer = Transcript {
-                mid_line: false,
-                closed,
-            };
-            while let Some(event) = rx.recv().await {
-                printer.print(&event);
-            }
-            printer.finish();
-        });
-        let end = session.run_turn(message, &tx, &stop).await;
-        drop(tx);
-        let _ = printer.await;
-        listener.abort();
-        let end = match end {
-            Ok(end) => end,
-            Err(e) => {
-                session.shutdown().await;
-                return Err(CliError {
-                    code: 1,
-                    message: format!("vis chat: {e}"),
-                });
-            }
-        };
-        match end.status {
-            TurnStatus::Failed => code = 1,
-            TurnStatus::Interrupted if stop.is_cancelled() => {
-                code = 130;
-                break;
-            }
-            _ => {}
-        }
-    }
-    session.shutdown().await;
-    Ok(code)
-}
-
-/// The plain transcript of `-m` mode: assistant text as it streams, each block with its code
-/// and whole output, errors and notices, one line per turn's end.
-struct Transcript {
-    /// The current line has text (so a block starts on a fresh line).
-    mid_line: bool,
-    /// Cancelled when standard output's reader goes away: the turn is interrupted.
-    closed: CancellationToken,
-}
-
-impl Transcript {
-    fn out(&mut self, text: &str) {
-        let text = escape_controls(text);
-        if print_styled(&text).is_err() {
-            self.closed.cancel();
-        }
-        self.mid_line = !text.is_empty() && !text.ends_with('\n');
-    }
-
-    fn line(&mut self, text: &str) {
-        if self.mid_line {
-            self.out("\n");
-        }
-        self.out(text);
-        self.out("\n");
-    }
-
-    fn print(&mut self, event: &Event) {
-        match event {
-            Event::TextDelta { text } => self.out(text),
-            Event::ReasoningDelta { .. }
-            | Event::RequestStarted { .. }
-            | Event::TurnStarted { .. } => {}
-            Event::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => self.line(&format!(
-                "[vis] retrying (attempt {}, in {:.1} s): {reason}",
-                attempt + 1,
-                *delay_ms as f64 / 1000.0
-            )),
-            Event::ResponseFinished { .. } => {}
-            Event::BlockStarted {
-                turn,
-                iteration,
-                code,
-            } => {
-                self.line(&format!("── t{turn}/i{iteration} python ──"));
-                self.line(code.trim_end());
-            }
-            Event::BlockFinished {
-                status,
-                output,
-                wall_ms,
-                ..
-            } => {
-                self.line(&format!("── {status} · {} ──", seconds(*wall_ms)));
-                self.line(output.trim_end());
-            }
-            Event::Notice { text } => {
-                self.line(&format!("[vis] {}", text.trim_start_matches("[vis] ")))
-            }
-            Event::Error { message, .. } => self.line(&format!("[vis] error: {message}")),
-            Event::TurnFinished { turn, status, .. } => {
-                self.line(&format!("── turn {turn} {status} ──"));
-            }
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.mid_line {
-            self.out("\n");
-        }
-    }
+    events.block_on(ui::messages(args, db.to_path_buf()))
 }
 
 /// `0.4 s`, `12 s`, `3 min 5 s`.

@@ -2,19 +2,19 @@
 //! (`session["utilization"]`), the hint appended to block output while usage stays high, and
 //! what the response after a group of folds says they saved.
 //!
-//!
 //! Limits: `input_limit` is the model's context window minus room for its output (the hard
 //! limit no request may exceed); `auto_compress_above` is where folding becomes required:
 //! 200,000 tokens, or 85% of `input_limit` for models whose window is smaller. Models not in
 //! [`KNOWN_MODELS`] are assumed to have a 128k window with 16k kept for output (112,000
-//! input, folding required above 95,200); `[folding] input_limit` and
-//! `[folding] auto_compress_above` in the config override both.
-
-use serde::Serialize;
+//! input, folding required above 95,200): a guess, and shown as one. A window the server
+//! itself tells (`providers::context_window`: llama.cpp, vLLM, Ollama, LM Studio) beats the
+//! table, keeping 16k or a quarter of it for the answer; `[folding] input_limit` and
+//! `[folding] auto_compress_above` in the config override everything.
 
 use super::super::Conversation;
 pub use crate::protocol::AUTO_COMPRESS_ABOVE;
 use crate::protocol::{group_thousands, Before, Level, Measurement, Utilization};
+use crate::providers::ServerWindow;
 
 /// `auto_compress_above` is at most this share of `input_limit`, so there is room between
 /// "folding required" and the hard limit.
@@ -45,19 +45,56 @@ pub const KNOWN_MODELS: &[(&str, u64, u64)] = &[
 ];
 
 /// A model's limits and where they came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub input_limit: u64,
     pub auto_compress_above: u64,
-    /// `table`, `config` or `unknown model`.
-    pub source: &'static str,
+    pub source: LimitSource,
 }
 
-/// The limits of `model`, with the config's overrides.
+/// Where a model's limits came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSource {
+    /// [`KNOWN_MODELS`].
+    Table,
+    /// `[folding] input_limit` or `auto_compress_above`.
+    Config,
+    /// The server's own figure for its context window.
+    Server(ServerWindow),
+    /// Nothing knew the model: the default window, a guess.
+    Unknown,
+}
+
+impl LimitSource {
+    /// Whether the limits are a guess (and should be shown as one).
+    pub fn is_guess(self) -> bool {
+        self == LimitSource::Unknown
+    }
+
+    /// Where the figure came from, in a few words people can act on.
+    pub fn describe(self) -> String {
+        match self {
+            LimitSource::Table => "from the model table".into(),
+            LimitSource::Config => "set in [folding]".into(),
+            LimitSource::Server(w) => format!(
+                "the server's window of {} tokens ({})",
+                thousands(w.tokens),
+                w.origin
+            ),
+            LimitSource::Unknown => {
+                "default for an unknown model; set [folding] input_limit".into()
+            }
+        }
+    }
+}
+
+/// The limits of `model`: the config's overrides, else the server's own window, else the
+/// table, else the guess for an unknown model.
 pub fn limits_for(
     model: &str,
     input_limit: Option<u64>,
     auto_compress_above: Option<u64>,
+    server: Option<ServerWindow>,
 ) -> Limits {
     let lower = model.to_ascii_lowercase();
     // A provider prefix (openrouter's `anthropic/claude-…`) does not hide the model.
@@ -68,20 +105,26 @@ pub fn limits_for(
             best = Some((prefix.len(), *window, *output));
         }
     }
-    let (table_limit, mut source) = match best {
-        Some((_, window, output)) => (window - output, "table"),
-        None => (UNKNOWN_WINDOW - UNKNOWN_OUTPUT, "unknown model"),
+    let (known_limit, mut source) = match (server, best) {
+        // Room for the answer: what the table keeps for unknown models, at most a quarter
+        // of a small window.
+        (Some(w), _) => (
+            w.tokens - UNKNOWN_OUTPUT.min(w.tokens / 4),
+            LimitSource::Server(w),
+        ),
+        (None, Some((_, window, output))) => (window - output, LimitSource::Table),
+        (None, None) => (UNKNOWN_WINDOW - UNKNOWN_OUTPUT, LimitSource::Unknown),
     };
     let limit = match input_limit {
         Some(n) => {
-            source = "config";
+            source = LimitSource::Config;
             n
         }
-        None => table_limit,
+        None => known_limit,
     };
     let compress = match auto_compress_above {
         Some(n) => {
-            source = "config";
+            source = LimitSource::Config;
             n.min(limit)
         }
         None => AUTO_COMPRESS_ABOVE.min((limit as f64 * COMPRESS_SHARE) as u64),
@@ -197,26 +240,54 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn limits_come_from_the_table_config_or_the_unknown_rule() {
-        let l = limits_for("claude-sonnet-4-5", None, None);
+    fn limits_come_from_the_table_config_the_server_or_the_unknown_rule() {
+        let l = limits_for("claude-sonnet-4-5", None, None, None);
         assert_eq!(
             (l.input_limit, l.auto_compress_above, l.source),
-            (168_000, 142_800, "table")
+            (168_000, 142_800, LimitSource::Table)
         );
-        let l = limits_for("gpt-5-codex", None, None);
+        let l = limits_for("gpt-5-codex", None, None, None);
         assert_eq!((l.input_limit, l.auto_compress_above), (272_000, 200_000));
-        let l = limits_for("anthropic/claude-opus-4.1", None, None);
+        let l = limits_for("anthropic/claude-opus-4.1", None, None, None);
         assert_eq!(l.input_limit, 168_000);
-        let l = limits_for("my-local-model", None, None);
+        let l = limits_for("my-local-model", None, None, None);
         assert_eq!(
             (l.input_limit, l.auto_compress_above, l.source),
-            (112_000, 95_200, "unknown model")
+            (112_000, 95_200, LimitSource::Unknown)
         );
-        let l = limits_for("gpt-5", Some(10_000), Some(5_000));
+        assert!(l.source.is_guess());
+        assert_eq!(
+            l.source.describe(),
+            "default for an unknown model; set [folding] input_limit"
+        );
+        let l = limits_for("gpt-5", Some(10_000), Some(5_000), None);
         assert_eq!(
             (l.input_limit, l.auto_compress_above, l.source),
-            (10_000, 5_000, "config")
+            (10_000, 5_000, LimitSource::Config)
         );
+        // The server's window beats the table (a llama3 run with -c 8192) and keeps a quarter
+        // of a small window for the answer; the config beats the server.
+        let window = ServerWindow {
+            tokens: 8192,
+            origin: "llama.cpp /props n_ctx",
+        };
+        let l = limits_for("llama-3.1-8b", None, None, Some(window));
+        assert_eq!(
+            (l.input_limit, l.auto_compress_above, l.source),
+            (6144, 5222, LimitSource::Server(window))
+        );
+        assert!(!l.source.is_guess());
+        assert_eq!(
+            l.source.describe(),
+            "the server's window of 8,192 tokens (llama.cpp /props n_ctx)"
+        );
+        let big = ServerWindow {
+            tokens: 131_072,
+            origin: "vLLM /v1/models max_model_len",
+        };
+        assert_eq!(limits_for("m", None, None, Some(big)).input_limit, 115_072);
+        let l = limits_for("m", Some(4000), None, Some(window));
+        assert_eq!((l.input_limit, l.source), (4000, LimitSource::Config));
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub use apply::{apply, effect, load, span_texts, Effect};
 pub use gist::{mechanical_gist, original_text};
 pub use keys::{parse_keys, FoldKey, KeyError};
 pub use measure::{
-    hint, limits_for, measure_response, thousands, utilization, Limits, AUTO_COMPRESS_ABOVE,
+    hint, limits_for, measure_response, thousands, utilization, LimitSource, Limits,
+    AUTO_COMPRESS_ABOVE,
 };
 pub use select::{is_settled, select, Fold, Mark, MarkKind, Now, SelectError, Selection};
 

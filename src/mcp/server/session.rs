@@ -69,6 +69,7 @@ impl Session {
             iteration,
             code,
             utilization: Utilization::without_requests(),
+            live: None,
         };
         // The MCP client keeps the conversation, so Vis has none to fold.
         let mut no_conversation = NoConversation { what: "`vis mcp`" };

@@ -2,6 +2,8 @@
 //! worker's messages, the timeout, the caller's stop signal and, once an interrupt went out,
 //! the kill deadline; host calls go to the caller's [`HostCallSink`] while the loop goes on.
 //! What the block defined is kept as the host's own cut of its source (`runtime::defs`).
+//! A caller that watches the block ([`Supervisor::exec_watched`]) also gets its output as it
+//! arrives (`tail`), read in the same loop.
 
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use super::channel::{HostCallSink, Incoming};
 use super::settle::{captured_output, push_line, settle, Cause, Ending, Settled};
 use super::spawn::WorkerProcess;
 use super::supervisor::Supervisor;
+use super::tail::{OutputWatcher, Watching, LIVE_INTERVAL};
 use crate::protocol::{Block, BlockResult, RestoreNotice};
 use crate::runtime::defs::{keep_reported, Dialect};
 use crate::runtime::wire::{HostMessage, WorkerMessage};
@@ -26,9 +29,22 @@ impl Supervisor {
     /// everything that happens to a running block is an `Ok` result.
     pub async fn exec(
         &mut self,
+        block: Block,
+        calls: HostCallSink,
+        stop: CancellationToken,
+    ) -> Result<BlockResult, RuntimeError> {
+        self.exec_watched(block, calls, stop, None).await
+    }
+
+    /// [`Supervisor::exec`], handing what the block prints to `watch` as it arrives (at most
+    /// every [`LIVE_INTERVAL`]; nothing for a block that ends sooner). The result is the same
+    /// as without a watcher.
+    pub async fn exec_watched(
+        &mut self,
         mut block: Block,
         calls: HostCallSink,
         stop: CancellationToken,
+        watch: Option<OutputWatcher<'_>>,
     ) -> Result<BlockResult, RuntimeError> {
         validate_code(&block.code)?;
         if let Some(path) = block.paths().find(|p| p.to_str().is_none()) {
@@ -54,11 +70,22 @@ impl Supervisor {
             return Err(RuntimeError::Worker("no worker".into()));
         };
         worker.channel.route_calls(calls);
+        let mut watching = watch.map(Watching::new);
+        let stale = || worker.capture().metadata().map_or(true, |m| m.len() > 0);
+        if watching.is_some() && stale() {
+            // The worker empties the capture as the block starts; emptied here first, the
+            // previous block's output cannot pass for this one's before it does. (Only when
+            // there is something: a truncation costs a few microseconds, the look one.)
+            let _ = worker.capture().set_len(0);
+        }
         worker.channel.send(HostMessage::Exec {
             id,
             block: Box::new(block.clone()),
         });
-        let waited = wait_for_result(worker, id, &block, &stop, grace).await;
+        let waited = wait_for_result(worker, id, &block, &stop, grace, watching.as_mut()).await;
+        if let Some(watching) = &mut watching {
+            watching.finish(worker.capture());
+        }
         worker.channel.clear_calls();
         let (ending, cause) = match waited {
             Ok(w) => w,
@@ -113,7 +140,8 @@ impl Supervisor {
 }
 
 /// Waits for block `id`'s result, interrupting it at its timeout or when `stop` is
-/// cancelled, and killing the worker when it does not stop within `grace`. Returns how the
+/// cancelled, and killing the worker when it does not stop within `grace`; with `live`, reads
+/// the block's new output every [`LIVE_INTERVAL`] and hands it to the watcher. Returns how the
 /// wait ended and why the block was interrupted, if it was.
 async fn wait_for_result(
     worker: &mut WorkerProcess,
@@ -121,14 +149,21 @@ async fn wait_for_result(
     block: &Block,
     stop: &CancellationToken,
     grace: Duration,
+    mut live: Option<&mut Watching<'_>>,
 ) -> Result<(Ending, Option<Cause>), RuntimeError> {
     let timeout_at = Instant::now() + block.timeout;
+    let mut read_at = Instant::now() + LIVE_INTERVAL;
     // Set once an interrupt (timeout or stop) went out: when the grace period ends.
     let mut kill_at: Option<Instant> = None;
     let mut cause = None;
-    // Far enough never to fire; used while a deadline is not armed.
-    let never = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     loop {
+        // One timer: the deadline that comes next (the kill once an interrupt went out, else
+        // the timeout), or a watched block's next read when that is sooner.
+        let deadline = kill_at.unwrap_or(timeout_at);
+        let wake_at = match live {
+            Some(_) => deadline.min(read_at),
+            None => deadline,
+        };
         tokio::select! {
             incoming = worker.channel.recv() => match incoming {
                 Incoming::Message(WorkerMessage::Result { id: got, result }) if got == id => {
@@ -159,20 +194,26 @@ async fn wait_for_result(
                     return Ok((Ending::Died { exit, captured }, cause));
                 }
             },
-            _ = tokio::time::sleep_until(timeout_at), if kill_at.is_none() => {
-                cause = Some(Cause::Timeout);
-                worker.channel.send(HostMessage::Interrupt { id });
-                kill_at = Some(Instant::now() + grace);
-            }
             _ = stop.cancelled(), if kill_at.is_none() => {
                 cause = Some(Cause::Stop);
                 worker.channel.send(HostMessage::Interrupt { id });
                 kill_at = Some(Instant::now() + grace);
             }
-            _ = tokio::time::sleep_until(kill_at.unwrap_or(never)), if kill_at.is_some() => {
-                let exit = worker.kill().await;
-                let captured = captured_output(worker, block);
-                return Ok((Ending::Killed { exit, captured }, cause));
+            _ = tokio::time::sleep_until(wake_at) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    if kill_at.is_some() {
+                        let exit = worker.kill().await;
+                        let captured = captured_output(worker, block);
+                        return Ok((Ending::Killed { exit, captured }, cause));
+                    }
+                    cause = Some(Cause::Timeout);
+                    worker.channel.send(HostMessage::Interrupt { id });
+                    kill_at = Some(now + grace);
+                } else if let Some(watching) = live.as_mut() {
+                    watching.poll(worker.capture());
+                    read_at = now + LIVE_INTERVAL;
+                }
             }
         }
     }

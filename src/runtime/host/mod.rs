@@ -13,6 +13,7 @@
 //!   ending it;
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
 //! - `restore`: bringing a session's definitions back in a new worker;
+//! - `tail`: a running block's output as it arrives, for display (read by `exec`);
 //! - `promote`: the one file the host writes for `promote()`.
 
 mod blocking;
@@ -27,6 +28,7 @@ mod runner;
 mod settle;
 mod spawn;
 mod supervisor;
+mod tail;
 
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use channel::{HostCall, HostCallSink};
@@ -38,3 +40,4 @@ pub use runner::{
 };
 pub use spawn::Launched;
 pub use supervisor::Supervisor;
+pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

@@ -5,7 +5,8 @@
 //! 1. builds the [`Block`] (the `session` dict from the store's counts, the caller's
 //!    utilization and the tools' status) and records the iteration's code before the worker
 //!    sees it (whatever happens next, the code is in the history);
-//! 2. runs it, answering the block's host calls in one `match` over [`HostRequest`]: MCP tools
+//! 2. runs it, answering the block's host calls in one `match` over [`HostRequest`] (and
+//!    sending what it prints, as it prints it, to the caller's [`BlockSpec::live`]): MCP tools
 //!    by the session's [`ToolHub`] (each call a task of its own, so a slow tool does not hold up
 //!    the block's deadlines or other calls), `promote()`'s write here, and the conversation's
 //!    calls (`fold_session`, `read_session`) by the caller's [`HostCalls`];
@@ -31,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::channel::{ended, HostCall};
 use super::supervisor::Supervisor;
+use super::tail::LiveOutput;
 use crate::protocol::{
-    Block, BlockResult, CallAnswer, CallError, HostReply, HostRequest, IterationRecord,
+    Block, BlockResult, CallAnswer, CallError, Event, HostReply, HostRequest, IterationRecord,
     IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
 };
 use crate::runtime::RuntimeError;
@@ -124,6 +126,9 @@ pub struct BlockSpec {
     pub code: String,
     /// `session["utilization"]` (the conversation's owner knows it).
     pub utilization: Utilization,
+    /// Where the block's output goes while it runs, as `Event::BlockOutput` (for display; the
+    /// result is the same without it).
+    pub live: Option<mpsc::UnboundedSender<Event>>,
 }
 
 /// How a block ended, as recorded.
@@ -277,6 +282,7 @@ impl BlockRunner {
             iteration,
             code,
             utilization,
+            live,
         } = spec;
         let started_at = now_millis();
         let started = std::time::Instant::now();
@@ -289,8 +295,21 @@ impl BlockRunner {
         let (calls_tx, mut calls) = mpsc::unbounded_channel::<HostCall>();
         let workspace = self.supervisor.options().workspace.clone();
         let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+        let mut forward = |output: LiveOutput| {
+            if let Some(live) = &live {
+                let _ = live.send(Event::BlockOutput {
+                    turn,
+                    iteration,
+                    text: output.text,
+                    skipped_bytes: output.skipped_bytes,
+                });
+            }
+        };
+        let watch = live.is_some().then_some(&mut forward as _);
         let outcome = {
-            let run = self.supervisor.exec(block, calls_tx, block_stop.clone());
+            let run = self
+                .supervisor
+                .exec_watched(block, calls_tx, block_stop.clone(), watch);
             tokio::pin!(run);
             loop {
                 tokio::select! {

@@ -26,8 +26,8 @@ pub struct PostTurn {
 }
 
 /// Post a message: the turn streams back as server-sent events (`text_delta`,
-/// `block_started`, `block_finished`, `response_finished` with usage, `error`,
-/// `turn_finished`, …; each `data` is the JSON event). Reconnect with
+/// `block_started`, `block_output` while a block runs, `block_finished`, `response_finished`
+/// with usage, `error`, `turn_finished`, …; each `data` is the JSON event). Reconnect with
 /// `GET /api/sessions/{id}/events` and `Last-Event-ID`.
 #[utoipa::path(post, path = "/api/sessions/{id}/turns", params(("id" = String, Path)), request_body = PostTurn,
     responses((status = 200, content_type = "text/event-stream", description = "the turn's events"),

@@ -1,5 +1,6 @@
 // The pieces of a transcript: messages, notices, turn headings, and a block's card (its code,
-// status, wall time and output, collapsed beyond COLLAPSE_LINES lines).
+// status, wall time and output, collapsed beyond COLLAPSE_LINES lines; while it runs, the last
+// LIVE_LINES lines it printed).
 
 import { badge, el } from './dom.js';
 import { clock, wall } from './format.js';
@@ -7,6 +8,9 @@ import { highlight } from './highlight.js';
 import { markdown } from './markdown.js';
 
 const COLLAPSE_LINES = 8;
+const LIVE_LINES = 5;
+// The most of a running block's output a card keeps (its end).
+const LIVE_KEEP = 4096;
 
 function outputBox(text) {
   const box = el('div', { class: 'output' });
@@ -49,6 +53,31 @@ export function blockCard(b) {
   return card;
 }
 
+// A line as a terminal would show it: from its last carriage return (a progress bar).
+function lastState(line) {
+  const l = line.endsWith('\r') ? line.slice(0, -1) : line;
+  return l.slice(l.lastIndexOf('\r') + 1);
+}
+
+// Adds what a running block printed (`skipped` bytes before it were not sent) to its card,
+// which shows the last LIVE_LINES lines as text until the block finishes. Returns the box of
+// lines when this made it (null after).
+export function blockOutput(card, text, skipped) {
+  let box = card.querySelector('.live-output');
+  const made = !box;
+  if (made) {
+    box = el('pre', { class: 'live-output' });
+    card.append(el('div', { class: 'output live' }, box));
+    card.liveText = '';
+  }
+  const kept = (skipped > 0 ? '' : card.liveText) + text;
+  card.liveText = kept.length > LIVE_KEEP ? kept.slice(kept.length - LIVE_KEEP) : kept;
+  const lines = card.liveText.split('\n');
+  if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+  box.textContent = lines.slice(-LIVE_LINES).map(lastState).join('\n');
+  return made ? box : null;
+}
+
 export function finishBlock(card, status, output, ms) {
   card.setAttribute('data-status', status);
   const head = card.querySelector('.block-head');
@@ -58,6 +87,9 @@ export function finishBlock(card, status, output, ms) {
   b.textContent = status;
   b.className = `badge status ${status}`;
   head.querySelector('.wall').textContent = wall(ms);
+  const live = card.querySelector('.output.live');
+  if (live) live.remove();
+  card.liveText = '';
   card.append(outputBox(output));
 }
 

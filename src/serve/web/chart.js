@@ -52,7 +52,7 @@ export function chart(requests, folds) {
     const c = Math.min(v, r.cached_tokens || 0);
     const estimated = r.input_tokens === null || r.input_tokens === undefined;
     const g = svg('g', { class: `bar${estimated ? ' estimated' : ''}${r.error_kind ? ' failed' : ''}`, 'data-seq': r.seq },
-      svg('title', {}, `request ${i + 1} (turn ${r.turn}, #${ordinal[i]})\ninput ${fmt(v)}${estimated ? ' (estimate)' : ''}, cached ${fmt(r.cached_tokens)}, output ${fmt(r.output_tokens)}${r.error ? `\nerror: ${r.error}` : ''}`),
+      svg('title', {}, `request ${i + 1} (turn ${r.turn}, #${ordinal[i]})\ninput ${fmt(v)}${estimated ? ' (estimate)' : ''}, cached ${fmt(r.cached_tokens)}, output ${fmt(r.output_tokens)}${r.finish_reason ? `\nfinished: ${r.finish_reason}` : ''}${r.retries ? `\nretries: ${r.retries}` : ''}${r.error ? `\nerror: ${r.error}` : ''}`),
       svg('rect', { class: 'input', x, y: y(v), width: bw, height: Math.max(0, y(0) - y(v)) }));
     if (c > 0) g.append(svg('rect', { class: 'cached', x, y: y(c), width: bw, height: y(0) - y(c) }));
     s.append(g);

@@ -1,5 +1,5 @@
 // A turn streaming in: its events as they come (text re-rendered as Markdown at most every
-// 40 ms, blocks as cards, the chart growing), and the event stream resumed after the last
+// 40 ms, blocks as cards with their output's last lines while they run, the chart growing), and the event stream resumed after the last
 // event seen when the connection breaks.
 
 import { $, el } from './dom.js';
@@ -8,7 +8,7 @@ import { state } from './state.js';
 import { request } from './api.js';
 import { readSse } from './sse.js';
 import { markdown } from './markdown.js';
-import { blockCard, finishBlock, notice, turnHead, userMsg } from './blocks.js';
+import { blockCard, blockOutput, finishBlock, notice, turnHead, userMsg } from './blocks.js';
 import { chart } from './chart.js';
 import { renderSessionList } from './session-list.js';
 import { renderHead } from './session-view.js';
@@ -61,6 +61,19 @@ export function liveAppend(view, node) {
 export function setStatus(view, text) {
   view.status = text;
   if (view.id === state.current) $('#turn-status').textContent = text;
+}
+
+// The card of block `ev.turn`/`ev.iteration` (one made now when its start was not seen).
+function runningCard(view, ev) {
+  const key = `${ev.turn}/${ev.iteration}`;
+  let card = view.blocks.get(key);
+  if (!card) {
+    // A call that did not run (rejected) had no block_started: its code comes with its end.
+    card = blockCard({ label: `t${ev.turn}/i${ev.iteration}`, code: ev.code, status: 'running' });
+    view.blocks.set(key, card);
+    liveAppend(view, card);
+  }
+  return card;
 }
 
 function onEvent(view, ev, follow) {
@@ -143,13 +156,13 @@ function onEvent(view, ev, follow) {
       setStatus(view, `turn ${ev.turn} · block ${ev.iteration} running…`);
       break;
     }
+    case 'block_output': {
+      const made = blockOutput(runningCard(view, ev), ev.text, ev.skipped_bytes);
+      if (made && view.id === state.current) made.scrollIntoView({ block: 'nearest' });
+      break;
+    }
     case 'block_finished': {
-      let card = view.blocks.get(`${ev.turn}/${ev.iteration}`);
-      if (!card) {
-        card = blockCard({ label: `t${ev.turn}/i${ev.iteration}`, status: 'running' });
-        liveAppend(view, card);
-      }
-      finishBlock(card, ev.status, ev.output, ev.wall_ms);
+      finishBlock(runningCard(view, ev), ev.status, ev.output, ev.wall_ms);
       setStatus(view, `turn ${ev.turn} · block ${ev.iteration}: ${ev.status} in ${wall(ev.wall_ms)}`);
       break;
     }

@@ -39,6 +39,9 @@ export function transcript(d, skipTurn) {
     (f.spans || []).forEach((sp, idx) => starts.set(sp.first_seq, { fold: f, idx, last: sp.last_seq }));
   }
   const shown = new Set();
+  // The last answer of each turn: a turn cut at the output limit says so after it.
+  const lastAnswer = new Map();
+  for (const h of items) if (h.kind === 'assistant') lastAnswer.set(h.turn, h.seq);
 
   // A turn's heading, before the first thing of that turn appended to `into`.
   const headTurn = (turn, into, ctx) => {
@@ -54,7 +57,8 @@ export function transcript(d, skipTurn) {
     else if (h.kind === 'notice') into.append(notice(h.body));
     else if (h.kind === 'assistant') {
       let text = '';
-      const flushText = () => { if (text.trim()) into.append(assistantMsg(text)); text = ''; };
+      let drawn = false;
+      const flushText = () => { if (text.trim()) { into.append(assistantMsg(text)); drawn = true; } text = ''; };
       for (const b of parseAssistant(h.body)) {
         if (b.type === 'text') text += (text ? '\n\n' : '') + (b.text || '');
         else if (b.type === 'reasoning' || b.type === 'thinking') {
@@ -62,6 +66,7 @@ export function transcript(d, skipTurn) {
           if (b.text || b.thinking) into.append(el('div', { class: 'msg reasoning' }, b.text || b.thinking));
         } else if (b.type === 'tool_call') {
           flushText();
+          drawn = true;
           const r = results.get(b.id);
           const it = r ? iters.get(`${r.turn}/${r.iteration}`) : null;
           const { code, valid } = callCode(b);
@@ -76,6 +81,11 @@ export function transcript(d, skipTurn) {
         }
       }
       flushText();
+      if (!drawn) into.append(notice('(empty answer: the model sent no text and no tool call)'));
+      const t = turns.get(h.turn) || {};
+      if (t.status === 'output_limit' && lastAnswer.get(h.turn) === h.seq) {
+        into.append(notice('the answer was cut at the output limit'));
+      }
     } else if (h.kind === 'tool_result' && !shown.has(h.seq)) {
       const it = iters.get(`${h.turn}/${h.iteration}`);
       into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null }));

@@ -11,8 +11,8 @@ use rusqlite::{params, OptionalExtension};
 use super::{json_column, named, next_number, touch_session, SqliteStore};
 use crate::protocol::{IterationRecord, IterationStatus, Measurement};
 use crate::store::api::{
-    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, NewHistoryItem,
-    RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
+    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, InputLimit,
+    NewHistoryItem, RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
 };
 use crate::store::{now_millis, Result, StoreError};
 
@@ -82,6 +82,31 @@ impl Conversation for SqliteStore {
         self.conn.execute(
             "UPDATE sessions SET provider = ?2, model = ?3, base_url = ?4 WHERE id = ?1",
             params![session_id, provider, model, base_url],
+        )?;
+        Ok(())
+    }
+
+    fn input_limit(&self, session_id: &str) -> Result<Option<InputLimit>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT input_limit, input_limit_source FROM sessions
+                 WHERE id = ?1 AND input_limit IS NOT NULL",
+                [session_id],
+                |r| {
+                    Ok(InputLimit {
+                        tokens: r.get(0)?,
+                        source: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn set_input_limit(&self, session_id: &str, limit: &InputLimit) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sessions SET input_limit = ?2, input_limit_source = ?3 WHERE id = ?1",
+            params![session_id, limit.tokens, limit.source],
         )?;
         Ok(())
     }
@@ -169,8 +194,9 @@ impl Conversation for SqliteStore {
         let seq = next_number(&tx, "requests", "seq", session_id)?;
         tx.execute(
             "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,
-                input_tokens, cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error, fold_measurement)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                input_tokens, cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error, fold_measurement,
+                finish_reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
                 session_id,
                 seq,
@@ -188,7 +214,8 @@ impl Conversation for SqliteStore {
                 rec.estimate_tokens,
                 rec.error_kind,
                 rec.error,
-                rec.fold_measurement
+                rec.fold_measurement,
+                rec.finish_reason
             ],
         )?;
         tx.commit()?;
@@ -199,7 +226,7 @@ impl Conversation for SqliteStore {
         self.rows(
 "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
                     cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
-                    fold_measurement
+                    fold_measurement, finish_reason
              FROM requests WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY seq",
 params![session_id, range.first, range.last], |r| {
             Ok(RequestRecord {
@@ -219,6 +246,7 @@ params![session_id, range.first, range.last], |r| {
                 error_kind: r.get(13)?,
                 error: r.get(14)?,
                 fold_measurement: r.get(15)?,
+                finish_reason: r.get(16)?,
             })
         },
 )

@@ -156,6 +156,16 @@ CREATE TABLE requests (
         5,
         "UPDATE catalog_snapshots SET created_at = created_at * 1000 WHERE created_at < 100000000000;",
     ),
+    // Real servers (issue 23): why each answer ended, and the input limit a chat session ran
+    // with and where that figure came from (a table, the config, the server, or a guess).
+    (
+        6,
+        r#"
+ALTER TABLE requests ADD COLUMN finish_reason TEXT;     -- as the provider sent it; NULL: none
+ALTER TABLE sessions ADD COLUMN input_limit INTEGER;    -- tokens; NULL: not run since v6
+ALTER TABLE sessions ADD COLUMN input_limit_source TEXT;
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

@@ -31,6 +31,7 @@ pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatS
         output_limit: 20_000,
         catalog_budget: 2000,
         folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
     }
 }
 

@@ -10,10 +10,13 @@
 //!   a client that honours it fails at once instead of retrying into the same wall).
 //! - `Reply::openai()` / `Reply::anthropic()` build real SSE bodies from a description (text in
 //!   several deltas, tool calls with their arguments in small fragments, reasoning or thinking,
-//!   usage, stop reason); `Reply::raw_sse`/`fixture` serve bytes as given; `status`, `error`,
-//!   `truncated`, `delay` and `stall` script failures.
+//!   usage, stop reason); `Reply::raw_sse`/`fixture` serve bytes as given; `Reply::capture`
+//!   replays a recorded `.http` exchange (status, headers, body byte for byte); `status`,
+//!   `error`, `truncated`, `delay` and `stall` script failures.
 //! - Every request is recorded (method, path, headers, body bytes exactly as received, and the
-//!   connection it came on) before it is answered: `requests()`.
+//!   connection it came on) before it is answered: `requests()`. What a client asks a server
+//!   about itself (any GET, `POST /api/show`) is answered by `route(..)` (else 404) and
+//!   recorded apart: `probes()`.
 //!
 //! Kept dependency-light (tokio, hyper, http-body-util, futures, serde_json and `vis`'s own
 //! protocol types) and free of the test support module, because benchmarks include this file
@@ -152,6 +155,53 @@ impl Reply {
         let body = std::fs::read(&path)
             .unwrap_or_else(|err| panic!("fixture {} unreadable: {err}", path.display()));
         Reply::raw_sse(body)
+    }
+
+    /// A capture of `../shared/fixtures/providers/` (an `.http` file: the status line
+    /// `HTTP 200`, the headers, a blank line, then the body), replayed as recorded: the same
+    /// status, the same headers (but the framing ones, `content-length` and
+    /// `transfer-encoding`, which the server sets for the body it sends) and the body byte
+    /// for byte, one write per event.
+    pub fn capture(name: &str) -> Reply {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/providers")
+            .join(name);
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|err| panic!("capture {} unreadable: {err}", path.display()));
+        let split = bytes
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .unwrap_or_else(|| {
+                panic!(
+                    "capture {} has no blank line after its headers",
+                    path.display()
+                )
+            });
+        let head = String::from_utf8_lossy(&bytes[..split]).into_owned();
+        let body = &bytes[split + 2..];
+        let mut lines = head.lines();
+        let status_line = lines.next().unwrap_or_default();
+        let status: u16 = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "capture {}: bad status line {status_line:?}",
+                    path.display()
+                )
+            });
+        let headers = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .filter(|(k, _)| k != "content-length" && k != "transfer-encoding")
+            .collect();
+        Reply {
+            status,
+            headers,
+            pieces: split_events(body),
+            delay: Duration::ZERO,
+        }
     }
 
     /// A 200 event stream made of these pieces.
@@ -631,6 +681,11 @@ struct Shared {
     queue: Mutex<VecDeque<Scripted>>,
     requests: Mutex<Vec<RecordedRequest>>,
     responder: Mutex<Option<Responder>>,
+    /// Fixed answers to other paths (`GET /props`, ...), by `(method, path)`.
+    routes: Mutex<Vec<(String, String, Reply)>>,
+    /// Requests of what a client asks a server about itself (any GET, `POST /api/show`):
+    /// kept apart from `requests`, which are the model requests.
+    probes: Mutex<Vec<RecordedRequest>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -718,6 +773,18 @@ impl FakeProvider {
     /// Answers every request the queue does not cover with `f` (for scripting whole sessions).
     pub fn respond_with(&self, f: impl FnMut(&RecordedRequest) -> Reply + Send + 'static) {
         *lock(&self.shared.responder) = Some(Box::new(f));
+    }
+
+    /// Answers `method path` (exactly, query included) with `reply`, every time: what a
+    /// server tells about itself (`GET /props`, `GET /v1/models`, `POST /api/show`).
+    pub fn route(&self, method: &str, path: &str, reply: Reply) -> &Self {
+        lock(&self.shared.routes).push((method.to_string(), path.to_string(), reply));
+        self
+    }
+
+    /// The requests asking the server about itself (GETs, `POST /api/show`), in order.
+    pub fn probes(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.probes).clone()
     }
 
     /// Replies still queued.
@@ -812,6 +879,25 @@ async fn handle(
         body,
         connection,
     };
+    let probe = recorded.method == "GET" || recorded.path == "/api/show";
+    if probe {
+        lock(&shared.probes).push(recorded.clone());
+        let routed = lock(&shared.routes)
+            .iter()
+            .find(|(m, p, _)| *m == recorded.method && *p == recorded.path)
+            .map(|(_, _, reply)| reply.clone());
+        let reply = routed.unwrap_or_else(|| {
+            Reply::error(
+                404,
+                "not_found_error",
+                &format!(
+                    "fake provider: no route for {} {}",
+                    recorded.method, recorded.path
+                ),
+            )
+        });
+        return Ok(respond(reply).await);
+    }
     lock(&shared.requests).push(recorded.clone());
     let number = lock(&shared.requests).len();
 

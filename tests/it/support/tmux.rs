@@ -27,7 +27,7 @@ impl Tmux {
         // the program gets all the rows.
         std::fs::write(
             &conf,
-            "set -g remain-on-exit on\nset -g status off\nset -sg escape-time 0\nset -g history-limit 10000\n",
+            "set -g remain-on-exit on\nset -g status off\nset -sg escape-time 0\nset -g history-limit 100000\n",
         )
         .unwrap();
         let tmux = Tmux { socket };
@@ -89,6 +89,20 @@ impl Tmux {
     pub fn send_line(&self, text: &str) {
         self.type_text(text);
         self.keys(&["Enter"]);
+    }
+
+    /// Resizes the window (and its pane) to `width` x `height`, as a person dragging the
+    /// terminal's edge would.
+    pub fn resize(&self, width: u16, height: u16) {
+        self.tmux(&[
+            "resize-window",
+            "-t",
+            "main",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
     }
 
     /// The whole pane: scrollback and screen, wrapped lines joined.

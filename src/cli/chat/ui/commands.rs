@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::render::full_block;
+use super::blocks::full_block;
 use super::status;
 use super::style::{Style, ACCENT, DIM, WARN};
 use super::{plural, show};

@@ -2,8 +2,8 @@
 //! tree-sitter: Python, plus Rust and JavaScript whose grammars the catalog already links.
 //!
 //! A configuration (the compiled highlight query) is built once per language on first use.
-//! Each source span is escaped with `term::escape_controls` before it is painted, so code that
-//! holds terminal escapes shows them as text.
+//! Each source span is escaped ([`Span::new`]) before it is painted, so code that holds
+//! terminal escapes shows them as text.
 
 use std::sync::OnceLock;
 
@@ -11,7 +11,7 @@ use crossterm::style::Color;
 use tree_sitter_highlight::{HighlightConfiguration, HighlightEvent, Highlighter};
 
 use super::style::{Style, DIM};
-use crate::cli::term::escape_controls;
+use super::wrap::{paint, push, Line, Span};
 
 /// The capture names we color (tree-sitter picks the longest matching prefix).
 const NAMES: &[&str] = &[
@@ -106,6 +106,15 @@ impl Lang {
 
 /// `code` as painted lines (no trailing newlines); plain when `lang` is unknown.
 pub fn highlight(code: &str, lang: &str) -> Vec<String> {
+    highlight_spans(code, lang)
+        .iter()
+        .map(|line| paint(line))
+        .collect()
+}
+
+/// `code` as lines of styled spans (escaped, tabs as four spaces); plain when `lang` is
+/// unknown.
+pub fn highlight_spans(code: &str, lang: &str) -> Vec<Line> {
     let code = code.strip_suffix('\n').unwrap_or(code);
     let Some(config) = Lang::from_name(lang).and_then(Lang::config) else {
         return plain(code);
@@ -113,19 +122,31 @@ pub fn highlight(code: &str, lang: &str) -> Vec<String> {
     painted(code, config).unwrap_or_else(|| plain(code))
 }
 
-fn plain(code: &str) -> Vec<String> {
+fn plain(code: &str) -> Vec<Line> {
     code.split('\n')
-        .map(|line| escape_controls(line.strip_suffix('\r').unwrap_or(line)).into_owned())
+        .map(|line| piece(Style::PLAIN, line.strip_suffix('\r').unwrap_or(line)))
         .collect()
 }
 
-fn painted(code: &str, config: &HighlightConfiguration) -> Option<Vec<String>> {
+/// One piece of a line as a span (none when empty).
+fn piece(style: Style, text: &str) -> Line {
+    if text.is_empty() {
+        Line::new()
+    } else {
+        vec![Span::new(style, text, TAB)]
+    }
+}
+
+/// Spaces a tab in code becomes.
+const TAB: usize = 4;
+
+fn painted(code: &str, config: &HighlightConfiguration) -> Option<Vec<Line>> {
     let styles: Vec<Style> = NAMES.iter().map(|n| style_of(n)).collect();
     let mut highlighter = Highlighter::new();
     let events = highlighter
         .highlight(config, code.as_bytes(), None, |_| None)
         .ok()?;
-    let mut lines = vec![String::new()];
+    let mut lines = vec![Line::new()];
     let mut stack: Vec<Style> = Vec::new();
     for event in events {
         match event.ok()? {
@@ -135,11 +156,12 @@ fn painted(code: &str, config: &HighlightConfiguration) -> Option<Vec<String>> {
                 let style = stack.last().copied().unwrap_or(Style::PLAIN);
                 for (i, part) in text.split('\n').enumerate() {
                     if i > 0 {
-                        lines.push(String::new());
+                        lines.push(Line::new());
                     }
                     let part = part.strip_suffix('\r').unwrap_or(part);
-                    if let Some(line) = lines.last_mut() {
-                        line.push_str(&style.paint(&escape_controls(part)));
+                    if let (Some(line), false) = (lines.last_mut(), part.is_empty()) {
+                        let span = Span::new(style, part, TAB);
+                        push(line, span.style, &span.text);
                     }
                 }
             }

@@ -13,14 +13,22 @@
 //! When stdin or stdout is not a terminal, lines are read from stdin and run as turns (or
 //! commands) and the plain transcript of `vis chat -m` is printed: scripts pipe into it.
 
+mod blocks;
 mod commands;
 mod editor;
 mod highlight;
 mod lines;
+mod live;
 mod markdown;
+mod plain;
+mod recap;
 mod render;
+mod screen;
 mod status;
+mod stream;
+mod streamed;
 mod style;
+mod wrap;
 
 use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -50,10 +58,7 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) || !fancy {
         style::set_color(false);
     }
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| CliError {
-        code: 1,
-        message: format!("vis chat: cannot catch Ctrl-C: {e}"),
-    })?;
+    let mut sigint = catch_ctrl_c()?;
     let config = crate::cli::settings::load_config()?;
     if fancy {
         ask_trust(&args, &config)?;
@@ -62,6 +67,9 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     let code = if fancy {
         for note in notes {
             show(&DIM.paint(&note));
+        }
+        if args.resume.is_some() {
+            show_recap(&session);
         }
         interactive(&mut session, &db, &mut sigint).await
     } else {
@@ -72,6 +80,33 @@ pub async fn run(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
     };
     session.shutdown().await;
     code
+}
+
+/// Ctrl-C as a signal stream: caught for the whole run, so it interrupts a turn and never
+/// kills the program.
+fn catch_ctrl_c() -> Result<Signal, CliError> {
+    signal(SignalKind::interrupt()).map_err(|e| CliError {
+        code: 1,
+        message: format!("vis chat: cannot catch Ctrl-C: {e}"),
+    })
+}
+
+/// Where a resumed session was: its last turns, then its status line.
+fn show_recap(session: &ChatSession) {
+    let width = crossterm::terminal::size().map_or(80, |(w, _)| w as usize);
+    match recap::recap(session.store(), session.id(), width) {
+        Ok(text) if text.is_empty() => {}
+        Ok(text) => {
+            let _ = print_styled(&text);
+            show(&DIM.paint(&status::line(session)));
+        }
+        // The session opened: a recap it cannot read is no reason not to continue it.
+        Err(e) => show(&WARN.paint(&format!(
+            "vis: the last turns cannot be shown ({}); vis sessions show {} lists them",
+            escape_controls(&e.to_string()),
+            session.id()
+        ))),
+    }
 }
 
 /// Asks once whether to trust a workspace that carries its own code or instructions, before any
@@ -190,7 +225,11 @@ async fn interactive(
         };
         {
             let _mode = TurnMode::enter();
-            turn(session, &text, View::new(true, blocks), sigint).await?;
+            let outcome = turn(session, &text, View::new(true, blocks), sigint).await?;
+            if let Some(e) = outcome.broken {
+                // The session itself failed (store, worker); the program goes on.
+                show(&BAD.paint(&format!("✗ vis chat: {}", escape_controls(&e))));
+            }
         }
         blocks = block_count(session);
         show(&DIM.paint(&status::line(session)));
@@ -201,6 +240,56 @@ async fn interactive(
         session.id()
     )));
     Ok(0)
+}
+
+/// `vis chat -m`: each message is a turn; the plain transcript goes to standard output, each
+/// turn followed by the status line (as on piped stdin). Session notes go to standard error.
+pub async fn messages(args: ChatArgs, db: PathBuf) -> Result<i32, CliError> {
+    style::set_color(false);
+    let mut sigint = catch_ctrl_c()?;
+    let config = crate::cli::settings::load_config()?;
+    let (mut session, notes) = open_session(&args, &config, &db)?;
+    for note in notes {
+        errln!("{note}");
+    }
+    let mut code = 0;
+    let mut blocks = block_count(&session);
+    for message in &args.messages {
+        show(&escape_controls(&format!(
+            "> {}",
+            message.replace('\n', "\n> ")
+        )));
+        if stdout_closed() {
+            break;
+        }
+        let view = View::new(false, blocks);
+        let outcome = match turn(&mut session, message, view, &mut sigint).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                session.shutdown().await;
+                return Err(e);
+            }
+        };
+        if let Some(e) = outcome.broken {
+            // The session itself failed (store, worker): a script stops here.
+            session.shutdown().await;
+            return Err(CliError {
+                code: 1,
+                message: format!("vis chat: {e}"),
+            });
+        }
+        blocks = block_count(&session);
+        show(&escape_controls(&status::line(&session)));
+        if outcome.interrupted {
+            code = 130;
+            break;
+        }
+        if outcome.failed {
+            code = 1;
+        }
+    }
+    session.shutdown().await;
+    Ok(code)
 }
 
 /// Stdin is not a terminal: each line (a trailing `\` continues it) is a turn or a command.
@@ -256,6 +345,9 @@ async fn piped(session: &mut ChatSession, db: &Path, sigint: &mut Signal) -> Res
             break;
         }
         let outcome = turn(session, &text, View::new(false, blocks), sigint).await?;
+        if let Some(e) = &outcome.broken {
+            show(&format!("✗ vis chat: {}", escape_controls(e)));
+        }
         blocks = block_count(session);
         show(&escape_controls(&status::line(session)));
         if stdout_closed() {
@@ -277,6 +369,9 @@ async fn piped(session: &mut ChatSession, db: &Path, sigint: &mut Signal) -> Res
 struct Outcome {
     interrupted: bool,
     failed: bool,
+    /// The session itself failed (store, worker); the interactive program and piped input go
+    /// on after saying so, `-m` stops.
+    broken: Option<String>,
 }
 
 /// Runs one turn with `view` drawing it; Ctrl-C (SIGINT) interrupts it.
@@ -310,15 +405,13 @@ async fn turn(
         Ok(end) => Outcome {
             interrupted: end.status == TurnStatus::Interrupted && stop.is_cancelled(),
             failed: end.status == TurnStatus::Failed,
+            broken: None,
         },
-        Err(e) => {
-            // The session itself failed (store, worker); the program goes on.
-            show(&BAD.paint(&format!("✗ vis chat: {e}")));
-            Outcome {
-                interrupted: false,
-                failed: true,
-            }
-        }
+        Err(e) => Outcome {
+            interrupted: false,
+            failed: true,
+            broken: Some(e.to_string()),
+        },
     })
 }
 

@@ -1,35 +1,42 @@
-//! How a turn looks on the screen: the renderer consumes the turn's [`Event`]s and owns the
+//! How a turn looks on the screen: the view consumes the turn's [`Event`]s and owns the
 //! terminal's output while the turn runs.
 //!
-//! In the fancy (terminal) form, the bottom line is a spinner ("thinking 3.2 s", "running
-//! t2/i3 1.1 s") with a preview of the line being streamed. Everything else is drawn above it:
-//! before each write the spinner line is erased, after it the spinner is drawn again, so the
-//! scrollback holds only finished output. Assistant text is Markdown rendered line by line as
-//! lines complete ([`MarkdownStream`]); reasoning is dimmed behind a `┊` gutter; each block
-//! shows its highlighted code and its output collapsed to [`COLLAPSED_LINES`] lines, with the
-//! block's number for `/expand`.
+//! In the fancy (terminal) form the bottom of the screen is a [`Screen`]: output committed
+//! above (it goes into the scrollback once and is never redrawn), a live region of rows that
+//! may still change, and a spinner line ("thinking 3.2 s", "running t2/i3 1.1 s"). The
+//! answer's Markdown streams through [`MarkdownStream`]: settled blocks are committed, the
+//! block still being written is the live region, redrawn as it grows, so the final output is
+//! the answer rendered whole. Reasoning is dimmed behind a `┊` gutter, a line at a time; each
+//! block shows its highlighted code and its output collapsed (`blocks.rs`), with the block's
+//! number for `/expand`.
 //!
-//! The plain form (stdin or stdout not a terminal) prints the transcript `vis chat -m`
-//! prints: text as it streams, each block with its code and whole output.
+//! The plain form (stdin or stdout not a terminal, and `vis chat -m`) prints the transcript of
+//! `plain.rs`.
+//!
+//! While a block runs, the region shows the last lines of its output (`live.rs`). Other live
+//! views would use the same region: set `View::live` to the
+//! rows to show (each fitting the width less one column; [`screen::fit`] cuts the region to
+//! the screen's height) and call [`View::emit`], which commits its text above the region and
+//! redraws the region and the spinner from the first row that changed. The answer's Markdown
+//! owns the region while a response streams and leaves it empty when it ends.
 
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use super::highlight::highlight;
+use super::blocks::{block_header, code_lang, code_lines, result_lines, COLLAPSED_CODE_LINES};
 use super::lines::LineBuffer;
-use super::markdown::MarkdownStream;
-use super::style::{self, Style, ACCENT, BAD, DIM, GOOD, WARN};
+use super::live::BlockTail;
+use super::plain::Transcript;
+use super::screen::{self, Screen};
+use super::stream::{MarkdownStream, Update};
+use super::style::{self, ACCENT, BAD, DIM, WARN};
+use super::wrap::{paint, Line};
 use crate::cli::chat::seconds;
 use crate::cli::term::{escape_controls, print_styled};
 use crate::protocol::Event;
-use crate::store::IterationRow;
 
-/// Output lines shown for a block before "… N more lines".
-pub const COLLAPSED_LINES: usize = 6;
-/// Code lines shown for a block before it is cut (the rest is a `/expand` away).
-pub const COLLAPSED_CODE_LINES: usize = 30;
 const FRAMES: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 enum Activity {
@@ -45,19 +52,25 @@ pub struct View {
     /// `(turn, iteration, number)` of the block that runs.
     current_block: Option<(i64, i64, usize)>,
     md: MarkdownStream,
+    /// The live region's rows (the answer's unsettled block), before fitting to the screen;
+    /// drawn by the next [`emit`](View::emit).
+    live: Vec<String>,
+    /// The running block's last lines of output, shown in the live region.
+    block_tail: BlockTail,
+    /// When the answer's Markdown was last rendered, and how long that took: a timer's
+    /// re-render waits four times as long, so a huge block costs a bounded share of the time.
+    rendered: (Instant, Duration),
     /// The incomplete last line of reasoning.
     thinking: LineBuffer,
     activity: Activity,
-    /// A spinner line is on the screen (the cursor is on it).
-    spinner: bool,
+    screen: Screen,
     frame: usize,
-    /// Something of the current attempt's answer was drawn (a retry must say it is void).
+    /// Something of the current attempt's answer was committed (a retry must say it is void).
     drew_this_attempt: bool,
     stopping: bool,
     /// The turn's stop token: cancelled when standard output's reader goes away.
     stop: CancellationToken,
-    /// Plain form: the last line printed is incomplete.
-    mid_line: bool,
+    plain: Transcript,
     /// What was drawn last, for the blank line between text and blocks.
     last: Drawn,
 }
@@ -76,19 +89,22 @@ impl View {
             blocks_seen,
             current_block: None,
             md: MarkdownStream::default(),
+            live: Vec::new(),
+            block_tail: BlockTail::default(),
+            rendered: (Instant::now(), Duration::ZERO),
             thinking: LineBuffer::default(),
             activity: Activity::Idle,
-            spinner: false,
+            screen: Screen::default(),
             frame: 0,
             drew_this_attempt: false,
             stopping: false,
             stop: CancellationToken::new(),
-            mid_line: false,
+            plain: Transcript::default(),
             last: Drawn::Nothing,
         }
     }
 
-    /// `text` (answer or reasoning lines), set apart from a block drawn before it.
+    /// `text` (answer or reasoning rows), set apart from a block drawn before it.
     fn text_section(&mut self, text: String) -> String {
         if text.is_empty() {
             return text;
@@ -126,7 +142,7 @@ impl View {
                 },
                 _ = tick.tick(), if self.fancy => {
                     self.frame = self.frame.wrapping_add(1);
-                    self.emit("");
+                    self.refresh_text();
                 }
                 _ = stop.cancelled(), if !self.stopping => {
                     self.stopping = true;
@@ -137,14 +153,16 @@ impl View {
         self.activity = Activity::Idle;
         let rest = self.flush_text();
         self.emit(&rest);
-        if self.mid_line {
-            self.emit("\n");
+        if !self.fancy {
+            let end = self.plain.finish();
+            self.emit(end);
         }
     }
 
     fn event(&mut self, event: &Event) {
         if !self.fancy {
-            return self.plain(event);
+            let out = self.plain.event(event);
+            return self.emit(&out);
         }
         let width = term_width();
         match event {
@@ -157,13 +175,13 @@ impl View {
                 self.emit("");
             }
             Event::TextDelta { text } => {
-                let mut out = self.flush_thinking();
-                out.push_str(&self.md.push(text, width));
-                if !out.is_empty() {
-                    self.drew_this_attempt = true;
+                let thinking = self.flush_thinking();
+                let started = Instant::now();
+                let update = self.md.push(text, markdown_width());
+                if update.live.is_some() {
+                    self.rendered = (started, started.elapsed());
                 }
-                let out = self.text_section(out);
-                self.emit(&out);
+                self.show_text(thinking, update);
             }
             Event::ReasoningDelta { text } => {
                 let mut out = String::new();
@@ -182,6 +200,7 @@ impl View {
                 reason,
             } => {
                 self.md.discard();
+                self.live.clear();
                 self.thinking.clear();
                 let mut out = String::new();
                 if self.drew_this_attempt {
@@ -216,12 +235,22 @@ impl View {
                 self.current_block = Some((*turn, *iteration, k));
                 let header = self.block_section(block_header(k, *turn, *iteration));
                 out.push_str(&header);
-                out.push_str(&code_lines(code, Some(COLLAPSED_CODE_LINES), k));
+                out.push_str(&code_lines(code, "python", Some(COLLAPSED_CODE_LINES), k));
                 self.activity = Activity::Block {
                     place: format!("t{turn}/i{iteration}"),
                     since: Instant::now(),
                 };
+                self.block_tail.clear();
                 self.emit(&out);
+            }
+            Event::BlockOutput {
+                text,
+                skipped_bytes,
+                ..
+            } => {
+                self.block_tail.push(text, *skipped_bytes);
+                self.show_block_tail();
+                self.emit("");
             }
             Event::BlockFinished {
                 turn,
@@ -229,21 +258,29 @@ impl View {
                 status,
                 output,
                 wall_ms,
+                code,
             } => {
                 let mut out = self.flush_text();
+                self.block_tail.clear();
+                self.live.clear();
                 let k = match self.current_block.take() {
                     Some((t, i, k)) if t == *turn && i == *iteration => k,
                     _ => {
-                        // A call that did not run (rejected, or skipped after an interrupt).
+                        // A call that did not run (rejected, or skipped after an interrupt):
+                        // its header and code come with its end.
                         self.blocks_seen += 1;
-                        let header = block_header(self.blocks_seen, *turn, *iteration);
-                        let header = self.block_section(header);
+                        let k = self.blocks_seen;
+                        let header = self.block_section(block_header(k, *turn, *iteration));
                         out.push_str(&header);
-                        self.blocks_seen
+                        if let Some(code) = code {
+                            let lang = code_lang(status.as_str());
+                            out.push_str(&code_lines(code, lang, Some(COLLAPSED_CODE_LINES), k));
+                        }
+                        k
                     }
                 };
-                // An interrupted or crashed block may report less than it took: the time seen here
-                // counts then.
+                // An interrupted or crashed block may report less than it took: the time seen
+                // here counts then.
                 let seen = match &self.activity {
                     Activity::Block { since, .. } => since.elapsed().as_millis() as u64,
                     _ => 0,
@@ -285,6 +322,7 @@ impl View {
                     "iteration_limit" => Some(format!(
                         "turn {turn} stopped at the iteration limit; send a message to let the model go on"
                     )),
+                    "output_limit" => Some(format!("turn {turn} ended at the output limit")),
                     other => Some(format!("turn {turn} {}", escape_controls(other))),
                 };
                 if let Some(note) = note {
@@ -296,75 +334,62 @@ impl View {
         }
     }
 
-    /// The plain transcript (the same form as `vis chat -m`).
-    fn plain(&mut self, event: &Event) {
-        let line = |text: &str| format!("{text}\n");
-        let out = match event {
-            Event::TextDelta { text } => escape_controls(text).into_owned(),
-            Event::ReasoningDelta { .. }
-            | Event::RequestStarted { .. }
-            | Event::TurnStarted { .. }
-            | Event::ResponseFinished { .. } => return,
-            Event::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => line(&format!(
-                "[vis] retrying (attempt {}, in {:.1} s): {}",
-                attempt + 1,
-                *delay_ms as f64 / 1000.0,
-                escape_controls(reason)
-            )),
-            Event::BlockStarted {
-                turn,
-                iteration,
-                code,
-            } => {
-                self.blocks_seen += 1;
-                line(&format!(
-                    "── t{turn}/i{iteration} python ──\n{}",
-                    escape_controls(code.trim_end())
-                ))
+    /// Draws what the answer's Markdown settled (after `before`, the reasoning it ends) and
+    /// its live rows.
+    fn show_text(&mut self, before: String, update: Update) {
+        let mut out = before;
+        if !update.commit.is_empty() {
+            self.drew_this_attempt = true;
+            out.push_str(&update.commit.join("\n"));
+            out.push('\n');
+        }
+        let out = self.text_section(out);
+        if let Some(mut live) = update.live {
+            // Text after a block starts with a blank row, as it will when committed.
+            if self.last == Drawn::Block && !live.is_empty() {
+                live.insert(0, Line::new());
             }
-            Event::BlockFinished {
-                status,
-                output,
-                wall_ms,
-                ..
-            } => line(&format!(
-                "── {} · {} ──\n{}",
-                status.as_str(),
-                seconds(*wall_ms),
-                escape_controls(output.trim_end())
-            )),
-            Event::Notice { text } => line(&format!(
-                "[vis] {}",
-                escape_controls(text.trim_start_matches("[vis] "))
-            )),
-            Event::Error { message, .. } => {
-                line(&format!("[vis] error: {}", escape_controls(message)))
-            }
-            Event::TurnFinished { turn, status, .. } => {
-                line(&format!("── turn {turn} {} ──", status.as_str()))
-            }
-        };
-        let starts_line = !matches!(event, Event::TextDelta { .. });
-        let out = if starts_line && self.mid_line {
-            format!("\n{out}")
-        } else {
-            out
-        };
-        if !out.is_empty() {
-            self.mid_line = !out.ends_with('\n');
+            self.live = screen::fit_with(&live, live_height(), |row| paint(row));
         }
         self.emit(&out);
     }
 
-    /// Renders what text and reasoning are still held (the response ended or a block starts).
+    /// On the timer: re-renders the answer's Markdown when the budget held it back (at most a
+    /// fifth of the time goes to it), and draws the spinner's next frame.
+    fn refresh_text(&mut self) {
+        if matches!(self.activity, Activity::Block { .. }) {
+            // The terminal may have been resized: the block's rows are fitted again.
+            self.show_block_tail();
+            return self.emit("");
+        }
+        let (at, took) = self.rendered;
+        if self.md.is_dirty() && at.elapsed() >= took * 4 {
+            let started = Instant::now();
+            let update = self.md.refresh(markdown_width());
+            self.rendered = (started, started.elapsed());
+            self.show_text(String::new(), update);
+        } else {
+            self.emit("");
+        }
+    }
+
+    /// Puts the running block's last lines in the live region, fitted to the terminal.
+    fn show_block_tail(&mut self) {
+        let (width, height) = term_size();
+        self.live = self.block_tail.rows(width, height);
+    }
+
+    /// Commits what text and reasoning are still held (the response ended or a block starts).
     fn flush_text(&mut self) -> String {
         let mut out = self.flush_thinking();
         if self.fancy {
-            out.push_str(&self.md.finish(term_width()));
+            let rows = self.md.finish(markdown_width());
+            if !rows.is_empty() {
+                self.drew_this_attempt = true;
+                out.push_str(&rows.join("\n"));
+                out.push('\n');
+            }
+            self.live.clear();
         }
         self.text_section(out)
     }
@@ -378,24 +403,21 @@ impl View {
         }
     }
 
-    /// Writes `text` above the spinner, then draws the spinner again if something runs.
-    fn emit(&mut self, text: &str) {
-        let mut buf = String::new();
-        if self.spinner {
-            buf.push_str("\r\x1b[2K");
-            self.spinner = false;
-        }
-        buf.push_str(text);
-        if self.fancy {
-            if let Some(line) = self.spinner_line() {
-                buf.push_str(&line);
-                self.spinner = true;
-            }
-        }
-        if buf.is_empty() {
+    /// Writes `text` (complete lines) above the live region, then draws the live region and
+    /// the spinner again.
+    pub fn emit(&mut self, text: &str) {
+        let out = if self.fancy {
+            let live = screen::fit(&self.live, live_height());
+            let spinner = self.spinner_line();
+            self.screen
+                .frame_at(term_width(), text, &live, spinner.as_deref())
+        } else {
+            text.to_string()
+        };
+        if out.is_empty() {
             return;
         }
-        if print_styled(&buf).is_err() {
+        if print_styled(&out).is_err() {
             // Nobody reads the transcript any more: the turn is interrupted.
             self.stop.cancel();
         }
@@ -418,11 +440,8 @@ impl View {
         let width = term_width().saturating_sub(1);
         let mut line = ACCENT.paint(&head) + &DIM.paint(hint);
         let used = style::width(&line);
-        let mut preview = self.md.preview(width);
-        if preview.is_empty() && !self.thinking.is_blank() {
-            preview = format!("┊ {}", escape_controls(&self.thinking.tail(width)));
-        }
-        if !preview.is_empty() && width > used + 8 {
+        if !self.thinking.is_blank() && width > used + 8 {
+            let preview = format!("┊ {}", escape_controls(&self.thinking.tail(width)));
             let room = width - used - 3;
             line.push_str(&DIM.paint(&format!(" · {}", style::clip_left(&preview, room))));
         }
@@ -441,135 +460,24 @@ fn thinking_line(text: &str) -> String {
     )
 }
 
-fn term_width() -> usize {
+/// The terminal's columns (at least 20) and rows (80 × 24 when it cannot be asked).
+fn term_size() -> (usize, usize) {
     crossterm::terminal::size()
-        .map(|(w, _)| w as usize)
-        .unwrap_or(80)
-        .max(20)
+        .map(|(w, h)| ((w as usize).max(20), h as usize))
+        .unwrap_or((80, 24))
 }
 
-fn block_header(k: usize, turn: i64, iteration: i64) -> String {
-    format!(
-        "{} {}{}\n",
-        ACCENT.bold().paint("●"),
-        Style::PLAIN.bold().paint("python"),
-        DIM.paint(&format!(" t{turn}/i{iteration} · block {k}"))
-    )
+fn term_width() -> usize {
+    term_size().0
 }
 
-/// A block's code, highlighted, cut after `limit` lines (with the way to see the rest).
-fn code_lines(code: &str, limit: Option<usize>, k: usize) -> String {
-    let lines = highlight(code.trim_end(), "python");
-    let shown = limit.unwrap_or(usize::MAX).min(lines.len());
-    let mut out = String::new();
-    for line in &lines[..shown] {
-        out.push_str(&DIM.paint("  │ "));
-        out.push_str(line);
-        out.push('\n');
-    }
-    if shown < lines.len() {
-        out.push_str(&DIM.paint(&format!(
-            "  │ … {} more lines of code (/expand {k})",
-            lines.len() - shown
-        )));
-        out.push('\n');
-    }
-    out
+/// Rows the live region may take: the screen's height, less the spinner and a margin.
+fn live_height() -> usize {
+    term_size().1.saturating_sub(3)
 }
 
-/// A block's status and output; `collapse` = `(block number, width)` shows only the first
-/// lines, each cut to the width.
-fn result_lines(
-    status: &str,
-    wall_ms: u64,
-    output: &str,
-    collapse: Option<(usize, usize)>,
-) -> String {
-    let paint = match status {
-        "ok" => GOOD,
-        "error" | "crashed" => BAD,
-        _ => WARN,
-    };
-    let mut out = format!(
-        "  {} {}{}\n",
-        DIM.paint("⎿"),
-        paint.paint(&escape_controls(status)),
-        DIM.paint(&format!(" · {}", seconds(wall_ms)))
-    );
-    let text = escape_controls(output.trim_end());
-    let lines: Vec<&str> = text.split('\n').collect();
-    let shown = match collapse {
-        Some(_) => lines.len().min(COLLAPSED_LINES),
-        None => lines.len(),
-    };
-    for line in &lines[..shown] {
-        let line = line.trim_end_matches('\r');
-        out.push_str("    ");
-        match collapse {
-            Some((_, width)) => out.push_str(&style::clip(line, width.saturating_sub(5))),
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    if let Some((k, _)) = collapse {
-        if shown < lines.len() {
-            let n = lines.len() - shown;
-            out.push_str(&DIM.paint(&format!(
-                "    … {n} more line{} (/expand {k} or Ctrl-O)",
-                if n == 1 { "" } else { "s" }
-            )));
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Block number `k` of the session in full: all its code and all its output.
-pub fn full_block(k: usize, row: &IterationRow) -> String {
-    let mut out = block_header(k, row.turn, row.iteration);
-    out.push_str(&code_lines(&row.code, None, k));
-    out.push_str(&result_lines(
-        row.status.as_str(),
-        row.duration_ms.max(0) as u64,
-        &row.output,
-        None,
-    ));
-    if let Some(path) = &row.artifact {
-        out.push_str(&DIM.paint(&format!(
-            "    (the output above was capped; all of it is in {})",
-            escape_controls(path)
-        )));
-        out.push('\n');
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::style::strip;
-    use super::*;
-
-    #[test]
-    fn output_collapses_to_a_few_lines() {
-        let output: String = (1..=20).map(|i| format!("line {i}\n")).collect();
-        let out = strip(&result_lines("ok", 1200, &output, Some((3, 80))));
-        assert_eq!(
-            out,
-            "  ⎿ ok · 1.2 s\n    line 1\n    line 2\n    line 3\n    line 4\n    line 5\n    line 6\n    … 14 more lines (/expand 3 or Ctrl-O)\n"
-        );
-        let full = strip(&result_lines("ok", 1200, &output, None));
-        assert!(full.contains("line 20\n"));
-        let long = strip(&result_lines("error", 0, &"x".repeat(500), Some((1, 40))));
-        assert!(long.lines().all(|l| l.chars().count() <= 40), "{long}");
-    }
-
-    #[test]
-    fn block_output_escapes_controls() {
-        let out = result_lines("ok", 0, "\u{1b}]0;pwned\u{7}\u{1b}[2J", Some((1, 80)));
-        assert!(
-            strip(&out).contains("\\x1b]0;pwned\\x07\\x1b[2J"),
-            "{out:?}"
-        );
-        assert!(!strip(&out).contains('\u{1b}'));
-    }
+/// The answer's rows leave the last column free: a row that fills it makes some terminals
+/// wrap, and a wrapped live row could not be redrawn.
+fn markdown_width() -> usize {
+    term_width() - 1
 }

@@ -128,7 +128,7 @@ pub fn line(session: &ChatSession) -> String {
         None => "no answered request yet".into(),
     };
     let mut line = format!(
-        "{} · turn {turns} · {last_part} · session in {} out {} · next ~{} · util {}",
+        "{} · turn {turns} · {last_part} · session in {} out {} · next ~{} · util {}{}",
         session.id(),
         count(t.input),
         count(t.output),
@@ -137,7 +137,12 @@ pub fn line(session: &ChatSession) -> String {
             last,
             session.estimate_tokens(),
             session.utilization().auto_compress_above
-        )
+        ),
+        if session.limits().source.is_guess() {
+            " (window guessed: unknown model)"
+        } else {
+            ""
+        }
     );
     if let Some(m) = measurement(session) {
         line.push_str(" · ");
@@ -188,12 +193,16 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
                 let input = tokens(r.input_tokens);
                 let cached = tokens(r.cached_tokens);
                 format!(
-                    "in {}, cached {}{}, out {}, {} ms",
+                    "in {}, cached {}{}, out {}, {} ms{}",
                     count(input),
                     count(cached),
                     cached_share(input, cached),
                     count(tokens(r.output_tokens)),
-                    r.latency_ms
+                    r.latency_ms,
+                    r.finish_reason
+                        .as_deref()
+                        .map(|f| format!(", finished: {f}"))
+                        .unwrap_or_default()
                 )
             }
             None => "none yet".into(),
@@ -233,10 +242,11 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
     rows.push((
         "utilization".into(),
         format!(
-            "{} (folding is required above {} input tokens; the model's hard limit is {})",
+            "{} (folding is required above {} input tokens; the model's hard limit is {}: {})",
             utilization(last, session.estimate_tokens(), u.auto_compress_above),
             count(Some(u.auto_compress_above)),
-            count(u.input_limit)
+            count(u.input_limit),
+            session.limits().source.describe()
         ),
     ));
     if let Some(m) = measurement(session) {
@@ -297,6 +307,7 @@ mod tests {
             error_kind: error.then(|| "http".into()),
             error: None,
             fold_measurement: None,
+            finish_reason: None,
         }
     }
 

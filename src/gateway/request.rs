@@ -1,0 +1,210 @@
+//! One model request of a turn: sending it (the worker may start meanwhile), what the gateway
+//! sees of it while it runs (retries, time to first content: a failed or interrupted request
+//! has no response to tell), its health record, and what its finish reason means for the turn
+//! (an answer cut at the output limit, an empty one).
+
+use tokio_util::sync::CancellationToken;
+
+use super::{to_bytes, ChatSession, GatewayError};
+use crate::protocol::{Event, StreamEvent};
+use crate::providers::{ModelResponse, ProviderError};
+use crate::store::{now_millis, RequestRecord};
+
+/// What the gateway saw of a request while it ran: the retries made and, for the attempt
+/// that ran last, the time to its first content (a failed or interrupted request has no
+/// `ModelResponse` to say so).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Clock {
+    retries: u32,
+    ttft: Option<std::time::Duration>,
+}
+
+/// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
+/// meanwhile (a start failure shows when a block needs the worker).
+pub(super) async fn request(
+    session: &mut ChatSession,
+    body: Vec<u8>,
+    events: &tokio::sync::mpsc::UnboundedSender<Event>,
+    stop: &CancellationToken,
+    warm_up: bool,
+) -> (Option<Result<ModelResponse, ProviderError>>, Clock) {
+    let mut clock = Clock::default();
+    if let Err(e) = session.provider() {
+        return (Some(Err(e)), clock);
+    }
+    let Some(provider) = session.provider.as_ref() else {
+        return (
+            Some(Err(ProviderError::Config("no provider".into()))),
+            clock,
+        );
+    };
+    let supervisor = session.runner.supervisor_mut();
+    let sink = events.clone();
+    // An attempt starts when the request goes out, or after a retry's wait.
+    let mut attempt_start = std::time::Instant::now();
+    let clock_ref = &mut clock;
+    let mut on_event = move |event: StreamEvent| {
+        match &event {
+            StreamEvent::Retrying { delay_ms, .. } => {
+                clock_ref.retries += 1;
+                clock_ref.ttft = None;
+                attempt_start =
+                    std::time::Instant::now() + std::time::Duration::from_millis(*delay_ms);
+            }
+            _ if clock_ref.ttft.is_none() => {
+                clock_ref.ttft = Some(attempt_start.elapsed());
+            }
+            _ => {}
+        }
+        let event = match event {
+            StreamEvent::TextDelta { text } => Event::TextDelta { text },
+            StreamEvent::ReasoningDelta { text } => Event::ReasoningDelta { text },
+            StreamEvent::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => Event::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            },
+            StreamEvent::ToolCallStarted { .. } => return,
+        };
+        let _ = sink.send(event);
+    };
+    let stream = async {
+        tokio::select! {
+            answer = provider.stream(to_bytes(body), &mut on_event) => Some(answer),
+            _ = stop.cancelled() => None,
+        }
+    };
+    let start = async {
+        if warm_up {
+            let _ = supervisor.start().await;
+        }
+    };
+    let (answer, ()) = tokio::join!(stream, start);
+    (answer, clock)
+}
+
+/// How a request ended, for its health record.
+pub(super) enum Outcome<'a> {
+    Answered(&'a ModelResponse),
+    /// Failed or interrupted (`kind` "interrupted"): what the gateway saw of it.
+    Failed {
+        clock: Clock,
+        kind: &'a str,
+        message: String,
+    },
+}
+
+pub(super) fn record_request(
+    session: &mut ChatSession,
+    turn: i64,
+    started_at: i64,
+    estimate: u64,
+    outcome: Outcome<'_>,
+) -> Result<(), GatewayError> {
+    let as_i64 = |v: Option<u64>| v.map(|n| n as i64);
+    let settings = &session.settings.provider;
+    let provider_name = settings.kind.as_str().to_string();
+    let response = match &outcome {
+        Outcome::Answered(r) => Some(*r),
+        Outcome::Failed { .. } => None,
+    };
+    let model_name = response
+        .and_then(|r| r.model.clone())
+        .unwrap_or_else(|| settings.model.clone());
+    let measurement = match response {
+        Some(r) => {
+            let measured = session.conversation.answered(
+                r.usage.input_tokens,
+                estimate,
+                &provider_name,
+                &model_name,
+                turn,
+            );
+            if let Some((group, m)) = &measured {
+                session
+                    .runner
+                    .store()
+                    .set_fold_measurement(&session.id, *group, m)?;
+            }
+            measured.map(|(_, m)| m)
+        }
+        None => None,
+    };
+    let millis = |d: std::time::Duration| d.as_millis() as i64;
+    let (latency_ms, ttft_ms, retries, error_kind, error) = match outcome {
+        Outcome::Answered(r) => (
+            millis(r.latency),
+            r.ttft.map(millis),
+            r.retries as i64,
+            None,
+            None,
+        ),
+        Outcome::Failed {
+            clock,
+            kind,
+            message,
+        } => (
+            now_millis() - started_at,
+            clock.ttft.map(millis),
+            clock.retries as i64,
+            Some(kind.to_string()),
+            Some(message),
+        ),
+    };
+    let record = RequestRecord {
+        seq: 0,
+        turn,
+        provider: provider_name,
+        model: model_name,
+        started_at,
+        latency_ms,
+        ttft_ms,
+        retries,
+        input_tokens: response.and_then(|r| as_i64(r.usage.input_tokens)),
+        cached_tokens: response.and_then(|r| as_i64(r.usage.cached_tokens)),
+        cache_creation_tokens: response.and_then(|r| as_i64(r.usage.cache_creation_tokens)),
+        output_tokens: response.and_then(|r| as_i64(r.usage.output_tokens)),
+        estimate_tokens: estimate as i64,
+        error_kind,
+        error,
+        fold_measurement: measurement.map(|m| serde_json::to_string(&m).unwrap_or_default()),
+        finish_reason: response.and_then(|r| r.stop_reason.clone()),
+    };
+    let id = session.id.clone();
+    session.runner.store_mut().record_request(&id, &record)?;
+    Ok(())
+}
+
+/// What a person sees when the model's answer was empty (no text, no call).
+pub const EMPTY_ANSWER: &str = "(empty answer: the model sent no text and no tool call)";
+
+/// The finish reason, as sent, when it says the answer was cut at the output limit
+/// (OpenAI-compatible `length`, Anthropic `max_tokens`).
+pub(super) fn output_limit_reason(stop_reason: &str) -> Option<String> {
+    match stop_reason {
+        "length" => Some("finish_reason \"length\"".into()),
+        "max_tokens" => Some("stop_reason \"max_tokens\"".into()),
+        _ => None,
+    }
+}
+
+/// The line that ends a cut turn, naming what sets the limit.
+pub(super) fn cut_notice(session: &ChatSession, reason: String) -> String {
+    let what = match session.settings.provider.kind {
+        crate::providers::ProviderKind::Anthropic => format!(
+            "raise [provider] max_output_tokens (now {})",
+            session.settings.max_output_tokens
+        ),
+        // Vis sends no output limit to these servers: theirs, or a full context, cut it.
+        crate::providers::ProviderKind::OpenAi => {
+            "the server's own output limit or a full context window ended it".into()
+        }
+    };
+    format!(
+        "the answer was cut at the output limit ({reason}); {what}; send a message to let the model go on"
+    )
+}
