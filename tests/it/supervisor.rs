@@ -217,19 +217,19 @@ vistest!(
             "{:?}",
             crate::support::pids_with(marker)
         );
-        let ws = env.workspace().to_string_lossy().into_owned();
-        assert!(!crate::support::pids_with("worker --memory-limit-mb").is_empty());
+        let ws = env.workspace();
+        assert!(!crate::support::worker_pids_in(&ws).is_empty());
         host.kill().unwrap(); // SIGKILL
         host.wait().unwrap();
         let gone = crate::support::wait_until(Duration::from_secs(5), || {
             crate::support::pids_with(marker).is_empty()
-                && crate::support::pids_with(&format!("--workspace {ws}")).is_empty()
+                && crate::support::worker_pids_in(&ws).is_empty()
         });
         assert!(
             gone,
             "survivors: {:?} {:?}",
             crate::support::pids_with(marker),
-            crate::support::pids_with(&format!("--workspace {ws}"))
+            crate::support::worker_pids_in(&ws)
         );
     }
 );

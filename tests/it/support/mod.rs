@@ -232,6 +232,25 @@ pub fn pids_with(marker: &str) -> Vec<i32> {
     pids
 }
 
+/// Pids of live processes whose working directory is `dir` and whose command line is
+/// `vis-worker`'s (launched as `/proc/self/fd/N worker`; zombies excluded): a session's
+/// worker processes, which run in its workspace.
+pub fn worker_pids_in(dir: &Path) -> Vec<i32> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    pids_with("worker")
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            argv.get(1) == Some(&&b"worker"[..])
+                && std::fs::read_link(format!("/proc/{pid}/cwd"))
+                    .ok()
+                    .as_deref()
+                    == Some(&*dir)
+        })
+        .collect()
+}
+
 /// Waits until `cond` holds, up to `limit` (returns whether it did).
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
