@@ -368,3 +368,56 @@ vistest!(the_web_chart_shows_the_weighted_input_and_the_miss, |env| {
         b.close().await;
     });
 });
+
+vistest!(vis_serve_prices_each_session_by_the_model_it_chose, |env| {
+    use crate::support::serve::ServeProcess;
+    let fake = FakeProvider::start();
+    let second = FakeProvider::start();
+    config(
+            &env,
+            &format!(
+                "[provider]\nname = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}\"\nmax_retries = 0\n\
+                 [serve.providers.second]\nprovider = \"openai\"\nmodel = \"second-model\"\nbase_url = \"{}\"\n\
+                 [pricing.models.\"second-*\"]\ncache_read = 0.2\n",
+                fake.base_url(ProviderKind::OpenAi),
+                second.base_url(ProviderKind::OpenAi)
+            ),
+        );
+    let mut cmd = env.command(&["serve"]);
+    cmd.env("OPENAI_API_KEY", "sk-test");
+    let server = ServeProcess::start(cmd);
+    let token = std::fs::read_to_string(vis::config::serve_token_path(&env.db())).unwrap();
+    let rt = events();
+    rt.block_on(async {
+        let c = Client::at(&server.url, Some(token.trim()));
+        // 2,000 uncached + 8,000 read: at 0.5 (the built-in price of an unknown model)
+        // and at 0.2 (the second provider's model, from [pricing]).
+        for (name, provider, weighted) in
+            [("default", &fake, 6_000.0), ("second", &second, 3_600.0)]
+        {
+            let (s, v) = c
+                .json(
+                    reqwest::Method::POST,
+                    "/api/sessions",
+                    Some(json!({"workspace": env.workspace(), "provider": name})),
+                )
+                .await;
+            assert_eq!(s, 201, "{v}");
+            let id = v["id"].as_str().unwrap().to_string();
+            provider.push(answer(
+                ProviderKind::OpenAi,
+                "hello",
+                usage(10_000, 8_000, None),
+            ));
+            let evs = read_events(c.turn(&id, "hi").await, 1000).await;
+            assert_eq!(evs.last().unwrap().data["status"], "done", "{evs:?}");
+            let (_, page) = c
+                .json(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+                .await;
+            assert_eq!(
+                page["requests"][0]["weighted_tokens"], weighted,
+                "{name}: {page}"
+            );
+        }
+    });
+});
