@@ -414,9 +414,8 @@ pub fn chat_settings(
             "vis: [provider] tool_choice forces a tool call, which Anthropic refuses while thinking_budget turns extended thinking on; use tool_choice = \"auto\" or drop thinking_budget",
         ));
     }
-    // `[pricing]` overrides arrive with issue 24's cost model; the built-in table until then.
-    let cache_prices =
-        crate::providers::pricing::CachePrices::builtin(provider.kind, &provider.model);
+    // The provider and model this session runs with (`vis serve` sessions choose theirs).
+    let cache_prices = config.pricing.prices(provider.kind, &provider.model);
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
     worker.sandbox = limits.sandbox.clone();
