@@ -115,6 +115,8 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
+    // The checkpoints directory exists before the worker starts, so the sandbox hides it.
+    crate::checkpoints::prepare_root(db);
     let mut supervisor = Supervisor::new(opts, defs);
     if let Some(launched) = launched {
         supervisor.adopt(launched);
@@ -155,6 +157,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
                 artifact_quota: limits.sandbox.artifact_quota,
             },
         );
+        runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
         if let Some(hub) = prepared.hub {
             runner.set_tools(std::sync::Arc::new(hub));
         }

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod checkpoints;
 mod errors;
 mod mcp;
 mod paths;
@@ -18,6 +19,7 @@ mod provider;
 #[cfg(test)]
 mod tests;
 
+pub use checkpoints::CheckpointsConfig;
 pub(crate) use errors::line_of_key;
 pub use errors::ConfigError;
 use errors::{line_number, plain_serde_message};
@@ -103,6 +105,12 @@ pub use provider::ProviderConfig;
 /// input_limit = 168000            # override the model table (the hard limit)
 /// auto_compress_above = 142800    # override where folding becomes required
 ///
+/// [checkpoints]                  # what sessions record of their workspace (docs/checkpoints.md)
+/// enabled = true
+/// include_ignored = false         # also files .gitignore excludes, and .git/
+/// budget_mb = 512                 # content kept per session
+/// max_file_mb = 16                # larger files are recorded as changed, content not kept
+///
 /// [pricing]                       # relative input prices (docs/providers.md); built-in
 /// cache_read = 0.1                # table when absent. A cached token against an uncached one
 /// cache_write = 1.25              # a token written to the cache
@@ -148,6 +156,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[mcp]` and `[mcp.servers.NAME]` (see `mcp::config`).
     pub mcp: McpConfig,
+    /// `[checkpoints]`.
+    pub checkpoints: CheckpointsConfig,
     /// `[pricing]`: overrides of the built-in cache prices.
     pub pricing: PricingConfig,
 }
@@ -278,6 +288,8 @@ struct ConfigFile {
     trust: TrustConfig,
     #[serde(default)]
     sandbox: SandboxConfig,
+    #[serde(default)]
+    checkpoints: CheckpointsConfig,
     #[serde(default)]
     pricing: PricingConfig,
 }
@@ -410,6 +422,7 @@ impl Config {
             .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
+        config.checkpoints = typed.checkpoints;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),

@@ -70,6 +70,8 @@ pub struct ChatSettings {
     /// Relative prices of cached input for this provider and model (issue 24): health
     /// records weigh requests by them; fold receipts and hints price re-caching with them.
     pub cache_prices: CachePrices,
+    /// `[checkpoints]` (issue 25): what the session records of its workspace.
+    pub checkpoints: crate::checkpoints::CheckpointSettings,
 }
 
 /// `[folding]` settings (and `vis chat --introspection`).
@@ -113,6 +115,8 @@ pub enum GatewayError {
     EmptyMessage,
     #[error("the workspace {0} of this session no longer exists; pass --workspace DIR to move the session")]
     WorkspaceGone(String),
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoints::CheckpointError),
 }
 
 /// A session with a model: the conversation, the block runner, the provider.

@@ -75,7 +75,7 @@ impl ChatSession {
             timeout: settings.block_timeout,
             artifact_quota: settings.worker.sandbox.artifact_quota,
         };
-        let runner = BlockRunner::new(
+        let mut runner = BlockRunner::new(
             id,
             store,
             supervisor,
@@ -83,6 +83,7 @@ impl ChatSession {
             row.workspace_roots,
             limits,
         );
+        runner.set_checkpoint_settings(settings.checkpoints.clone());
         let session = ChatSession {
             id: id.to_string(),
             runner,
@@ -348,6 +349,19 @@ impl ChatSession {
             },
             Some(meta),
         )
+    }
+
+    /// Rewinds the workspace files to before `turn` and, unless `code_only`, the conversation
+    /// too (reloaded from the store, so the next request is the one sent before that turn).
+    pub async fn rewind(
+        &mut self,
+        turn: i64,
+        options: crate::checkpoints::RewindOptions,
+    ) -> Result<crate::checkpoints::RewindOutcome, GatewayError> {
+        let outcome = self.runner.rewind(turn, options).await?;
+        let (conversation, _) = Conversation::load(self.runner.store_mut(), &self.id)?;
+        self.conversation = conversation;
+        Ok(outcome)
     }
 
     /// The body of the next request, as it would be sent now.

@@ -15,6 +15,10 @@
 //! 4. records the iteration with its outcome and definition changes, together with the model
 //!    call it answers, if any, in one transaction.
 //!
+//! Around each block, the session's checkpoints (`crate::checkpoints`) scan the workspace:
+//! before (the baseline at the first block, changes made outside Vis) and after (what the
+//! block changed).
+//!
 //! The runner owns the session's store, its worker ([`Supervisor`]), its MCP servers (behind
 //! the [`ToolHub`] trait, which `mcp` implements: the runtime does not depend on it) and its
 //! artifact directory.
@@ -33,6 +37,9 @@ use tokio_util::sync::CancellationToken;
 use super::channel::{ended, HostCall};
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
+use crate::checkpoints::{
+    rewind_session, CheckpointError, CheckpointSettings, Recorder, RewindOptions, RewindOutcome,
+};
 use crate::protocol::{
     Block, BlockResult, CallAnswer, CallError, Event, HostReply, HostRequest, IterationRecord,
     IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
@@ -159,6 +166,8 @@ pub struct BlockRunner {
     artifact_dir: PathBuf,
     roots: Vec<String>,
     limits: BlockLimits,
+    /// The session's checkpoints (`None` for a store in memory).
+    checkpoints: Option<Recorder>,
 }
 
 impl BlockRunner {
@@ -170,7 +179,11 @@ impl BlockRunner {
         roots: Vec<String>,
         limits: BlockLimits,
     ) -> BlockRunner {
+        let db = store.location().to_path_buf();
+        let checkpoints = (db != Path::new(":memory:"))
+            .then(|| Recorder::new(&db, session_id, &roots, CheckpointSettings::default()));
         BlockRunner {
+            checkpoints,
             session_id: session_id.to_string(),
             store,
             supervisor,
@@ -184,6 +197,19 @@ impl BlockRunner {
     /// Gives the session its MCP servers (their tools reach the worker when it starts).
     pub fn set_tools(&mut self, tools: Arc<dyn ToolHub>) {
         self.tools = Some(tools);
+    }
+
+    /// `[checkpoints]` settings for this session (the default until called).
+    pub fn set_checkpoint_settings(&mut self, settings: CheckpointSettings) {
+        let db = self.store.location().to_path_buf();
+        if let Some(recorder) = &mut self.checkpoints {
+            *recorder = Recorder::new(&db, &self.session_id, &self.roots, settings);
+        }
+    }
+
+    /// The session's checkpoints (a rewind in `vis chat` or `vis serve` goes through them).
+    pub fn checkpoints_mut(&mut self) -> Option<&mut Recorder> {
+        self.checkpoints.as_mut()
     }
 
     pub fn tools(&self) -> Option<&Arc<dyn ToolHub>> {
@@ -261,8 +287,9 @@ impl BlockRunner {
         Ok(())
     }
 
-    /// Stops the worker and the MCP servers.
+    /// Stops the worker and the MCP servers (and waits for the last checkpoint scan).
     pub async fn shutdown(&mut self) {
+        self.settle_checkpoints();
         self.supervisor.shutdown().await;
         if let Some(tools) = &self.tools {
             tools.shutdown().await;
@@ -284,6 +311,7 @@ impl BlockRunner {
             utilization,
             live,
         } = spec;
+        self.checkpoint(turn, iteration, false);
         let started_at = now_millis();
         let started = std::time::Instant::now();
         self.store
@@ -341,6 +369,7 @@ impl BlockRunner {
         // A tool list not kept is fetched again next time.
         let _ = self.keep_tool_lists();
         let wall = started.elapsed();
+        self.checkpoint(turn, iteration, true);
         let (status, mut output, result, failure) = match outcome {
             Ok(result) => (
                 IterationStatus::from(result.status),
@@ -415,6 +444,66 @@ impl BlockRunner {
             failure,
             unrecorded,
         })
+    }
+
+    /// Scans the workspace before (`after` false) or after a block. A checkpoint that cannot
+    /// be recorded (a full disk) does not stop the block: it is noted among the session's
+    /// worker events, and the next scan takes the changes up.
+    fn checkpoint(&mut self, turn: i64, iteration: i64, after: bool) {
+        let Some(recorder) = &mut self.checkpoints else {
+            return;
+        };
+        let recorded = if after {
+            recorder.after_block(turn, iteration)
+        } else {
+            recorder.before_block(turn, iteration)
+        };
+        if let Err(e) = recorded {
+            let _ = self.store.record_worker_event(
+                &self.session_id,
+                "checkpoint",
+                &format!("t{turn}/i{iteration}: {e}"),
+            );
+        }
+    }
+
+    /// Rewinds the session's files to before `turn` (see `checkpoints::rewind_session`).
+    /// When the conversation is cut, the worker stops (it holds what the cut turns defined)
+    /// and restarts at the next block with the definitions that remain.
+    pub async fn rewind(
+        &mut self,
+        turn: i64,
+        options: RewindOptions,
+    ) -> Result<RewindOutcome, CheckpointError> {
+        let Some(recorder) = self.checkpoints.as_mut() else {
+            return Err(CheckpointError::NoCheckpoints(self.session_id.clone()));
+        };
+        let outcome = rewind_session(&mut *self.store, recorder, &self.session_id, turn, options)?;
+        if outcome.truncated {
+            if let Ok(defs) = self.store.load_defs(&self.session_id) {
+                self.supervisor.defs = defs;
+            }
+            self.supervisor.shutdown().await;
+        }
+        Ok(outcome)
+    }
+
+    /// A turn starts: its checkpoint scan for outside changes runs while the model answers.
+    pub fn prepare_checkpoints(&mut self, turn: i64) {
+        if let Some(recorder) = &mut self.checkpoints {
+            recorder.prepare_turn(turn);
+        }
+    }
+
+    /// Waits for the scan of the last block (it runs while the model answers).
+    fn settle_checkpoints(&mut self) {
+        if let Some(recorder) = &mut self.checkpoints {
+            if let Err(e) = recorder.settle() {
+                let _ =
+                    self.store
+                        .record_worker_event(&self.session_id, "checkpoint", &e.to_string());
+            }
+        }
     }
 
     /// Records an iteration that did not run (a call that was not a valid `python_execution`

@@ -233,6 +233,8 @@ pub async fn delete_session(
     app.registry.update_live_gauge();
     if remove {
         store.delete_session(&id).map_err(ApiError::internal)?;
+        // Its checkpoints (workspace content it recorded) go with it.
+        let _ = std::fs::remove_dir_all(crate::checkpoints::session_dir(&app.registry.db, &id));
     }
     Ok(Json(
         json!({"id": id, "worker": "ended", "history": if remove { "deleted" } else { "kept" }}),

@@ -11,6 +11,7 @@ mod chat;
 mod mcp;
 mod migrations;
 mod sessions;
+mod truncate;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
