@@ -166,6 +166,29 @@ ALTER TABLE sessions ADD COLUMN input_limit INTEGER;    -- tokens; NULL: not run
 ALTER TABLE sessions ADD COLUMN input_limit_source TEXT;
 "#,
     ),
+    // Forks (issue 25 §2): which session and turn a session was forked from, and every change
+    // to a session's definitions in order, so a fork gets the definitions as they were at its
+    // turn (the `defs` table holds only the latest). Existing definitions start the log.
+    (
+        9,
+        r#"
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;       -- 'ID at tN'; NULL: not a fork
+CREATE TABLE def_changes (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    seq        INTEGER NOT NULL,           -- order of the changes within the session
+    turn       INTEGER NOT NULL,
+    iteration  INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    kind       TEXT,                       -- NULL: the definition was deleted
+    source     TEXT,
+    signature  TEXT,
+    doc        TEXT,
+    PRIMARY KEY (session_id, seq)
+);
+INSERT INTO def_changes (session_id, seq, turn, iteration, name, kind, source, signature, doc)
+    SELECT session_id, seq, turn, iteration, name, kind, source, signature, doc FROM defs;
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {
