@@ -11,6 +11,7 @@ mod chat;
 mod context;
 mod exec;
 mod mcp;
+mod replay;
 mod sandbox;
 mod serve;
 mod sessions;
@@ -67,6 +68,9 @@ pub enum Command {
     /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
     /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
     Mcp(McpArgs),
+    /// Re-run a session's recorded blocks against this build in a scratch copy of its
+    /// workspace and report what differs (non-zero exit status if anything does).
+    Replay(replay::ReplayArgs),
     /// The runtime worker (started by vis itself).
     #[command(hide = true)]
     Worker(WorkerCliArgs),
@@ -268,6 +272,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
+        Command::Replay(args) => replay::run(args, &db),
         Command::Worker(args) => Ok(crate::runtime::run_worker(crate::runtime::WorkerArgs {
             memory_limit_mb: args.memory_limit_mb,
             workspace: args.workspace,
