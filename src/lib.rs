@@ -12,6 +12,7 @@
 //! - `cli`: the `vis` command line.
 
 pub mod catalog;
+pub mod checkpoints;
 pub mod cli;
 pub mod config;
 pub mod gateway;

@@ -41,7 +41,7 @@ pub fn serve_token_path(db: &Path) -> PathBuf {
 }
 
 /// Everything Vis keeps at a database's place that no block may see: the database and its
-/// log, the serve token, and every session's artifacts.
+/// log, the serve token, and every session's artifacts and checkpoints.
 pub fn store_files(db: &Path) -> Vec<PathBuf> {
     let base = db
         .parent()
@@ -56,6 +56,8 @@ pub fn store_files(db: &Path) -> Vec<PathBuf> {
         .collect();
     files.push(serve_token_path(db));
     files.push(base.join("artifacts"));
+    // Every session's checkpoints (content of workspace files, kept outside the workspace).
+    files.push(base.join("checkpoints"));
     files
 }
 

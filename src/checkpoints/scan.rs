@@ -1,0 +1,102 @@
+//! The metadata walk: every file and symlink beneath the roots, with what tells a change
+//! (size, mtime, ctime, inode, mode), without reading any content. Directories are not
+//! entries (an empty directory is not recorded). Symlinks are never followed: a link is its
+//! target text. Paths that are not UTF-8 are skipped (and counted), as are the store's own
+//! files when they lie beneath a root.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What the walk sees of one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub ino: u64,
+    /// `st_mode`: the file type bits tell a file from a symlink.
+    pub mode: u32,
+}
+
+impl Meta {
+    pub fn of(metadata: &std::fs::Metadata) -> Meta {
+        Meta {
+            size: metadata.size(),
+            mtime_ns: metadata.mtime() * 1_000_000_000 + metadata.mtime_nsec(),
+            ctime_ns: metadata.ctime() * 1_000_000_000 + metadata.ctime_nsec(),
+            ino: metadata.ino(),
+            mode: metadata.mode(),
+        }
+    }
+
+    pub fn is_symlink(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFLNK
+    }
+
+    /// The permission bits (what a rewind restores).
+    pub fn permissions(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// One walk's result.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub files: BTreeMap<String, Meta>,
+    /// Paths skipped because their names are not UTF-8.
+    pub unreadable_names: usize,
+}
+
+/// What to walk and what to leave out.
+pub struct ScanRules<'a> {
+    pub roots: &'a [String],
+    pub include_ignored: bool,
+    /// The store's own files and directories (never recorded, even beneath a root).
+    pub exclude: &'a [PathBuf],
+}
+
+pub fn scan(rules: &ScanRules<'_>) -> Scan {
+    let mut out = Scan::default();
+    for root in rules.roots {
+        let mut builder = ignore::WalkBuilder::new(root);
+        builder
+            .follow_links(false)
+            .hidden(false)
+            .git_global(false)
+            .require_git(false)
+            .standard_filters(!rules.include_ignored);
+        // One predicate (a second `filter_entry` would replace the first): the store's own
+        // files, and `.git/` unless ignored files are included.
+        let exclude = rules.exclude.to_vec();
+        let skip_git = !rules.include_ignored;
+        builder.filter_entry(move |e| {
+            let git = skip_git && e.file_name() == ".git";
+            !(git || exclude.iter().any(|x| e.path() == x))
+        });
+        for entry in builder.build().flatten() {
+            let Some(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() || !(kind.is_file() || kind.is_symlink()) {
+                continue;
+            }
+            let Some(path) = entry.path().to_str() else {
+                out.unreadable_names += 1;
+                continue;
+            };
+            let Ok(metadata) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            out.files.insert(path.to_string(), Meta::of(&metadata));
+        }
+    }
+    out
+}
+
+/// The metadata of one path now (`None`: absent), without following a symlink.
+pub fn meta_of(path: &Path) -> Option<Meta> {
+    path.symlink_metadata().ok().map(|m| Meta::of(&m))
+}
