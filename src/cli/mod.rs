@@ -90,6 +90,19 @@ pub enum SessionsAction {
     Show { id: String },
     /// Print a session as JSON.
     Export { id: String },
+    /// Make a new session with the conversation, folds and definitions of ID through turn
+    /// KEY (`t5`: turns 1 to 5); both go on independently. With --workspace DIR, the fork
+    /// works in a copy of the workspace as it was at the end of that turn.
+    Fork {
+        id: String,
+        /// The last turn the fork keeps, such as t5.
+        #[arg(long, value_name = "KEY")]
+        at: String,
+        /// Copy the workspace, as it was at the end of that turn, into DIR (new or empty)
+        /// for the fork; without it the fork shares the original's workspace.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -34,7 +34,7 @@ use crate::store::Store;
 use compare::{judge, skip_reason, Verdict};
 use hosts::{ReplayCalls, ReplayTools, Unreplayable};
 use normalize::Normalizer;
-use scratch::{restore_session_start, ScratchDir};
+pub use scratch::{workspace_at, ScratchDir};
 
 const AFTER_HELP: &str = "\
 Per iteration it prints `same`, `different output` (with a short diff), `different status`,
@@ -112,9 +112,23 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
     let recording = read_recording(&*original, &args.id)?;
     let scratch = match &args.workspace {
         Some(dir) => ScratchDir::chosen(dir, &recording.root)?,
-        None => ScratchDir::temporary()?,
+        None => ScratchDir::temporary("vis replay")?,
     };
-    restore_session_start(db, &args.id, &recording.root, scratch.path())?;
+    let scratch_path = scratch.path();
+    let notes = workspace_at(
+        db,
+        &args.id,
+        &recording.root,
+        crate::checkpoints::Point::Start,
+        &scratch_path,
+    )
+    .map_err(|e| CliError {
+        message: format!("vis replay: {}", e.message),
+        ..e
+    })?;
+    for note in notes {
+        errln!("vis replay: {note}");
+    }
     // The replay's own records: a throwaway database, removed at the end.
     let state = tempfile::Builder::new()
         .prefix("vis-replay-state-")
@@ -125,11 +139,11 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
         })?;
     let replay_db = state.path().join("vis.db");
     let store = Store::open(&replay_db)?;
-    let scratch_root = scratch.path().to_string_lossy().into_owned();
+    let scratch_root = scratch_path.to_string_lossy().into_owned();
     let roots = vec![scratch_root.clone()];
     store.ensure_session(&args.id, &roots)?;
 
-    let mut opts = worker_options(&config, Some(scratch.path()))?;
+    let mut opts = worker_options(&config, Some(&scratch_path))?;
     // The scratch copy is the same repository's code: trusted when the original is.
     opts.trusted = crate::trust::is_trusted(&config, &recording.root);
     opts.memory_limit_mb = limits.memory_limit_mb;
@@ -169,7 +183,7 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
         args.id,
         recording.turns.len(),
         recording.iterations.len(),
-        scratch.path().display()
+        scratch_path.display()
     );
     let runner = BlockRunner::new(
         &args.id,

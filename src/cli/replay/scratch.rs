@@ -1,29 +1,33 @@
-//! The replay's scratch workspace: a copy of the session's workspace as it was when the
-//! session started, in a directory of its own. The original workspace is only read.
+//! A copy of a session's workspace as it was at a point of the session (its start for a
+//! replay, before turn N+1 for a fork at turn N), in a directory of its own: the workspace is
+//! copied (`checkpoints::copy_workspace`), then the recorded changes since the point are
+//! undone in the copy (`checkpoints::restore_into`). The original workspace is only read.
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use super::super::CliError;
+use crate::checkpoints::{copy_workspace, restore_into, CheckpointError, Point};
 
-/// Where the scratch copy goes: `--workspace DIR` (kept afterwards) or a temporary directory
-/// (removed when the replay ends).
+/// Where a copy goes: a directory the person named (kept afterwards) or one inside a
+/// temporary directory (removed when the command ends).
 pub enum ScratchDir {
     Kept(PathBuf),
     Temporary(tempfile::TempDir),
 }
 
 impl ScratchDir {
-    pub fn path(&self) -> &Path {
+    /// The copy's root (it does not exist until [`workspace_at`] makes it).
+    pub fn path(&self) -> PathBuf {
         match self {
-            ScratchDir::Kept(p) => p,
-            ScratchDir::Temporary(t) => t.path(),
+            ScratchDir::Kept(p) => p.clone(),
+            ScratchDir::Temporary(t) => t.path().join("workspace"),
         }
     }
 
-    /// `--workspace DIR`: a directory that does not exist yet (it is created) or is empty,
-    /// outside the session's workspace (a copy into itself would never end). Checked before
-    /// anything is made.
+    /// `--workspace DIR`: a directory that does not exist yet or is empty, outside the
+    /// session's workspace (a copy into itself would never end). Checked before anything is
+    /// made; an empty DIR is replaced by the copy.
     pub fn chosen(dir: &Path, original: &Path) -> Result<ScratchDir, CliError> {
         let usage = |why: String| {
             CliError::usage(format!(
@@ -33,34 +37,38 @@ impl ScratchDir {
         };
         let absolute =
             std::path::absolute(dir).map_err(|e| usage(format!("cannot resolve it ({e})")))?;
-        match std::fs::read_dir(&absolute) {
-            Ok(mut entries) => {
-                if entries.next().is_some() {
-                    return Err(usage("it exists and is not empty".into()));
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(usage(format!("it cannot be used ({e})"))),
-        }
         let parent_real = absolute
             .parent()
             .and_then(|p| p.canonicalize().ok())
             .ok_or_else(|| usage("its parent directory does not exist".into()))?;
-        let original_real = original.canonicalize().unwrap_or(original.to_path_buf());
+        let original_real = original
+            .canonicalize()
+            .unwrap_or_else(|_| original.to_path_buf());
         if parent_real.starts_with(&original_real) {
             return Err(usage(format!(
                 "it is inside the session's workspace {}",
                 original.display()
             )));
         }
-        std::fs::create_dir_all(&absolute)
-            .map_err(|e| usage(format!("it cannot be created ({e})")))?;
-        let real = absolute.canonicalize().unwrap_or(absolute);
-        Ok(ScratchDir::Kept(real))
+        match std::fs::read_dir(&absolute) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Err(usage("it exists and is not empty".into()));
+                }
+                std::fs::remove_dir(&absolute)
+                    .map_err(|e| usage(format!("it cannot be used ({e})")))?;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(usage(format!("it cannot be used ({e})"))),
+        }
+        let name = absolute
+            .file_name()
+            .ok_or_else(|| usage("it names no directory".into()))?;
+        Ok(ScratchDir::Kept(parent_real.join(name)))
     }
 
     /// A new temporary directory.
-    pub fn temporary() -> Result<ScratchDir, CliError> {
+    pub fn temporary(command: &str) -> Result<ScratchDir, CliError> {
         tempfile::Builder::new()
             .prefix("vis-replay-")
             .tempdir()
@@ -68,52 +76,51 @@ impl ScratchDir {
             .map_err(|e| CliError {
                 code: 1,
                 message: format!(
-                    "vis replay: cannot make a temporary directory ({e}); set TMPDIR or pass --workspace DIR"
+                    "{command}: cannot make a temporary directory ({e}); set TMPDIR or pass --workspace DIR"
                 ),
             })
     }
 }
 
-/// Makes `dest` the workspace `original` as it was when session `_session` started.
-///
-/// For now this is a copy of the workspace as it is: the checkpoints that record its state
-/// at the session's start come with `checkpoints::restore_into` (issue 25 §1), which takes
-/// this function's place.
-pub fn restore_session_start(
-    _db: &Path,
-    _session: &str,
+/// Makes `dest` (which must not exist yet) the first workspace root `original` of `session`
+/// as it was at `point`. Returns what the person should know about the copy: files whose
+/// content was not kept, or that there are no checkpoints to restore from (a session recorded
+/// before them, or with them turned off), in which case the copy is the workspace as it is
+/// now. On failure, what was made of `dest` is removed.
+pub fn workspace_at(
+    db: &Path,
+    session: &str,
     original: &Path,
+    point: Point,
     dest: &Path,
-) -> Result<(), CliError> {
-    copy_tree(original, dest)
-}
-
-/// Copies the tree `src` into the existing directory `dest`: directories, files (with their
-/// permissions) and symbolic links (as links, never followed); other kinds (sockets, fifos,
-/// devices) are left out.
-fn copy_tree(src: &Path, dest: &Path) -> Result<(), CliError> {
-    let failed = |path: &Path, e: std::io::Error| CliError {
+) -> Result<Vec<String>, CliError> {
+    let failed = |e: CheckpointError| CliError {
         code: 1,
         message: format!(
-            "vis replay: cannot copy {} into the scratch workspace: {e}",
-            path.display()
+            "cannot make the copy of {} in {}: {e}",
+            original.display(),
+            dest.display()
         ),
     };
-    let entries = std::fs::read_dir(src).map_err(|e| failed(src, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| failed(src, e))?;
-        let from = entry.path();
-        let to = dest.join(entry.file_name());
-        let kind = entry.file_type().map_err(|e| failed(&from, e))?;
-        if kind.is_symlink() {
-            let target = std::fs::read_link(&from).map_err(|e| failed(&from, e))?;
-            std::os::unix::fs::symlink(target, &to).map_err(|e| failed(&from, e))?;
-        } else if kind.is_dir() {
-            std::fs::create_dir(&to).map_err(|e| failed(&from, e))?;
-            copy_tree(&from, &to)?;
-        } else if kind.is_file() {
-            std::fs::copy(&from, &to).map_err(|e| failed(&from, e))?;
+    copy_workspace(original, dest).map_err(|e| {
+        let _ = std::fs::remove_dir_all(dest);
+        failed(e)
+    })?;
+    match restore_into(db, session, point, dest) {
+        Ok(report) => Ok(report
+            .not_restored
+            .iter()
+            .map(|(path, why)| format!("{path} is as it is now, not as it was: {why}"))
+            .chain(report.other_roots.iter().map(|path| {
+                format!("{path} is beneath another workspace root of the session, which is not copied")
+            }))
+            .collect()),
+        Err(CheckpointError::NoCheckpoints(_)) => Ok(vec![format!(
+            "session {session} has no checkpoints (recorded before they existed, or with them turned off): the copy is the workspace as it is now"
+        )]),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(dest);
+            Err(failed(e))
         }
     }
-    Ok(())
 }
