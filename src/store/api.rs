@@ -328,6 +328,15 @@ pub trait SessionRecords {
     /// and the definitions as they were at the end of that turn. The caller checks that the
     /// source and the turn exist and the new id is free; any failure leaves nothing behind.
     fn fork_session(&mut self, fork: &ForkRequest<'_>) -> Result<ForkCopied>;
+    /// The definition changes iteration `turn`/`iteration` made, as recorded: the
+    /// definitions it set and the names it deleted (empty for iterations recorded before the
+    /// log of changes existed).
+    fn def_changes_of(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+    ) -> Result<(Vec<PersistedDef>, Vec<String>)>;
     /// `ID at tN` when the session was forked from turn N of session ID.
     fn forked_from(&self, session_id: &str) -> Result<Option<String>>;
 }

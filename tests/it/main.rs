@@ -32,6 +32,7 @@ mod live_output;
 mod mcp;
 mod outside;
 mod providers;
+mod replay;
 mod sandbox;
 mod serve;
 mod servers;

@@ -19,6 +19,7 @@ mod hosts;
 mod normalize;
 mod scratch;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,7 +29,9 @@ use tokio_util::sync::CancellationToken;
 use super::settings::{limits, load_config, worker_options, LimitArgs};
 use super::term::{errln, outln};
 use super::CliError;
-use crate::protocol::{IterationRow, TurnKind, TurnRow, TurnStatus, Utilization};
+use crate::protocol::{
+    IterationRecord, IterationRow, PersistedDef, TurnKind, TurnRow, TurnStatus, Utilization,
+};
 use crate::runtime::{BlockLimits, BlockRunner, BlockSpec, RunError, Supervisor, WorkerOptions};
 use crate::store::Store;
 use compare::{judge, skip_reason, Verdict};
@@ -72,6 +75,8 @@ struct Recording {
     turns: Vec<TurnRow>,
     iterations: Vec<IterationRow>,
     owners: Vec<(i64, Option<String>)>,
+    /// The recorded definition changes of the iterations a replay skips, by (turn, iteration).
+    skipped_defs: HashMap<(i64, i64), (Vec<PersistedDef>, Vec<String>)>,
 }
 
 /// How many iterations got each verdict.
@@ -260,11 +265,21 @@ fn read_recording(store: &Store, id: &str) -> Result<Recording, CliError> {
             root.display()
         )));
     }
+    let iterations = store.iterations(id)?;
+    let mut skipped_defs = HashMap::new();
+    for it in iterations
+        .iter()
+        .filter(|i| skip_reason(i.status).is_some())
+    {
+        let changes = store.def_changes_of(id, it.turn, it.iteration)?;
+        skipped_defs.insert((it.turn, it.iteration), changes);
+    }
     Ok(Recording {
         root,
         turns: store.turns(id)?,
-        iterations: store.iterations(id)?,
+        iterations,
         owners: store.turn_owners(id)?,
+        skipped_defs,
     })
 }
 
@@ -319,7 +334,8 @@ impl Replay<'_> {
                 if stop.is_cancelled() {
                     break;
                 }
-                let verdict = self.iteration(number, it, stop).await?;
+                let skipped_defs = recording.skipped_defs.get(&(it.turn, it.iteration));
+                let verdict = self.iteration(number, it, skipped_defs, stop).await?;
                 report(it, &verdict);
                 self.tally.add(&verdict);
             }
@@ -348,18 +364,30 @@ impl Replay<'_> {
         &mut self,
         number: i64,
         it: &IterationRow,
+        skipped_defs: Option<&(Vec<PersistedDef>, Vec<String>)>,
         stop: &CancellationToken,
     ) -> Result<Verdict, CliError> {
         if let Some(why) = skip_reason(it.status) {
-            // Recorded as it was, so the numbers the next blocks see are the same.
-            self.runner.record_not_run(
-                number,
-                it.iteration,
-                &it.code,
-                &it.output,
-                it.status,
-                None,
-            )?;
+            // Recorded as it was, with the definitions it made (an interrupted block keeps
+            // those it finished), so the next blocks see the same numbers and definitions.
+            let (set, deleted) = skipped_defs.map_or((&[][..], &[][..]), |(s, d)| (&s[..], &d[..]));
+            let started_at = crate::store::now_millis();
+            let record = IterationRecord {
+                defs_set: set,
+                defs_deleted: deleted,
+                ..IterationRecord::not_run(
+                    self.id,
+                    number,
+                    it.iteration,
+                    &it.code,
+                    &it.output,
+                    it.status,
+                    started_at,
+                )
+            };
+            let store = self.runner.store_mut();
+            store.begin_iteration(self.id, number, it.iteration, &it.code, started_at)?;
+            store.finish_iteration(&record, None)?;
             return Ok(Verdict::Skipped { why });
         }
         let spec = BlockSpec {

@@ -210,6 +210,37 @@ fn defs_at(
     Ok(defs)
 }
 
+pub(super) fn def_changes_of(
+    store: &SqliteStore,
+    session_id: &str,
+    turn: i64,
+    iteration: i64,
+) -> Result<(Vec<PersistedDef>, Vec<String>)> {
+    let changes = store.rows(
+        "SELECT name, kind, source, signature, doc FROM def_changes
+         WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3 ORDER BY seq",
+        params![session_id, turn, iteration],
+        |r| {
+            let name: String = r.get(0)?;
+            Ok(match r.get::<_, Option<String>>(1)? {
+                Some(kind) => Ok(PersistedDef {
+                    name,
+                    kind,
+                    source: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    signature: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    doc: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+                }),
+                None => Err(name),
+            })
+        },
+    )?;
+    let (set, deleted): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| c.is_ok());
+    Ok((
+        set.into_iter().filter_map(|c| c.ok()).collect(),
+        deleted.into_iter().filter_map(|c| c.err()).collect(),
+    ))
+}
+
 pub(super) fn forked_from(store: &SqliteStore, session_id: &str) -> Result<Option<String>> {
     Ok(store
         .conn

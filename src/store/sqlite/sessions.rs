@@ -174,6 +174,15 @@ impl SessionRecords for SqliteStore {
         super::fork::fork_session(self, fork)
     }
 
+    fn def_changes_of(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+    ) -> Result<(Vec<PersistedDef>, Vec<String>)> {
+        super::fork::def_changes_of(self, session_id, turn, iteration)
+    }
+
     fn forked_from(&self, session_id: &str) -> Result<Option<String>> {
         super::fork::forked_from(self, session_id)
     }
