@@ -65,6 +65,7 @@ fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
             ProviderKind::OpenAi,
             "fake-model",
         ),
+        checkpoints: Default::default(),
     }
 }
 

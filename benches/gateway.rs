@@ -171,6 +171,7 @@ fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings
         catalog_budget: 2000,
         folding: Default::default(),
         cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
+        checkpoints: Default::default(),
     }
 }
 

@@ -123,6 +123,7 @@ fn main() {
                 provider.kind,
                 &provider.model,
             ),
+            checkpoints: Default::default(),
             provider,
             worker,
             max_iterations: 100,

@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::restore::{write_staged, Move};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+
+use super::log::FileState;
 use super::CheckpointError;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -85,7 +88,13 @@ fn stage(
         }
         let temp = unique_beside(&m.target, "new");
         staged.push(Some(temp.clone()));
-        write_staged(&temp, state, m.content.as_deref())?;
+        // The error names the file being restored, not the temp file.
+        write_state(&temp, state, m.content.as_deref()).map_err(|e| match e {
+            CheckpointError::Io { source, .. } => {
+                CheckpointError::io("write the restored version of", &m.target, source)
+            }
+            other => other,
+        })?;
     }
     Ok(())
 }
@@ -120,5 +129,36 @@ fn discard(staged: &[Option<PathBuf>], created_dirs: &[PathBuf]) {
     }
     for dir in created_dirs.iter().rev() {
         let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// One path to put back: its state (`None`: removed) and content.
+pub(crate) struct Move {
+    pub target: PathBuf,
+    pub state: Option<FileState>,
+    pub content: Option<Vec<u8>>,
+}
+
+/// Creates `target` (which must not exist) holding `state`.
+pub(crate) fn write_state(
+    target: &Path,
+    state: &FileState,
+    content: Option<&[u8]>,
+) -> Result<(), CheckpointError> {
+    match state {
+        FileState::Symlink { target: link } => std::os::unix::fs::symlink(link, target)
+            .map_err(|e| CheckpointError::io("create", target, e)),
+        FileState::File { mode, .. } => {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(target)
+                .map_err(|e| CheckpointError::io("create", target, e))?;
+            file.write_all(content.unwrap_or_default())
+                .and_then(|()| file.flush())
+                .map_err(|e| CheckpointError::io("write", target, e))?;
+            std::fs::set_permissions(target, std::fs::Permissions::from_mode(*mode))
+                .map_err(|e| CheckpointError::io("set the mode of", target, e))
+        }
     }
 }

@@ -34,6 +34,7 @@ mod log;
 mod record;
 mod restore;
 mod scan;
+mod session;
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,7 @@ pub use restore::{
     copy_workspace, plan_rewind, restore_into, rewind_files, Conflict, RestoreReport, RewindPlan,
     RewindReport,
 };
+pub use session::{rewind_session, RewindOptions, RewindOutcome};
 
 /// A moment of a session that files can be restored to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,10 +2,9 @@
 //! replays) or in place ([`plan_rewind`] then [`rewind_files`]: all files or none).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use super::atomic::{write_state, Move};
 use super::blobs::Blobs;
 use super::log::{FileState, Log, Origin};
 use super::record::Recorder;
@@ -127,29 +126,6 @@ fn content_of(blobs: &Blobs, state: &FileState) -> Result<Option<Vec<u8>>, Strin
                 return Err("its content was not kept (over the session's budget)".into());
             }
             blobs.read(hash).map(Some).map_err(|e| e.to_string())
-        }
-    }
-}
-
-fn write_state(
-    target: &Path,
-    state: &FileState,
-    content: Option<&[u8]>,
-) -> Result<(), CheckpointError> {
-    match state {
-        FileState::Symlink { target: link } => std::os::unix::fs::symlink(link, target)
-            .map_err(|e| CheckpointError::io("create", target, e)),
-        FileState::File { mode, .. } => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(target)
-                .map_err(|e| CheckpointError::io("create", target, e))?;
-            file.write_all(content.unwrap_or_default())
-                .and_then(|()| file.flush())
-                .map_err(|e| CheckpointError::io("write", target, e))?;
-            std::fs::set_permissions(target, std::fs::Permissions::from_mode(*mode))
-                .map_err(|e| CheckpointError::io("set the mode of", target, e))
         }
     }
 }
@@ -317,7 +293,11 @@ pub fn rewind_files(
             content,
         });
     }
-    super::atomic::apply_all(&moves)?;
+    super::atomic::apply_all(&moves).map_err(|e| {
+        CheckpointError::Refused(format!(
+            "could not put the files back ({e}); nothing was changed — free some space (a full disk?) and run the rewind again"
+        ))
+    })?;
     for m in &moves {
         let name = m.target.to_string_lossy().into_owned();
         match m.state {
@@ -328,22 +308,6 @@ pub fn rewind_files(
     recorder.record(Origin::Rewind, turn, 0, true, cut_from_turn)?;
     Ok(report)
 }
-
-/// One path to put back: its state and content.
-pub(crate) struct Move {
-    pub target: PathBuf,
-    pub state: Option<FileState>,
-    pub content: Option<Vec<u8>>,
-}
-
-pub(crate) fn write_staged(
-    target: &Path,
-    state: &FileState,
-    content: Option<&[u8]>,
-) -> Result<(), CheckpointError> {
-    write_state(target, state, content)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,6 +111,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
                 artifact_quota: limits.sandbox.artifact_quota,
             },
         );
+        runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
         if let Some(hub) = prepared.hub {
             runner.set_tools(std::sync::Arc::new(hub));
         }

@@ -182,6 +182,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             artifact_quota: limits.sandbox.artifact_quota,
         },
     );
+    runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
     if !hub.is_empty() {
         runner.set_tools(std::sync::Arc::new(hub));
     }

@@ -9,9 +9,11 @@
 mod catalog;
 mod chat;
 mod context;
+mod diff;
 mod exec;
 mod mcp;
 mod replay;
+mod rewind;
 mod sandbox;
 mod serve;
 mod sessions;
@@ -58,6 +60,12 @@ pub enum Command {
     Chat(ChatArgs),
     /// Print the exact next model request of a session.
     Context(ContextArgs),
+    /// What a session (or one turn t3, or iteration t3/i2) changed in its workspace, as a
+    /// unified diff.
+    Diff(diff::DiffArgs),
+    /// Restore every file a session changed to its state before a turn (t3), and cut the
+    /// conversation there unless --code-only.
+    Rewind(rewind::RewindArgs),
     /// The worker's sandbox on this machine.
     Sandbox(sandbox::SandboxArgs),
     /// Trust a workspace, so its own code (.vis/extensions, .vis/mcp.toml, a .venv) may load
@@ -281,6 +289,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Catalog(args) => catalog::run(args, &db),
         Command::Chat(args) => chat::run(args, &db),
         Command::Context(args) => context::run(args, &db),
+        Command::Diff(args) => diff::run(args, &db),
+        Command::Rewind(args) => rewind::run(args, &db),
         Command::Serve(args) => serve::run(args, &db),
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),

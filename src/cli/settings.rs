@@ -208,6 +208,22 @@ pub fn worker_options(
     Ok(opts)
 }
 
+/// `[checkpoints]` with its defaults.
+pub fn checkpoint_settings(config: &Config) -> crate::checkpoints::CheckpointSettings {
+    let defaults = crate::checkpoints::CheckpointSettings::default();
+    let c = &config.checkpoints;
+    crate::checkpoints::CheckpointSettings {
+        enabled: c.enabled.unwrap_or(defaults.enabled),
+        include_ignored: c.include_ignored.unwrap_or(defaults.include_ignored),
+        budget_bytes: c
+            .budget_mb
+            .map_or(defaults.budget_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+        max_file_bytes: c
+            .max_file_mb
+            .map_or(defaults.max_file_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+    }
+}
+
 /// The program workers run: this very binary through `/proc/self/exe`, which names the file
 /// this process was started from even after it was replaced or removed (an upgrade under a
 /// running `vis serve` must not change what its new workers run, nor break them). Elsewhere,
@@ -428,6 +444,7 @@ pub fn chat_settings(
             auto_compress_above: config.folding.auto_compress_above,
         },
         cache_prices,
+        checkpoints: checkpoint_settings(config),
     })
 }
 

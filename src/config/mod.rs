@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod checkpoints;
 mod errors;
 mod mcp;
 mod paths;
@@ -17,6 +18,7 @@ mod provider;
 #[cfg(test)]
 mod tests;
 
+pub use checkpoints::CheckpointsConfig;
 pub(crate) use errors::line_of_key;
 pub use errors::ConfigError;
 use errors::{line_number, plain_serde_message};
@@ -101,6 +103,12 @@ pub use provider::ProviderConfig;
 /// input_limit = 168000            # override the model table (the hard limit)
 /// auto_compress_above = 142800    # override where folding becomes required
 ///
+/// [checkpoints]                  # what sessions record of their workspace (docs/checkpoints.md)
+/// enabled = true
+/// include_ignored = false         # also files .gitignore excludes, and .git/
+/// budget_mb = 512                 # content kept per session
+/// max_file_mb = 16                # larger files are recorded as changed, content not kept
+///
 /// [mcp]
 /// call_timeout = 60               # seconds per MCP tool call
 /// [mcp.servers.github]            # MCP servers become namespaces (see docs/mcp.md)
@@ -139,6 +147,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[mcp]` and `[mcp.servers.NAME]` (see `mcp::config`).
     pub mcp: McpConfig,
+    /// `[checkpoints]`.
+    pub checkpoints: CheckpointsConfig,
 }
 
 /// `[trust]`.
@@ -267,6 +277,8 @@ struct ConfigFile {
     trust: TrustConfig,
     #[serde(default)]
     sandbox: SandboxConfig,
+    #[serde(default)]
+    checkpoints: CheckpointsConfig,
 }
 
 impl Config {
@@ -397,6 +409,7 @@ impl Config {
             .map_err(|e| invalid(e.to_string()))?;
         config.provider = typed.provider;
         config.gateway = typed.gateway;
+        config.checkpoints = typed.checkpoints;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),

@@ -70,6 +70,8 @@ pub struct ChatSettings {
     /// Relative prices of cached input for this provider and model (issue 24): health
     /// records weigh requests by them; fold receipts and hints price re-caching with them.
     pub cache_prices: CachePrices,
+    /// `[checkpoints]` (issue 25): what the session records of its workspace.
+    pub checkpoints: crate::checkpoints::CheckpointSettings,
 }
 
 /// `[folding]` settings (and `vis chat --introspection`).

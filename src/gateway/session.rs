@@ -75,7 +75,7 @@ impl ChatSession {
             timeout: settings.block_timeout,
             artifact_quota: settings.worker.sandbox.artifact_quota,
         };
-        let runner = BlockRunner::new(
+        let mut runner = BlockRunner::new(
             id,
             store,
             supervisor,
@@ -83,6 +83,7 @@ impl ChatSession {
             row.workspace_roots,
             limits,
         );
+        runner.set_checkpoint_settings(settings.checkpoints.clone());
         let session = ChatSession {
             id: id.to_string(),
             runner,

@@ -315,6 +315,13 @@ pub trait SessionRecords {
     /// The iterations of the turns of `range`, in order.
     fn iterations_in(&self, session_id: &str, range: TurnRange) -> Result<Vec<IterationRow>>;
 
+    /// A turn being run now by a live process (`vis chat`, `vis serve`, …), if any.
+    fn turn_in_progress(&self, session_id: &str) -> Result<Option<i64>>;
+    /// Cuts the session back to before turn `from` (a rewind): that turn and every later one
+    /// go, with their iterations, conversation items, requests, folds (a fold they absorbed
+    /// stands again) and the definitions made in them, in one transaction.
+    fn truncate_from_turn(&mut self, session_id: &str, from: i64) -> Result<()>;
+
     /// Persisted definitions in definition order.
     fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>>;
     fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()>;

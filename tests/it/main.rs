@@ -15,6 +15,7 @@ mod catalog;
 mod chat;
 mod chat_transcript;
 mod chat_tui;
+mod checkpoints;
 mod cli;
 mod defs;
 mod defs_attacks;

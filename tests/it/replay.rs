@@ -142,7 +142,14 @@ vistest!(
 vistest!(
     a_replay_never_touches_the_original_workspace_or_session,
     |env| {
-        env.exec("s", "open('out.txt', 'w').write('from the session')");
+        // The session reads a file as it was at its start, then changes it: the scratch copy
+        // is the workspace restored to the session's start, so the read is the same.
+        std::fs::write(env.workspace().join("seed.txt"), "v1").unwrap();
+        env.exec("s", "print(open('seed.txt').read())");
+        env.exec(
+            "s",
+            "open('seed.txt', 'w').write('v2')\nopen('out.txt', 'w').write('from the session')",
+        );
         env.exec("s", "import os\nos.makedirs('made', exist_ok=True)\nopen('made/a.txt', 'w').write('a')\nprint(sorted(os.listdir('.')))");
         // The person changes the file after the session.
         std::fs::write(env.workspace().join("out.txt"), "mine").unwrap();
@@ -153,6 +160,7 @@ vistest!(
         let kept = env.path().join("scratch");
         let run = replay(&env, &["s", "--workspace", kept.to_str().unwrap()]);
         assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains("t1/i1  same\n"), "{}", run.stdout);
         assert!(
             run.stderr.contains(&format!(
                 "the scratch workspace is kept in {}",
@@ -162,6 +170,10 @@ vistest!(
             run.stderr
         );
         // The blocks wrote into the kept scratch copy…
+        assert_eq!(
+            std::fs::read_to_string(kept.join("seed.txt")).unwrap(),
+            "v2"
+        );
         assert_eq!(
             std::fs::read_to_string(kept.join("out.txt")).unwrap(),
             "from the session"

@@ -15,6 +15,10 @@
 //! 4. records the iteration with its outcome and definition changes, together with the model
 //!    call it answers, if any, in one transaction.
 //!
+//! Around each block, the session's checkpoints (`crate::checkpoints`) scan the workspace:
+//! before (the baseline at the first block, changes made outside Vis) and after (what the
+//! block changed).
+//!
 //! The runner owns the session's store, its worker ([`Supervisor`]), its MCP servers (behind
 //! the [`ToolHub`] trait, which `mcp` implements: the runtime does not depend on it) and its
 //! artifact directory.
@@ -33,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::channel::{ended, HostCall};
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
+use crate::checkpoints::{CheckpointSettings, Recorder};
 use crate::protocol::{
     Block, BlockResult, CallAnswer, CallError, Event, HostReply, HostRequest, IterationRecord,
     IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
@@ -159,6 +164,8 @@ pub struct BlockRunner {
     artifact_dir: PathBuf,
     roots: Vec<String>,
     limits: BlockLimits,
+    /// The session's checkpoints (`None` for a store in memory).
+    checkpoints: Option<Recorder>,
 }
 
 impl BlockRunner {
@@ -170,7 +177,11 @@ impl BlockRunner {
         roots: Vec<String>,
         limits: BlockLimits,
     ) -> BlockRunner {
+        let db = store.location().to_path_buf();
+        let checkpoints = (db != Path::new(":memory:"))
+            .then(|| Recorder::new(&db, session_id, &roots, CheckpointSettings::default()));
         BlockRunner {
+            checkpoints,
             session_id: session_id.to_string(),
             store,
             supervisor,
@@ -184,6 +195,19 @@ impl BlockRunner {
     /// Gives the session its MCP servers (their tools reach the worker when it starts).
     pub fn set_tools(&mut self, tools: Arc<dyn ToolHub>) {
         self.tools = Some(tools);
+    }
+
+    /// `[checkpoints]` settings for this session (the default until called).
+    pub fn set_checkpoint_settings(&mut self, settings: CheckpointSettings) {
+        let db = self.store.location().to_path_buf();
+        if let Some(recorder) = &mut self.checkpoints {
+            *recorder = Recorder::new(&db, &self.session_id, &self.roots, settings);
+        }
+    }
+
+    /// The session's checkpoints (a rewind in `vis chat` or `vis serve` goes through them).
+    pub fn checkpoints_mut(&mut self) -> Option<&mut Recorder> {
+        self.checkpoints.as_mut()
     }
 
     pub fn tools(&self) -> Option<&Arc<dyn ToolHub>> {
@@ -293,6 +317,7 @@ impl BlockRunner {
             utilization,
             live,
         } = spec;
+        self.checkpoint(turn, iteration, false);
         let started_at = now_millis();
         let started = std::time::Instant::now();
         self.store
@@ -350,6 +375,7 @@ impl BlockRunner {
         // A tool list not kept is fetched again next time.
         let _ = self.keep_tool_lists();
         let wall = started.elapsed();
+        self.checkpoint(turn, iteration, true);
         let (status, mut output, result, failure) = match outcome {
             Ok(result) => (
                 IterationStatus::from(result.status),
@@ -424,6 +450,27 @@ impl BlockRunner {
             failure,
             unrecorded,
         })
+    }
+
+    /// Scans the workspace before (`after` false) or after a block. A checkpoint that cannot
+    /// be recorded (a full disk) does not stop the block: it is noted among the session's
+    /// worker events, and the next scan takes the changes up.
+    fn checkpoint(&mut self, turn: i64, iteration: i64, after: bool) {
+        let Some(recorder) = &mut self.checkpoints else {
+            return;
+        };
+        let recorded = if after {
+            recorder.after_block(turn, iteration)
+        } else {
+            recorder.before_block(turn, iteration)
+        };
+        if let Err(e) = recorded {
+            let _ = self.store.record_worker_event(
+                &self.session_id,
+                "checkpoint",
+                &format!("t{turn}/i{iteration}: {e}"),
+            );
+        }
     }
 
     /// Records an iteration that did not run (a call that was not a valid `python_execution`

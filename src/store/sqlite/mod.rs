@@ -12,6 +12,7 @@ mod fork;
 mod mcp;
 mod migrations;
 mod sessions;
+mod truncate;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -187,6 +187,26 @@ impl SessionRecords for SqliteStore {
         super::fork::forked_from(self, session_id)
     }
 
+    fn turn_in_progress(&self, session_id: &str) -> Result<Option<i64>> {
+        let rows = self.rows(
+            "SELECT turn, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
+            [session_id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .find(|(_, owner)| owner.as_deref().is_some_and(owner_alive))
+            .map(|(turn, _)| turn))
+    }
+
+    fn truncate_from_turn(&mut self, session_id: &str, from: i64) -> Result<()> {
+        let tx = self.immediate()?;
+        super::truncate::truncate_from_turn(&tx, session_id, from)?;
+        touch_session(&tx, session_id)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()> {
         self.conn.execute(
             "INSERT INTO worker_events (session_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)",

@@ -32,6 +32,7 @@ pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatS
         catalog_budget: 2000,
         folding: Default::default(),
         cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
+        checkpoints: Default::default(),
     }
 }
 
