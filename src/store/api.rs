@@ -346,6 +346,10 @@ pub trait SessionRecords {
     ) -> Result<(Vec<PersistedDef>, Vec<String>)>;
     /// `ID at tN` when the session was forked from turn N of session ID.
     fn forked_from(&self, session_id: &str) -> Result<Option<String>>;
+    /// The key the session's requests name their prompt cache by: its id, or for a fork the
+    /// key of the session it was forked from (their requests share a prefix, so they share
+    /// the cache; also what makes a fork's next request the one the original would send).
+    fn prompt_cache_key(&self, session_id: &str) -> Result<String>;
 }
 
 /// Chat sessions: the fixed request prefix, the conversation in order, request health.

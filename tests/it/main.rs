@@ -25,6 +25,7 @@ mod editing;
 mod extensions;
 mod faults;
 mod folding;
+mod fork;
 mod frames;
 mod gateway;
 mod hostile_git;

@@ -55,6 +55,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
     let now = now_millis();
     let roots = serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into());
     let origin = format!("{} at t{}", fork.source, fork.through);
+    let cache_key = prompt_cache_key_in(&tx, fork.source)?;
     copy_rows(
         &tx,
         "sessions",
@@ -64,6 +65,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
             ("updated_at", &now),
             ("workspace_roots", &roots),
             ("forked_from", &origin),
+            ("cache_key", &cache_key),
         ],
         "id = ?1",
         fork,
@@ -253,6 +255,21 @@ pub(super) fn forked_from(store: &SqliteStore, session_id: &str) -> Result<Optio
         .flatten())
 }
 
+pub(super) fn prompt_cache_key(store: &SqliteStore, session_id: &str) -> Result<String> {
+    prompt_cache_key_in(&store.conn, session_id)
+}
+
+fn prompt_cache_key_in(conn: &rusqlite::Connection, session_id: &str) -> Result<String> {
+    Ok(conn
+        .query_row(
+            "SELECT COALESCE(cache_key, id) FROM sessions WHERE id = ?1",
+            [session_id],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()?
+        .unwrap_or_else(|| session_id.to_string()))
+}
+
 pub(super) fn turn_owners(
     store: &SqliteStore,
     session_id: &str,
@@ -330,6 +347,8 @@ mod tests {
             store.forked_from("s2").unwrap().as_deref(),
             Some("s1 at t2")
         );
+        assert_eq!(store.prompt_cache_key("s2").unwrap(), "s1");
+        assert_eq!(store.prompt_cache_key("s1").unwrap(), "s1");
         assert_eq!(store.session("s2").unwrap().unwrap().workspace_roots, roots);
         // The original is unchanged, and the fork goes on with its own numbers.
         assert_eq!(store.load_defs("s1").unwrap().len(), 2);

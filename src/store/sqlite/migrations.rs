@@ -166,13 +166,15 @@ ALTER TABLE sessions ADD COLUMN input_limit INTEGER;    -- tokens; NULL: not run
 ALTER TABLE sessions ADD COLUMN input_limit_source TEXT;
 "#,
     ),
-    // Forks (issue 25 §2): which session and turn a session was forked from, and every change
+    // Forks (issue 25 §2): which session and turn a session was forked from, the prompt cache
+    // key a fork shares with its original (their requests start alike), and every change
     // to a session's definitions in order, so a fork gets the definitions as they were at its
     // turn (the `defs` table holds only the latest). Existing definitions start the log.
     (
         9,
         r#"
 ALTER TABLE sessions ADD COLUMN forked_from TEXT;       -- 'ID at tN'; NULL: not a fork
+ALTER TABLE sessions ADD COLUMN cache_key TEXT;         -- prompt cache key; NULL: the session id
 CREATE TABLE def_changes (
     session_id TEXT NOT NULL REFERENCES sessions(id),
     seq        INTEGER NOT NULL,           -- order of the changes within the session

@@ -187,6 +187,10 @@ impl SessionRecords for SqliteStore {
         super::fork::forked_from(self, session_id)
     }
 
+    fn prompt_cache_key(&self, session_id: &str) -> Result<String> {
+        super::fork::prompt_cache_key(self, session_id)
+    }
+
     fn turn_in_progress(&self, session_id: &str) -> Result<Option<i64>> {
         let rows = self.rows(
             "SELECT turn, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
