@@ -288,3 +288,62 @@ vistest!(bad_inputs_are_refused_and_nothing_is_made, |env| {
     );
     assert!(!inside.exists());
 });
+
+vistest!(an_mcp_call_is_not_replayable, |env| {
+    crate::support::mcp::with_fixture(&env, "");
+    let recorded = env.exec(
+        "s",
+        "r = fx.search_issues('bug', limit=1)\nprint(type(r).__name__)",
+    );
+    assert_eq!(recorded.code, 0, "{}\n{}", recorded.stdout, recorded.stderr);
+    env.exec("s", "print('no tools here')");
+    let run = replay(&env, &["s"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("t1/i1  not replayable: MCP call fx.search-issues()\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("t2/i1  same\n"), "{}", run.stdout);
+    assert!(
+            run.stdout.ends_with("replay of s: 1 same, 0 different output, 0 different status, 1 not replayable, 0 skipped\n"),
+            "{}",
+            run.stdout
+        );
+});
+
+vistest!(crashes_and_timeouts_replay_with_their_status, |env| {
+    let limited = |code: &str| {
+        let ws = env.workspace();
+        env.vis(&[
+            "exec",
+            "--session",
+            "s",
+            "--timeout",
+            "1",
+            "--workspace",
+            ws.to_str().unwrap(),
+            code,
+        ])
+    };
+    assert_eq!(limited("print('up')").code, 0);
+    assert_eq!(
+        limited("import os\nprint('going', flush=True)\nos._exit(3)").code,
+        1
+    );
+    assert_eq!(limited("import time\ntime.sleep(30)").code, 1);
+    let show = env.vis(&["sessions", "show", "s"]);
+    assert!(
+        show.stdout.contains("t2/i1  crashed") && show.stdout.contains("t3/i1  timeout"),
+        "{}",
+        show.stdout
+    );
+    let run = replay(&env, &["s", "--timeout", "1"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.ends_with("replay of s: 3 same, 0 different output, 0 different status, 0 not replayable, 0 skipped\n"),
+        "{}",
+        run.stdout
+    );
+});
