@@ -1,7 +1,14 @@
 //! The recorder: the scans before and after each block, and what they append to the log.
+//!
+//! Off the block's critical path where it can be: the scan after a block runs on a thread of
+//! its own while the model reads the result and answers, and the next block waits for it
+//! (it is nearly always done by then). The scan before a block runs only at a turn's first
+//! block (the person edits between turns; changes made within a turn are the blocks'), after
+//! a gateway was killed mid-block, and at a session's first block (the baseline).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 
 use super::blobs::Blobs;
 use super::log::{apply, Change, Checkpoint, Entry, FileState, Log, Origin, Record};
@@ -35,17 +42,31 @@ impl Default for CheckpointSettings {
 /// first use and followed from then on (re-read when another process appended to it).
 pub struct Recorder {
     dir: PathBuf,
-    roots: Vec<String>,
-    settings: CheckpointSettings,
-    exclude: Vec<PathBuf>,
+    rules: Rules,
     loaded: Option<Loaded>,
+    /// A scan running on its own thread (after a block, or at a turn's start): it has the
+    /// log meanwhile (`None` back when the baseline failed: the log is read again).
+    scanning: Option<JoinHandle<Scanned>>,
+    /// The turn whose scan for outside changes [`Recorder::prepare_turn`] started.
+    prepared: Option<i64>,
 }
+
+/// What a scanning thread gives back: the log, and whether the scan was recorded.
+type Scanned = (Option<Loaded>, Result<(), CheckpointError>);
 
 pub(crate) struct Loaded {
     pub log: Log,
     pub manifest: BTreeMap<String, Entry>,
     pub blobs: Blobs,
     pub kept_bytes: u64,
+}
+
+/// What a scan walks and keeps (cloned onto the scanning thread).
+#[derive(Clone)]
+struct Rules {
+    roots: Vec<String>,
+    settings: CheckpointSettings,
+    exclude: Vec<PathBuf>,
 }
 
 impl Recorder {
@@ -61,10 +82,14 @@ impl Recorder {
         exclude.push(super::checkpoints_root(db));
         Recorder {
             dir,
-            roots: roots.to_vec(),
-            settings,
-            exclude,
+            rules: Rules {
+                roots: roots.to_vec(),
+                settings,
+                exclude,
+            },
             loaded: None,
+            scanning: None,
+            prepared: None,
         }
     }
 
@@ -73,33 +98,123 @@ impl Recorder {
     }
 
     pub fn settings(&self) -> &CheckpointSettings {
-        &self.settings
+        &self.rules.settings
     }
 
-    /// Before a block: the baseline at the session's first block; then what changed since
-    /// the last checkpoint (given to the block that was cut short, if the gateway was killed
-    /// mid-block, else recorded as made outside Vis); then the block's `begin`.
+    /// Before a block: waits for the last block's scan; records the baseline at the
+    /// session's first block; at a turn's first block, what changed since the last
+    /// checkpoint (given to the block a killed gateway cut short, else recorded as made
+    /// outside Vis); then the block's `begin`.
     pub fn before_block(&mut self, turn: i64, iteration: i64) -> Result<(), CheckpointError> {
-        if !self.settings.enabled {
+        if !self.rules.settings.enabled {
             return Ok(());
         }
-        self.catch_up(turn, iteration)?;
-        self.loaded()?.log.append(Record::Begin { turn, iteration })
+        let prepared = self.prepared.take() == Some(turn);
+        let scanned = self.settle();
+        let interrupted = self
+            .loaded_or_none()?
+            .is_some_and(|l| l.log.pending().is_some());
+        if (iteration == 1 && !prepared) || interrupted || self.loaded.is_none() {
+            self.catch_up(turn, iteration)?;
+        }
+        self.loaded()?
+            .log
+            .append(Record::Begin { turn, iteration })?;
+        scanned
     }
 
-    /// After a block: what it changed (always a record, so its `begin` is closed).
+    /// After a block: starts the scan of what it changed (always a record, so its `begin`
+    /// is closed) on a thread of its own; [`Recorder::settle`] waits for it.
     pub fn after_block(&mut self, turn: i64, iteration: i64) -> Result<(), CheckpointError> {
-        if !self.settings.enabled {
+        if !self.rules.settings.enabled {
             return Ok(());
         }
-        self.record(Origin::Block, turn, iteration, true, None)
-            .map(|_| ())
+        let scanned = self.settle();
+        self.loaded()?;
+        let Some(mut loaded) = self.loaded.take() else {
+            return scanned;
+        };
+        let rules = self.rules.clone();
+        let spawned = std::thread::Builder::new()
+            .name("vis-checkpoint".into())
+            .spawn(move || {
+                let recorded = rules
+                    .record(&mut loaded, Origin::Block, turn, iteration, true, None)
+                    .map(|_| ());
+                (Some(loaded), recorded)
+            });
+        match spawned {
+            Ok(handle) => self.scanning = Some(handle),
+            // No thread to be had: the scan runs here.
+            Err(_) => {
+                self.loaded = None;
+                self.loaded()?;
+                self.record(Origin::Block, turn, iteration, true, None)?;
+            }
+        }
+        scanned
+    }
+
+    /// A turn starts (the person's message is in; the model is asked next): the scan for
+    /// changes made outside Vis since the last checkpoint (or the session's baseline) starts
+    /// on its own thread, so the turn's first block does not wait for it (changes made while
+    /// the model answers count as that block's). Errors surface at the first block.
+    pub fn prepare_turn(&mut self, turn: i64) {
+        if !self.rules.settings.enabled || self.settle().is_err() {
+            return;
+        }
+        let Ok(current) = self.loaded_or_none().map(|l| l.is_some()) else {
+            return;
+        };
+        let loaded = if current { self.loaded.take() } else { None };
+        let rules = self.rules.clone();
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("vis-checkpoint".into())
+            .spawn(move || match loaded {
+                None => match rules.baseline(&dir) {
+                    Ok(loaded) => (Some(loaded), Ok(())),
+                    Err(e) => (None, Err(e)),
+                },
+                Some(mut loaded) => {
+                    let recorded = match loaded.log.pending() {
+                        Some((t, i)) => {
+                            rules.record(&mut loaded, Origin::Interrupted, t, i, true, None)
+                        }
+                        None => rules.record(&mut loaded, Origin::Outside, turn, 1, false, None),
+                    };
+                    (Some(loaded), recorded.map(|_| ()))
+                }
+            });
+        if let Ok(handle) = spawned {
+            self.scanning = Some(handle);
+            self.prepared = Some(turn);
+        }
+    }
+
+    /// Waits for the scan of the last block, if one is running; its error, if it failed.
+    pub fn settle(&mut self) -> Result<(), CheckpointError> {
+        let Some(handle) = self.scanning.take() else {
+            return Ok(());
+        };
+        match handle.join() {
+            Ok((loaded, recorded)) => {
+                self.loaded = loaded;
+                recorded
+            }
+            // The log is read again at the next use.
+            Err(_) => Err(CheckpointError::Refused(
+                "the checkpoint scan stopped unexpectedly; the next scan takes its changes up"
+                    .into(),
+            )),
+        }
     }
 
     /// Brings the log up to what is on disk now: the baseline if there is none, then the
     /// changes since the last checkpoint (to the interrupted block, or as made outside Vis at
     /// `turn`/`iteration`). Used before blocks and before a rewind.
     pub fn catch_up(&mut self, turn: i64, iteration: i64) -> Result<(), CheckpointError> {
+        self.settle()?;
         if self.loaded_or_none()?.is_none() {
             self.start()?;
             return Ok(());
@@ -148,8 +263,8 @@ impl Recorder {
                 None => None,
             };
             if let Some(l) = &self.loaded {
-                if self.roots.is_empty() {
-                    self.roots = l.log.roots().to_vec();
+                if self.rules.roots.is_empty() {
+                    self.rules.roots = l.log.roots().to_vec();
                 }
             }
         }
@@ -158,8 +273,37 @@ impl Recorder {
 
     /// The baseline: every file's metadata and content as the first block finds them.
     fn start(&mut self) -> Result<(), CheckpointError> {
+        self.loaded = Some(self.rules.baseline(&self.dir)?);
+        Ok(())
+    }
+
+    /// Scans now, and appends a checkpoint of what changed (when anything did, or `always`).
+    pub(crate) fn record(
+        &mut self,
+        origin: Origin,
+        turn: i64,
+        iteration: i64,
+        always: bool,
+        cut_from_turn: Option<i64>,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.settle()?;
+        self.loaded()?;
+        let Some(mut loaded) = self.loaded.take() else {
+            return Ok(None);
+        };
+        let recorded =
+            self.rules
+                .record(&mut loaded, origin, turn, iteration, always, cut_from_turn);
+        self.loaded = Some(loaded);
+        recorded
+    }
+}
+
+impl Rules {
+    /// The baseline: every file's metadata and content as the first block finds them.
+    fn baseline(&self, dir: &Path) -> Result<Loaded, CheckpointError> {
         let found = self.walk();
-        let blobs = Blobs::new(&self.dir);
+        let blobs = Blobs::new(dir);
         let mut kept_bytes = 0;
         let mut files = BTreeMap::new();
         let mut not_kept = 0usize;
@@ -184,7 +328,7 @@ impl Recorder {
             ));
         }
         let log = Log::create(
-            &self.dir,
+            dir,
             Record::Baseline {
                 roots: self.roots.clone(),
                 at: crate::store::now_millis(),
@@ -192,13 +336,12 @@ impl Recorder {
                 notes,
             },
         )?;
-        self.loaded = Some(Loaded {
+        Ok(Loaded {
             manifest: log.manifest(),
             log,
             blobs,
             kept_bytes,
-        });
-        Ok(())
+        })
     }
 
     fn walk(&self) -> super::scan::Scan {
@@ -258,20 +401,18 @@ impl Recorder {
         Some((state, note))
     }
 
-    /// Scans, and appends a checkpoint of what changed (when anything did, or `always`).
-    pub(crate) fn record(
-        &mut self,
+    /// Scans, and appends to `loaded` a checkpoint of what changed (when anything did, or
+    /// `always`).
+    fn record(
+        &self,
+        loaded: &mut Loaded,
         origin: Origin,
         turn: i64,
         iteration: i64,
         always: bool,
         cut_from_turn: Option<i64>,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        self.loaded()?;
         let found = self.walk();
-        let Some(mut loaded) = self.loaded.take() else {
-            return Ok(None);
-        };
         let mut changes = Vec::new();
         let mut seen = BTreeMap::new();
         for (path, meta) in &found.files {
@@ -308,7 +449,6 @@ impl Recorder {
             }
         }
         if changes.is_empty() && seen.is_empty() && !always {
-            self.loaded = Some(loaded);
             return Ok(None);
         }
         let checkpoint = Checkpoint {
@@ -324,7 +464,6 @@ impl Recorder {
         if appended.is_ok() {
             apply(&mut loaded.manifest, &checkpoint);
         }
-        self.loaded = Some(loaded);
         appended.map(|()| Some(checkpoint))
     }
 }

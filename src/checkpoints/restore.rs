@@ -336,6 +336,7 @@ mod tests {
         std::fs::create_dir(ws.join("new")).unwrap();
         std::fs::write(ws.join("new/b.txt"), "b\n").unwrap();
         rec.after_block(2, 1).unwrap();
+        rec.settle().unwrap();
 
         let copy = home.path().join("copy2");
         copy_workspace(&ws, &copy).unwrap();

@@ -74,7 +74,10 @@ pub fn scan(rules: &ScanRules<'_>) -> Scan {
         let skip_git = !rules.include_ignored;
         builder.filter_entry(move |e| {
             let git = skip_git && e.file_name() == ".git";
-            !(git || exclude.iter().any(|x| e.path() == x))
+            !(git
+                || exclude
+                    .iter()
+                    .any(|x| e.path().as_os_str() == x.as_os_str()))
         });
         for entry in builder.build().flatten() {
             let Some(kind) = entry.file_type() else {

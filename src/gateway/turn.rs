@@ -72,6 +72,7 @@ pub(super) async fn run(
         .store_mut()
         .begin_turn(&id, TurnKind::Chat, Some(text))?;
     session.conversation.set_turn(Some(turn));
+    session.runner.prepare_checkpoints(turn);
     let _ = events.send(Event::TurnStarted { turn });
     session.conversation.append(
         session.runner.store_mut(),

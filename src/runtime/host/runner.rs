@@ -285,8 +285,9 @@ impl BlockRunner {
         Ok(())
     }
 
-    /// Stops the worker and the MCP servers.
+    /// Stops the worker and the MCP servers (and waits for the last checkpoint scan).
     pub async fn shutdown(&mut self) {
+        self.settle_checkpoints();
         self.supervisor.shutdown().await;
         if let Some(tools) = &self.tools {
             tools.shutdown().await;
@@ -296,6 +297,7 @@ impl BlockRunner {
     /// [`BlockRunner::shutdown`] for a process that exits right after: the worker is not
     /// waited for where the kernel ends it (see [`Supervisor::shutdown_at_exit`]).
     pub async fn shutdown_at_exit(&mut self) {
+        self.settle_checkpoints();
         self.supervisor.shutdown_at_exit().await;
         if let Some(tools) = &self.tools {
             tools.shutdown().await;
@@ -470,6 +472,24 @@ impl BlockRunner {
                 "checkpoint",
                 &format!("t{turn}/i{iteration}: {e}"),
             );
+        }
+    }
+
+    /// A turn starts: its checkpoint scan for outside changes runs while the model answers.
+    pub fn prepare_checkpoints(&mut self, turn: i64) {
+        if let Some(recorder) = &mut self.checkpoints {
+            recorder.prepare_turn(turn);
+        }
+    }
+
+    /// Waits for the scan of the last block (it runs while the model answers).
+    fn settle_checkpoints(&mut self) {
+        if let Some(recorder) = &mut self.checkpoints {
+            if let Err(e) = recorder.settle() {
+                let _ =
+                    self.store
+                        .record_worker_event(&self.session_id, "checkpoint", &e.to_string());
+            }
         }
     }
 
