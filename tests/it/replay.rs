@@ -347,3 +347,57 @@ vistest!(crashes_and_timeouts_replay_with_their_status, |env| {
         run.stdout
     );
 });
+
+vistest!(a_chat_session_replays_identically, |env| {
+    use crate::support::chat::{answer, calls};
+    use vis::providers::ProviderKind;
+    let fake = crate::support::fake_provider::FakeProvider::start();
+    let kind = ProviderKind::OpenAi;
+    let base = fake.base_url(kind);
+    fake.push(calls(
+        kind,
+        "a",
+        &["def square(n):\n    return n * n\nprint(square(7))"],
+    ));
+    fake.push(answer(kind, "49."));
+    // A block that prints nothing: the conversation recorded `(no output)`.
+    fake.push(calls(kind, "b", &["kept = square(8)", "print(kept)"]));
+    fake.push(answer(kind, "64."));
+    let chat = env.vis(&[
+        "chat",
+        "--provider",
+        "openai",
+        "--base-url",
+        &base,
+        "--model",
+        "fake-model",
+        "-m",
+        "square 7",
+        "-m",
+        "now 8",
+    ]);
+    assert_eq!(chat.code, 0, "{}\n{}", chat.stdout, chat.stderr);
+    let id = env
+        .vis(&["sessions", "list"])
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(env
+        .vis(&["sessions", "show", &id])
+        .stdout
+        .contains("    | (no output)\n"));
+    let run = replay(&env, &[&id]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.ends_with(&format!(
+            "replay of {id}: 3 same, 0 different output, 0 different status, 0 not replayable, 0 skipped\n"
+        )),
+        "{}",
+        run.stdout
+    );
+});

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Map, Value};
 
 use crate::mcp::McpHub;
-use crate::protocol::{CallError, HostRequest, McpFunction, McpNamespace};
+use crate::protocol::{CallError, HostRequest, IterationStatus, McpFunction, McpNamespace};
 use crate::runtime::{Answered, HostCalls, ToolFuture, ToolHub};
-use crate::store::Store;
+use crate::store::{Store, ToolAnswer};
 
 /// The calls the current block made that a replay does not make, shared by [`ReplayCalls`]
 /// and [`ReplayTools`].
@@ -48,6 +48,9 @@ fn refusal(what: &str) -> CallError {
 /// The conversation's calls during a replay: refused and noted.
 pub struct ReplayCalls {
     pub noted: Unreplayable,
+    /// The block replays a chat turn's: its empty output reads `(no output)`, as the
+    /// conversation recorded it.
+    pub chat: bool,
 }
 
 impl HostCalls for ReplayCalls {
@@ -55,6 +58,13 @@ impl HostCalls for ReplayCalls {
         let method = request.method();
         self.noted.push(format!("{method}()"));
         Answered::from(Err(refusal(&format!("{method}()"))))
+    }
+
+    fn finish(&mut self, output: &mut String, _status: IterationStatus) -> Option<ToolAnswer> {
+        if self.chat && output.is_empty() {
+            output.push_str("(no output)");
+        }
+        None
     }
 }
 

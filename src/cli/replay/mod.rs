@@ -48,7 +48,8 @@ not run again). Then one summary line. Exit status: 0 when nothing differs, 1 wh
 or a status differs (or the replay was stopped), 2 for a usage error, 3 when the database
 cannot be used.
 
-Before comparing, both outputs are normalised: the workspace root (the recording's and the
+Before comparing, both outputs are normalised: the lines a conversation adds to a chat
+block's output ([vis] context hints, a spent fold_session budget) are removed; the workspace root (the recording's and the
 scratch copy's) becomes <workspace>; the artifact directories <artifacts>; paths under /tmp,
 /var/tmp and /dev/shm <tmp>; memory addresses (0x and 6+ hex digits) 0x…; dates with times
 and clock times <time>; Unix timestamps of this era <timestamp>; durations (a number with ns,
@@ -190,7 +191,7 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
         recording.iterations.len(),
         scratch_path.display()
     );
-    let runner = BlockRunner::new(
+    let mut runner = BlockRunner::new(
         &args.id,
         store,
         Supervisor::new(opts.clone(), Vec::new()),
@@ -202,12 +203,19 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
             artifact_quota: limits.sandbox.artifact_quota,
         },
     );
+    // The scratch copy is thrown away: recording its changes would cost a scan and a hash
+    // of every file for nothing.
+    runner.set_checkpoint_settings(crate::checkpoints::CheckpointSettings {
+        enabled: false,
+        ..Default::default()
+    });
     let mut replay = Replay {
         id: &args.id,
         runner,
         opts,
         calls: ReplayCalls {
             noted: noted.clone(),
+            chat: false,
         },
         noted,
         normalizer,
@@ -325,6 +333,7 @@ impl Replay<'_> {
                 self.new_worker(previous.is_some()).await?;
             }
             previous = Some(owner);
+            self.calls.chat = turn.kind == TurnKind::Chat;
             let number = self.runner.store_mut().begin_turn(
                 self.id,
                 turn.kind,

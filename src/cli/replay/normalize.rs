@@ -2,17 +2,20 @@
 //! recorded output and a replayed one are compared. The rules (also in `docs/checkpoints.md`,
 //! "Replay", and `vis replay --help`), applied in this order:
 //!
-//! 1. the workspace root, the recording's and the scratch copy's → `<workspace>`;
-//! 2. the artifact directory, the recording's and the replay's → `<artifacts>`;
-//! 3. paths under `/tmp`, `/var/tmp` and `/dev/shm` → `<tmp>`;
-//! 4. memory addresses, `0x` and at least 6 hex digits → `0x…`;
-//! 5. dates with a time (`2026-12-05 13:17:17`, ISO 8601 with `T`, fractions, zones) and
+//! 1. the lines the conversation adds to a chat block's output are removed (a replay has no
+//!    conversation): `[vis] context hint: …`, `[vis] context urgent: …`, `[vis] context over
+//!    the limit: …` and `[vis] the block was stopped: it called fold_session/read_session …`;
+//! 2. the workspace root, the recording's and the scratch copy's → `<workspace>`;
+//! 3. the artifact directory, the recording's and the replay's → `<artifacts>`;
+//! 4. paths under `/tmp`, `/var/tmp` and `/dev/shm` → `<tmp>`;
+//! 5. memory addresses, `0x` and at least 6 hex digits → `0x…`;
+//! 6. dates with a time (`2026-12-05 13:17:17`, ISO 8601 with `T`, fractions, zones) and
 //!    clock times (`13:17:17`) → `<time>`;
-//! 6. Unix timestamps of this era (10 digits from 1.5e9, with a fraction, or 13 digits of
+//! 7. Unix timestamps of this era (10 digits from 1.5e9, with a fraction, or 13 digits of
 //!    milliseconds) → `<timestamp>`;
-//! 7. durations: a number with `ns`, `µs`, `us`, `ms`, `s`, `sec`, `secs`, `second(s)`,
+//! 8. durations: a number with `ns`, `µs`, `us`, `ms`, `s`, `sec`, `secs`, `second(s)`,
 //!    `min` → `<duration>`;
-//! 8. process ids: a number after `pid`, `PID` or `process` → `<pid>`.
+//! 9. process ids: a number after `pid`, `PID` or `process` → `<pid>`.
 //!
 //! Everything else must match byte for byte: line endings, whitespace, the order of lines.
 
@@ -60,6 +63,14 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     .collect()
 });
 
+/// The lines a conversation adds to a chat block's output (`gateway::calls`), whole.
+static CONVERSATION_LINES: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^\[vis\] (?:context hint: |context urgent: |context over the limit: |the block was stopped: it called fold_session/read_session )[^\n]*(?:\n|$)",
+    )
+    .ok()
+});
+
 /// The normalisation of one replay: its paths, then the fixed rules.
 pub struct Normalizer {
     /// (path, placeholder), longest path first, so a path inside another is replaced whole.
@@ -85,7 +96,10 @@ impl Normalizer {
     }
 
     pub fn apply(&self, text: &str) -> String {
-        let mut out = text.to_string();
+        let mut out = match CONVERSATION_LINES.as_ref().map(|r| r.replace_all(text, "")) {
+            Some(Cow::Owned(kept)) => kept,
+            _ => text.to_string(),
+        };
         for (path, placeholder) in &self.paths {
             if out.contains(path.as_str()) {
                 out = out.replace(path.as_str(), placeholder);
@@ -111,6 +125,7 @@ mod tests {
     #[test]
     fn every_rule_compiles() {
         assert_eq!(RULES.len(), 7);
+        assert!(CONVERSATION_LINES.is_some());
     }
 
     #[test]
@@ -172,6 +187,25 @@ mod tests {
             "42 items, 7 sessions, 2026"
         );
         assert_eq!(n.apply("1234567"), "1234567");
+    }
+
+    #[test]
+    fn the_conversations_lines_are_removed() {
+        let n = plain();
+        assert_eq!(
+            n.apply("42\n[vis] context hint: 800 of 1,000 tokens (80%); fold settled work — t1.\n"),
+            "42\n"
+        );
+        assert_eq!(
+            n.apply(
+                "x\n[vis] the block was stopped: it called fold_session/read_session 9 times\n"
+            ),
+            "x\n"
+        );
+        assert_eq!(
+            n.apply("print('[vis] context')\n"),
+            "print('[vis] context')\n"
+        );
     }
 
     #[test]
