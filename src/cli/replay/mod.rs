@@ -49,12 +49,13 @@ or a status differs (or the replay was stopped), 2 for a usage error, 3 when the
 cannot be used.
 
 Before comparing, both outputs are normalised: the lines a conversation adds to a chat
-block's output ([vis] context hints, a spent fold_session budget) are removed; the workspace root (the recording's and the
-scratch copy's) becomes <workspace>; the artifact directories <artifacts>; paths under /tmp,
-/var/tmp and /dev/shm <tmp>; memory addresses (0x and 6+ hex digits) 0x…; dates with times
-and clock times <time>; Unix timestamps of this era <timestamp>; durations (a number with ns,
-µs, us, ms, s, sec, seconds, min) <duration>; a number after pid, PID or process <pid>.
-Everything else must match byte for byte. See docs/checkpoints.md, \"Replay\".";
+block's output ([vis] context hints, a spent fold_session budget) are removed; the workspace
+root (the recording's and the scratch copy's) becomes <workspace>; the artifact directories
+<artifacts>; paths under /tmp, /var/tmp and /dev/shm <tmp>; memory addresses (0x and 6+ hex
+digits) 0x…; dates with times and clock times <time>; Unix timestamps of this era
+<timestamp>; durations (a number with ns, µs, us, ms, s, sec, seconds, min) <duration>; a
+number after pid, PID or process <pid>. Everything else must match byte for byte. See
+docs/checkpoints.md, \"Replay\".";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
