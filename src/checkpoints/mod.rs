@@ -117,6 +117,13 @@ pub fn checkpoints_root(db: &Path) -> PathBuf {
         .join("checkpoints")
 }
 
+/// Creates `<database dir>/checkpoints/` if needed: it must exist before a worker starts,
+/// since the sandbox hides only paths that exist. Best effort: a failure surfaces when a
+/// checkpoint is recorded.
+pub fn prepare_root(db: &Path) {
+    let _ = std::fs::create_dir_all(checkpoints_root(db));
+}
+
 /// Parses `t3` or `t3/i2` (numbers from 1).
 pub fn parse_span(key: &str) -> Result<Span, CheckpointError> {
     let bad = |why: &str| CheckpointError::BadKey {

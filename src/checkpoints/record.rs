@@ -78,6 +78,7 @@ impl Recorder {
         settings: CheckpointSettings,
     ) -> Recorder {
         let dir = super::session_dir(db, session_id);
+        super::prepare_root(db);
         let mut exclude = crate::config::store_files(db);
         exclude.push(super::checkpoints_root(db));
         Recorder {
@@ -95,6 +96,11 @@ impl Recorder {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The workspace roots it records.
+    pub fn roots(&self) -> &[String] {
+        &self.rules.roots
     }
 
     pub fn settings(&self) -> &CheckpointSettings {

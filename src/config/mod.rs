@@ -14,6 +14,7 @@ mod checkpoints;
 mod errors;
 mod mcp;
 mod paths;
+mod pricing;
 mod provider;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,7 @@ pub use mcp::{
     MAX_MESSAGE_MB_LIMIT,
 };
 pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
+pub use pricing::{matches_pattern, PriceOverrides, PricingConfig};
 pub use provider::ProviderConfig;
 
 /// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
@@ -109,6 +111,13 @@ pub use provider::ProviderConfig;
 /// budget_mb = 512                 # content kept per session
 /// max_file_mb = 16                # larger files are recorded as changed, content not kept
 ///
+/// [pricing]                       # relative input prices (docs/providers.md); built-in
+/// cache_read = 0.1                # table when absent. A cached token against an uncached one
+/// cache_write = 1.25              # a token written to the cache
+/// cache_lifetime = 300            # seconds a cached prefix lives idle
+/// [pricing.models."gpt-4.1*"]     # models matching the pattern (`*`: any characters;
+/// cache_read = 0.25               # the longest matching pattern wins)
+///
 /// [mcp]
 /// call_timeout = 60               # seconds per MCP tool call
 /// [mcp.servers.github]            # MCP servers become namespaces (see docs/mcp.md)
@@ -149,6 +158,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[checkpoints]`.
     pub checkpoints: CheckpointsConfig,
+    /// `[pricing]`: overrides of the built-in cache prices.
+    pub pricing: PricingConfig,
 }
 
 /// `[trust]`.
@@ -279,6 +290,8 @@ struct ConfigFile {
     sandbox: SandboxConfig,
     #[serde(default)]
     checkpoints: CheckpointsConfig,
+    #[serde(default)]
+    pricing: PricingConfig,
 }
 
 impl Config {
@@ -505,6 +518,15 @@ impl Config {
             )));
         }
         config.sandbox = sandbox;
+        typed
+            .pricing
+            .check(|keys| {
+                let mut path = vec!["pricing"];
+                path.extend_from_slice(keys);
+                at(&path)
+            })
+            .map_err(invalid)?;
+        config.pricing = typed.pricing;
         Ok(config)
     }
 }

@@ -37,7 +37,7 @@ mod turn;
 use std::time::Duration;
 
 use crate::catalog::CatalogError;
-use crate::providers::pricing::CachePrices;
+use crate::providers::CachePrices;
 use crate::providers::{Provider, ProviderError, ProviderSettings};
 use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;
@@ -115,6 +115,8 @@ pub enum GatewayError {
     EmptyMessage,
     #[error("the workspace {0} of this session no longer exists; pass --workspace DIR to move the session")]
     WorkspaceGone(String),
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoints::CheckpointError),
 }
 
 /// A session with a model: the conversation, the block runner, the provider.
@@ -137,6 +139,8 @@ pub struct ChatSession {
     server_window: Option<crate::providers::ServerWindow>,
     /// Whether this session's start asked the server and recorded the limits it runs with.
     limits_settled: bool,
+    /// The request bodies the prompt cache could reuse (for the expected cache reads).
+    cache: request::CacheTracker,
 }
 
 /// `bytes` for a request body.

@@ -96,6 +96,7 @@ impl ChatSession {
             mcp_listed: false,
             server_window: None,
             limits_settled: false,
+            cache: Default::default(),
         };
         Ok((session, notes))
     }
@@ -350,6 +351,19 @@ impl ChatSession {
             },
             Some(meta),
         )
+    }
+
+    /// Rewinds the workspace files to before `turn` and, unless `code_only`, the conversation
+    /// too (reloaded from the store, so the next request is the one sent before that turn).
+    pub async fn rewind(
+        &mut self,
+        turn: i64,
+        options: crate::checkpoints::RewindOptions,
+    ) -> Result<crate::checkpoints::RewindOutcome, GatewayError> {
+        let outcome = self.runner.rewind(turn, options).await?;
+        let (conversation, _) = Conversation::load(self.runner.store_mut(), &self.id)?;
+        self.conversation = conversation;
+        Ok(outcome)
     }
 
     /// The body of the next request, as it would be sent now.

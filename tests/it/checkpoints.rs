@@ -361,3 +361,167 @@ vistest!(file_contents_are_escaped_for_the_terminal, |env| {
     assert!(!diff.stdout.contains('\x1b'), "{:?}", diff.stdout);
     assert!(diff.stdout.contains("\\x1b]0;pwned"), "{}", diff.stdout);
 });
+
+vistest!(
+    rewind_in_chat_restores_files_and_the_next_request_is_byte_identical,
+    |env| {
+        use crate::chat_tui::{start, wait_turns, KIND};
+        use crate::support::chat::{answer, calls};
+        use crate::support::fake_provider::FakeProvider;
+        let ws = env.workspace();
+        std::fs::write(ws.join("f.txt"), "zero\n").unwrap();
+        let fake = FakeProvider::start();
+        fake.push(calls(KIND, "a", &["open('f.txt', 'w').write('one\\n')"]));
+        fake.push(answer(KIND, "Wrote one."));
+        fake.push(calls(KIND, "b", &["open('f.txt', 'w').write('two\\n')"]));
+        fake.push(answer(KIND, "Wrote two."));
+        let tmux = start(&env, &fake, &[]);
+        tmux.send_line("first");
+        wait_turns(&tmux, 1);
+        tmux.send_line("second");
+        wait_turns(&tmux, 2);
+        assert_eq!(read(&ws.join("f.txt")), "two\n");
+        let second_turn_request = fake.requests()[2].body.clone();
+
+        tmux.send_line("/rewind t9");
+        tmux.wait_text("has no turn 9 (it has 2)");
+        assert_eq!(read(&ws.join("f.txt")), "two\n");
+        tmux.send_line("/rewind t2");
+        tmux.wait_text("restored f.txt");
+        assert_eq!(read(&ws.join("f.txt")), "one\n");
+        // The same message again: the request is the one turn 2 sent, byte for byte.
+        fake.push(answer(KIND, "Again."));
+        tmux.send_line("second");
+        tmux.wait_text("Again.");
+        let again = fake.requests().last().unwrap().body.clone();
+        assert_eq!(
+            String::from_utf8_lossy(&again),
+            String::from_utf8_lossy(&second_turn_request)
+        );
+    }
+);
+
+vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
+    use crate::serve::Client;
+    use crate::support::chat::events;
+    use crate::support::fake_provider::FakeProvider;
+    use crate::support::serve::{ServerConfig, TestServer};
+    use serde_json::json;
+    let ws = env.workspace();
+    let rt = events();
+    let fake = FakeProvider::start();
+    let server = TestServer::start(&env, &fake, ServerConfig::default());
+    rt.block_on(async {
+        let c = Client::new(&server);
+        let id = c.create(&env).await;
+        let (s, _) = c.exec(&id, "open('f.txt', 'w').write('one\\n')").await;
+        assert_eq!(s, 200);
+        let (s, _) = c.exec(&id, "open('f.txt', 'w').write('two\\n')").await;
+        assert_eq!(s, 200);
+        let path = format!("/api/sessions/{id}/rewind");
+        let post = reqwest::Method::POST;
+        // Without the token: refused, nothing changed.
+        let anonymous = Client::anonymous(&server);
+        let (s, _) = anonymous
+            .json(post.clone(), &path, Some(json!({"turn": "t2"})))
+            .await;
+        assert_eq!(s, 401);
+        assert_eq!(read(&ws.join("f.txt")), "two\n");
+        // Bad keys and turns: 400, nothing changed.
+        for (turn, needle) in [("x3", "must start with t"), ("t9", "has no turn 9")] {
+            let (s, v) = c
+                .json(post.clone(), &path, Some(json!({"turn": turn})))
+                .await;
+            assert_eq!(s, 400, "{v}");
+            assert!(v["message"].as_str().unwrap().contains(needle), "{v}");
+        }
+        assert_eq!(read(&ws.join("f.txt")), "two\n");
+        // An outside change: 409 with the versions, then --force.
+        std::fs::write(ws.join("f.txt"), "person\n").unwrap();
+        let (s, v) = c
+            .json(post.clone(), &path, Some(json!({"turn": "t2"})))
+            .await;
+        assert_eq!((s, v["code"].as_str().unwrap()), (409, "conflict"), "{v}");
+        assert!(v["message"].as_str().unwrap().contains("there now:"), "{v}");
+        assert_eq!(read(&ws.join("f.txt")), "person\n");
+        let (s, v) = c
+            .json(
+                post.clone(),
+                &path,
+                Some(json!({"turn": "t2", "force": true})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["restored"], json!(["f.txt"]));
+        assert_eq!(v["truncated"], true);
+        assert_eq!(read(&ws.join("f.txt")), "one\n");
+        let (_, session) = c
+            .json(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+            .await;
+        assert_eq!(session["turns"].as_array().unwrap().len(), 1, "{session}");
+        // Deleting the session's history removes its checkpoints.
+        let dir = env.path().join("checkpoints").join(&id);
+        assert!(dir.exists());
+        let (s, _) = c
+            .json(
+                reqwest::Method::DELETE,
+                &format!("/api/sessions/{id}?history=delete"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 200);
+        assert!(!dir.exists());
+    });
+});
+
+vistest!(
+    blocks_cannot_see_the_checkpoints_nor_are_they_recorded,
+    |env| {
+        // The database inside the workspace: its checkpoints are beneath a root, where blocks
+        // could read them and the scan would find them, were they not hidden and left out.
+        let ws = env.workspace();
+        let db = ws.join("state/vis.db");
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        let (db, ws_arg) = (db.to_str().unwrap(), ws.to_str().unwrap());
+        let exec = |code: &str| {
+            env.vis_raw(&[
+                "--db",
+                db,
+                "exec",
+                "--session",
+                "h",
+                "--workspace",
+                ws_arg,
+                code,
+            ])
+        };
+        // The first block already: the directory is made before its worker starts.
+        let log = ws.join("state/checkpoints/h/log.jsonl");
+        let probe = format!(
+        "import os\nopen('secret.txt', 'w').write('kept outside\\n')\nprint(os.path.exists({:?}), os.listdir({:?}))",
+        log.to_str().unwrap(),
+        ws.join("state/checkpoints").to_str().unwrap()
+    );
+        let run = exec(&probe);
+        ok(&run);
+        assert!(run.stdout.contains("False []"), "{}", run.stdout);
+        assert!(log.exists());
+        let diff = env.vis_raw(&["--db", db, "diff", "h"]);
+        ok(&diff);
+        assert!(diff.stdout.contains("secret.txt"), "{}", diff.stdout);
+        assert!(!diff.stdout.contains("state/"), "{}", diff.stdout);
+    }
+);
+
+vistest!(binary_files_are_named_not_dumped, |env| {
+    ok(&env.exec("bin", "print(1)"));
+    ok(&env.exec("bin", "open('blob.bin', 'wb').write(bytes(range(256)))"));
+    let diff = env.vis(&["diff", "bin", "t2"]);
+    ok(&diff);
+    assert!(
+        diff.stdout
+            .contains("Binary file blob.bin changed (absent → binary, 256 bytes)"),
+        "{}",
+        diff.stdout
+    );
+});

@@ -17,6 +17,7 @@ mod chat_transcript;
 mod chat_tui;
 mod checkpoints;
 mod cli;
+mod cost;
 mod defs;
 mod defs_attacks;
 mod defs_parse;

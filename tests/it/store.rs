@@ -578,6 +578,11 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
              ALTER TABLE sessions DROP COLUMN forked_from;
              ALTER TABLE sessions DROP COLUMN cache_key;
              DROP TABLE def_changes;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
              PRAGMA user_version = 5;",
         )
         .unwrap();
@@ -600,6 +605,112 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
 }
 
 #[test]
+fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    {
+        let mut store = Store::open(&db).unwrap();
+        store.ensure_session("s", &["/w".into()]).unwrap();
+        let turn = store.begin_turn("s", TurnKind::Chat, Some("hi")).unwrap();
+        store
+            .record_request(
+                "s",
+                &RequestRecord {
+                    turn,
+                    provider: "anthropic".into(),
+                    model: "m".into(),
+                    input_tokens: Some(3000),
+                    cached_tokens: Some(2000),
+                    cache_creation_tokens: Some(700),
+                    finish_reason: Some("end_turn".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    {
+        // As schema 6 had it: no cost columns (and without what schema 9 added).
+        let raw = Connection::open(&db).unwrap();
+        raw.execute_batch(&format!(
+            "{}PRAGMA user_version = 6;",
+            "
+ALTER TABLE sessions DROP COLUMN forked_from;
+ALTER TABLE sessions DROP COLUMN cache_key;
+DROP TABLE def_changes;
+ALTER TABLE requests DROP COLUMN uncached_tokens;
+ALTER TABLE requests DROP COLUMN cache_write_tokens;
+ALTER TABLE requests DROP COLUMN weighted_tokens;
+ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+ALTER TABLE requests DROP COLUMN cache_miss;
+"
+        ))
+        .unwrap();
+    }
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        vis::store::latest_version()
+    );
+    let requests = store.requests("s").unwrap();
+    let old = &requests[0];
+    assert_eq!(
+        (
+            old.input_tokens,
+            old.cached_tokens,
+            old.cache_creation_tokens
+        ),
+        (Some(3000), Some(2000), Some(700))
+    );
+    assert_eq!(old.finish_reason.as_deref(), Some("end_turn"));
+    // The new figures are unavailable, not zero.
+    assert_eq!(
+        (
+            old.uncached_tokens,
+            old.cache_write_tokens,
+            old.weighted_tokens,
+            old.expected_cached_tokens,
+            old.cache_miss
+        ),
+        (None, None, None, None, None)
+    );
+    let totals = store.request_totals("s").unwrap();
+    assert_eq!((totals.weighted_tokens, totals.cache_misses), (None, 0));
+    // New rows carry them.
+    store
+        .record_request(
+            "s",
+            &RequestRecord {
+                turn: 1,
+                provider: "anthropic".into(),
+                model: "m".into(),
+                input_tokens: Some(3000),
+                cached_tokens: Some(0),
+                uncached_tokens: Some(3000),
+                cache_write_tokens: Some(0),
+                weighted_tokens: Some(3000.0),
+                expected_cached_tokens: Some(2900),
+                cache_miss: Some(true),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let new = &store.requests("s").unwrap()[1];
+    assert_eq!(
+        (
+            new.weighted_tokens,
+            new.expected_cached_tokens,
+            new.cache_miss
+        ),
+        (Some(3000.0), Some(2900), Some(true))
+    );
+    let totals = store.request_totals("s").unwrap();
+    assert_eq!(
+        (totals.weighted_tokens, totals.cache_misses),
+        (Some(3000.0), 1)
+    );
+}
+
+#[test]
 fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("vis.db");
@@ -619,6 +730,11 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
              ALTER TABLE sessions DROP COLUMN forked_from;
              ALTER TABLE sessions DROP COLUMN cache_key;
              DROP TABLE def_changes;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
              PRAGMA user_version = 4;",
         )
         .unwrap();
@@ -648,6 +764,11 @@ fn a_schema_6_database_starts_its_log_of_definitions_with_those_it_has() {
             "ALTER TABLE sessions DROP COLUMN forked_from;
              ALTER TABLE sessions DROP COLUMN cache_key;
              DROP TABLE def_changes;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
              INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
              INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
                  VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);

@@ -235,7 +235,7 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
             }
         });
         let replayed = replay.all(&recording, &stop).await;
-        replay.runner.shutdown_at_exit().await;
+        replay.runner.shutdown().await;
         listener.abort();
         replayed.map(|()| stop.is_cancelled())
     })?;

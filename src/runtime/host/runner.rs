@@ -37,7 +37,9 @@ use tokio_util::sync::CancellationToken;
 use super::channel::{ended, HostCall};
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
-use crate::checkpoints::{CheckpointSettings, Recorder};
+use crate::checkpoints::{
+    rewind_session, CheckpointError, CheckpointSettings, Recorder, RewindOptions, RewindOutcome,
+};
 use crate::protocol::{
     Block, BlockResult, CallAnswer, CallError, Event, HostReply, HostRequest, IterationRecord,
     IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
@@ -294,16 +296,6 @@ impl BlockRunner {
         }
     }
 
-    /// [`BlockRunner::shutdown`] for a process that exits right after: the worker is not
-    /// waited for where the kernel ends it (see [`Supervisor::shutdown_at_exit`]).
-    pub async fn shutdown_at_exit(&mut self) {
-        self.settle_checkpoints();
-        self.supervisor.shutdown_at_exit().await;
-        if let Some(tools) = &self.tools {
-            tools.shutdown().await;
-        }
-    }
-
     /// Runs one block (see the module docs); `stop` interrupts it. `Err` only when the store
     /// fails: everything that happens to the block is in [`Ran`].
     pub async fn run_block(
@@ -473,6 +465,27 @@ impl BlockRunner {
                 &format!("t{turn}/i{iteration}: {e}"),
             );
         }
+    }
+
+    /// Rewinds the session's files to before `turn` (see `checkpoints::rewind_session`).
+    /// When the conversation is cut, the worker stops (it holds what the cut turns defined)
+    /// and restarts at the next block with the definitions that remain.
+    pub async fn rewind(
+        &mut self,
+        turn: i64,
+        options: RewindOptions,
+    ) -> Result<RewindOutcome, CheckpointError> {
+        let Some(recorder) = self.checkpoints.as_mut() else {
+            return Err(CheckpointError::NoCheckpoints(self.session_id.clone()));
+        };
+        let outcome = rewind_session(&mut *self.store, recorder, &self.session_id, turn, options)?;
+        if outcome.truncated {
+            if let Ok(defs) = self.store.load_defs(&self.session_id) {
+                self.supervisor.defs = defs;
+            }
+            self.supervisor.shutdown().await;
+        }
+        Ok(outcome)
     }
 
     /// A turn starts: its checkpoint scan for outside changes runs while the model answers.

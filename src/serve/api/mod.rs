@@ -4,10 +4,12 @@
 //!
 //! - `sessions`: list, create, read (paginated by turns), delete; the providers on offer;
 //! - `work`: turns, blocks, interrupts, the next request, and the task that runs them;
-//! - `stream`: a session's events as server-sent events, live and replayed.
+//! - `stream`: a session's events as server-sent events, live and replayed;
+//! - `rewind`: a session's files (and conversation) back to before a turn.
 //!
 //! Who may call any of it is checked before a handler runs (`serve::access`).
 
+pub mod rewind;
 pub mod sessions;
 pub mod stream;
 pub mod work;
@@ -29,7 +31,7 @@ use crate::store::Store;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApiError {
     /// Stable, machine-readable: `not_found`, `bad_request`, `busy`, `idle`, `unauthorized`,
-    /// `host_not_allowed`, `origin_not_allowed`, `unsupported_media_type`, `shutting_down`,
+    /// `conflict`, `host_not_allowed`, `origin_not_allowed`, `unsupported_media_type`, `shutting_down`,
     /// `too_many_connections`, `runtime`, `internal`.
     pub code: &'static str,
     pub message: String,

@@ -45,6 +45,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "KEY GIST",
         "replace settled steps (t2, t2/i1-i6, -t3) with your gist in later requests",
     ),
+    (
+        "/rewind",
+        "tN",
+        "files back to before turn N, conversation cut there (--code-only keeps it; --force)",
+    ),
     ("/exit", "", "leave (also /quit, Ctrl-D, or Ctrl-C twice)"),
 ];
 
@@ -122,6 +127,7 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
         }
         "/expand" => expand(session, args),
         "/fold" => fold(session, args),
+        "/rewind" => rewind(session, args).await,
         "/exit" | "/quit" | "/q" => return Flow::Exit,
         unknown => {
             let near = COMMANDS
@@ -157,6 +163,41 @@ fn fold(session: &mut ChatSession, args: &str) {
             show(&ACCENT.paint(&escape_controls(&crate::gateway::receipt_line(&receipt))))
         }
         Err(e) => show(&WARN.paint(&format!("not folded: {}", escape_controls(&e.to_string())))),
+    }
+}
+
+/// `/rewind tN [--code-only] [--force]`: as `vis rewind` (commands run between turns, so no
+/// block is running).
+async fn rewind(session: &mut ChatSession, args: &str) {
+    let mut key = None;
+    let mut options = crate::checkpoints::RewindOptions::default();
+    for word in args.split_whitespace() {
+        match word {
+            "--code-only" => options.code_only = true,
+            "--force" => options.force = true,
+            other if key.is_none() => key = Some(other),
+            _ => key = Some(""),
+        }
+    }
+    let usage = "usage: /rewind tN [--code-only] [--force], e.g. /rewind t3";
+    let turn = match key.map(crate::checkpoints::parse_point) {
+        Some(Ok(crate::checkpoints::Point::BeforeTurn(turn))) => turn,
+        Some(Err(e)) => {
+            return show(&WARN.paint(&format!("{}; {usage}", escape_controls(&e.to_string()))))
+        }
+        _ => return show(&WARN.paint(usage)),
+    };
+    match session.rewind(turn, options).await {
+        Ok(outcome) => {
+            for line in crate::cli::rewind::summary(session.id(), &outcome) {
+                show(&ACCENT.paint(&escape_controls(&line)));
+            }
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                show(&WARN.paint(&escape_controls(line)));
+            }
+        }
     }
 }
 
