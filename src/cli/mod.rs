@@ -12,6 +12,7 @@ mod context;
 mod diff;
 mod exec;
 mod mcp;
+mod replay;
 mod rewind;
 mod sandbox;
 mod serve;
@@ -75,6 +76,9 @@ pub enum Command {
     /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
     /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
     Mcp(McpArgs),
+    /// Re-run a session's recorded blocks against this build in a scratch copy of its
+    /// workspace and report what differs (non-zero exit status if anything does).
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +95,19 @@ pub enum SessionsAction {
     Show { id: String },
     /// Print a session as JSON.
     Export { id: String },
+    /// Make a new session with the conversation, folds and definitions of ID through turn
+    /// KEY (`t5`: turns 1 to 5); both go on independently. With --workspace DIR, the fork
+    /// works in a copy of the workspace as it was at the end of that turn.
+    Fork {
+        id: String,
+        /// The last turn the fork keeps, such as t5.
+        #[arg(long, value_name = "KEY")]
+        at: String,
+        /// Copy the workspace, as it was at the end of that turn, into DIR (new or empty)
+        /// for the fork; without it the fork shares the original's workspace.
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -257,6 +274,7 @@ pub fn run(cli: Cli, early: Option<exec::EarlyWorker>) -> Result<i32, CliError> 
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
+        Command::Replay(args) => replay::run(args, &db),
     }
 }
 

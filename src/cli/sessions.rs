@@ -1,4 +1,4 @@
-//! `vis sessions list | show ID | export ID`.
+//! `vis sessions list | show ID | export ID | fork ID --at KEY [--workspace DIR]`.
 
 use crate::protocol::Measurement;
 use std::path::Path;
@@ -15,19 +15,22 @@ pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
                 outln!("no sessions yet ({} does not exist)", db.display());
                 Ok(0)
             }
-            SessionsAction::Show { id } | SessionsAction::Export { id } => {
-                Err(CliError::usage(format!(
-                    "no session '{id}': the database {} does not exist yet",
-                    db.display()
-                )))
-            }
+            SessionsAction::Show { id }
+            | SessionsAction::Export { id }
+            | SessionsAction::Fork { id, .. } => Err(CliError::usage(format!(
+                "no session '{id}': the database {} does not exist yet",
+                db.display()
+            ))),
         };
     }
-    let store = Store::open(db)?;
+    let mut store = Store::open(db)?;
     match action {
         SessionsAction::List => list(&*store),
         SessionsAction::Show { id } => show(&*store, &id),
         SessionsAction::Export { id } => export(&*store, &id),
+        SessionsAction::Fork { id, at, workspace } => {
+            fork(db, &mut *store, &id, &at, workspace.as_deref())
+        }
     }
 }
 
@@ -75,6 +78,9 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     outln!("  created   {}", format_time(session.created_at));
     outln!("  last used {}", format_time(session.updated_at));
     outln!("  workspace {}", session.workspace_roots.join(", "));
+    if let Some(origin) = store.forked_from(id)? {
+        outln!("  forked from {origin}");
+    }
     outln!(
         "  {} turns, {} iterations, {} definitions",
         counts.turns,
@@ -235,5 +241,93 @@ fn export(store: &Store, id: &str) -> Result<i32, CliError> {
     let text = serde_json::to_string_pretty(&value).map_err(|e| CliError::usage(e.to_string()))?;
     // Valid JSON with the same value, and safe on a terminal.
     outln!("{}", escape_json(&text));
+    Ok(0)
+}
+
+/// `vis sessions fork ID --at tN [--workspace DIR]`: everything is checked before anything is
+/// made; the records are copied in one transaction, and a workspace copy made for a fork that
+/// then fails is removed.
+fn fork(
+    db: &Path,
+    store: &mut Store,
+    id: &str,
+    at: &str,
+    workspace: Option<&Path>,
+) -> Result<i32, CliError> {
+    use crate::checkpoints::Point;
+    let session = store.require_session(id)?;
+    let through = match crate::checkpoints::parse_point(at) {
+        Ok(Point::BeforeTurn(turn)) => turn,
+        Ok(Point::Start) => {
+            return Err(CliError::usage(format!(
+                "--at {at}: a fork keeps at least one turn; give one such as t1"
+            )))
+        }
+        Err(e) => return Err(CliError::usage(format!("--at: {e}"))),
+    };
+    let turns = store.turns(id)?;
+    let Some(turn) = turns.iter().find(|t| t.turn == through) else {
+        let last = turns.last().map_or(0, |t| t.turn);
+        return Err(CliError::usage(if last == 0 {
+            format!("session {id} has no turns yet: there is nothing to fork")
+        } else {
+            format!("session {id} has no turn {through} (its turns are t1 to t{last}); fork at one of those")
+        }));
+    };
+    if turn.status == TurnStatus::Running {
+        return Err(CliError::usage(format!(
+            "turn {through} of session {id} is still running (or its process stopped and the session was not opened since); fork when it has ended, or at an earlier turn"
+        )));
+    }
+    let new_id = crate::session::new_session_id();
+    let (roots, made) = match workspace {
+        Some(dir) => {
+            let original = session
+                .workspace_roots
+                .first()
+                .map(Path::new)
+                .ok_or_else(|| {
+                    CliError::usage(format!("session {id} has no workspace recorded to copy"))
+                })?;
+            let scratch = super::replay::ScratchDir::chosen(dir, original)?;
+            let dest = scratch.path();
+            let notes = super::replay::workspace_at(
+                db,
+                id,
+                original,
+                Point::BeforeTurn(through + 1),
+                &dest,
+            )?;
+            for note in notes {
+                super::term::errln!("vis sessions fork: {note}");
+            }
+            (vec![dest.to_string_lossy().into_owned()], Some(dest))
+        }
+        None => (session.workspace_roots.clone(), None),
+    };
+    let copied = store.fork_session(&crate::store::ForkRequest {
+        source: id,
+        through,
+        new_id: &new_id,
+        roots: &roots,
+    });
+    let copied = match copied {
+        Ok(copied) => copied,
+        Err(e) => {
+            if let Some(dest) = made {
+                let _ = std::fs::remove_dir_all(dest);
+            }
+            return Err(e.into());
+        }
+    };
+    outln!(
+        "forked session {id} at t{through} into {new_id}: {} turns, {} iterations, {} folds, {} definitions",
+        copied.turns,
+        copied.iterations,
+        copied.folds,
+        copied.defs
+    );
+    outln!("  workspace {}", roots.join(", "));
+    outln!("  continue it with: vis chat --resume {new_id}  (or vis exec --session {new_id} CODE)");
     Ok(0)
 }

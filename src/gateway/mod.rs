@@ -122,6 +122,8 @@ pub enum GatewayError {
 /// A session with a model: the conversation, the block runner, the provider.
 pub struct ChatSession {
     id: String,
+    /// What its requests name their prompt cache by (a fork shares its original's).
+    cache_key: String,
     /// The session's store, worker and MCP servers.
     runner: BlockRunner,
     conversation: Conversation,

@@ -61,6 +61,7 @@ impl ChatSession {
         let (conversation, repaired) = Conversation::load(&mut *store, id)?;
         notes.extend(repaired);
         let defs = store.load_defs(id)?;
+        let cache_key = store.prompt_cache_key(id)?;
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
         // Blocks write their full outputs there, also under the sandbox.
         let artifact_dir = crate::config::artifact_dir(db, id);
@@ -86,6 +87,7 @@ impl ChatSession {
         runner.set_checkpoint_settings(settings.checkpoints.clone());
         let session = ChatSession {
             id: id.to_string(),
+            cache_key,
             runner,
             conversation,
             provider: None,
@@ -366,7 +368,7 @@ impl ChatSession {
 
     /// The body of the next request, as it would be sent now.
     pub fn next_request_body(&mut self) -> Result<Vec<u8>, GatewayError> {
-        Ok(self.conversation.body(&self.settings, &self.id))
+        Ok(self.conversation.body(&self.settings, &self.cache_key))
     }
 
     /// What `vis context` shows: system text and the conversation's items.

@@ -234,6 +234,26 @@ pub struct ToolAnswer {
     pub tokens: i64,
 }
 
+/// What [`SessionRecords::fork_session`] copies: session `source` through turn `through`
+/// (inclusive) into the new session `new_id`, whose workspace is `roots`.
+#[derive(Debug, Clone)]
+pub struct ForkRequest<'a> {
+    pub source: &'a str,
+    pub through: i64,
+    pub new_id: &'a str,
+    pub roots: &'a [String],
+}
+
+/// What a fork copied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ForkCopied {
+    pub turns: i64,
+    pub iterations: i64,
+    pub history: i64,
+    pub folds: i64,
+    pub defs: i64,
+}
+
 /// Sessions, turns, iterations, persisted definitions and worker events.
 pub trait SessionRecords {
     /// Where the data lives (a file path; `:memory:` for a private store), for messages and
@@ -322,6 +342,31 @@ pub trait SessionRecords {
     /// Persisted definitions in definition order.
     fn load_defs(&self, session_id: &str) -> Result<Vec<PersistedDef>>;
     fn record_worker_event(&self, session_id: &str, event: &str, detail: &str) -> Result<()>;
+
+    /// Which process ran each turn (`pid:start time`, `None` when not known), in turn order:
+    /// consecutive turns with different owners ran in different workers.
+    fn turn_owners(&self, session_id: &str) -> Result<Vec<(i64, Option<String>)>>;
+    /// Creates session `fork.new_id` as a copy of `fork.source` through turn `fork.through`,
+    /// in one transaction: turns, iterations, the conversation, request records, folds (one
+    /// absorbed by a fold of a later turn is in force again), the request prefix and model,
+    /// and the definitions as they were at the end of that turn. The caller checks that the
+    /// source and the turn exist and the new id is free; any failure leaves nothing behind.
+    fn fork_session(&mut self, fork: &ForkRequest<'_>) -> Result<ForkCopied>;
+    /// The definition changes iteration `turn`/`iteration` made, as recorded: the
+    /// definitions it set and the names it deleted (empty for iterations recorded before the
+    /// log of changes existed).
+    fn def_changes_of(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+    ) -> Result<(Vec<PersistedDef>, Vec<String>)>;
+    /// `ID at tN` when the session was forked from turn N of session ID.
+    fn forked_from(&self, session_id: &str) -> Result<Option<String>>;
+    /// The key the session's requests name their prompt cache by: its id, or for a fork the
+    /// key of the session it was forked from (their requests share a prefix, so they share
+    /// the cache; also what makes a fork's next request the one the original would send).
+    fn prompt_cache_key(&self, session_id: &str) -> Result<String>;
 }
 
 /// Chat sessions: the fixed request prefix, the conversation in order, request health.

@@ -575,6 +575,9 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
             "ALTER TABLE requests DROP COLUMN finish_reason;
              ALTER TABLE sessions DROP COLUMN input_limit;
              ALTER TABLE sessions DROP COLUMN input_limit_source;
+             ALTER TABLE sessions DROP COLUMN forked_from;
+             ALTER TABLE sessions DROP COLUMN cache_key;
+             DROP TABLE def_changes;
              ALTER TABLE requests DROP COLUMN uncached_tokens;
              ALTER TABLE requests DROP COLUMN cache_write_tokens;
              ALTER TABLE requests DROP COLUMN weighted_tokens;
@@ -626,11 +629,14 @@ fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
             .unwrap();
     }
     {
-        // As schema 6 had it: no cost columns.
+        // As schema 6 had it: no cost columns (and without what schema 9 added).
         let raw = Connection::open(&db).unwrap();
         raw.execute_batch(&format!(
             "{}PRAGMA user_version = 6;",
             "
+ALTER TABLE sessions DROP COLUMN forked_from;
+ALTER TABLE sessions DROP COLUMN cache_key;
+DROP TABLE def_changes;
 ALTER TABLE requests DROP COLUMN uncached_tokens;
 ALTER TABLE requests DROP COLUMN cache_write_tokens;
 ALTER TABLE requests DROP COLUMN weighted_tokens;
@@ -721,6 +727,9 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
              ALTER TABLE requests DROP COLUMN finish_reason;
              ALTER TABLE sessions DROP COLUMN input_limit;
              ALTER TABLE sessions DROP COLUMN input_limit_source;
+             ALTER TABLE sessions DROP COLUMN forked_from;
+             ALTER TABLE sessions DROP COLUMN cache_key;
+             DROP TABLE def_changes;
              ALTER TABLE requests DROP COLUMN uncached_tokens;
              ALTER TABLE requests DROP COLUMN cache_write_tokens;
              ALTER TABLE requests DROP COLUMN weighted_tokens;
@@ -738,6 +747,51 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
         .unwrap();
     assert_eq!(at, 1_764_806_400_000);
     assert_eq!(store.catalog_snapshot(&snap.hash).unwrap(), Some(snap));
+}
+
+#[test]
+fn a_schema_6_database_starts_its_log_of_definitions_with_those_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    {
+        let store = Store::open(&db).unwrap();
+        store.ensure_session("s", &["/w".into()]).unwrap();
+    }
+    {
+        // As schema 6 had it: no forks, no log of definition changes; one definition.
+        let raw = Connection::open(&db).unwrap();
+        raw.execute_batch(
+            "ALTER TABLE sessions DROP COLUMN forked_from;
+             ALTER TABLE sessions DROP COLUMN cache_key;
+             DROP TABLE def_changes;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
+             INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
+             INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
+                 VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);
+             PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    }
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        vis::store::latest_version()
+    );
+    let roots = ["/w".to_string()];
+    let copied = store
+        .fork_session(&vis::store::ForkRequest {
+            source: "s",
+            through: 1,
+            new_id: "s2",
+            roots: &roots,
+        })
+        .unwrap();
+    assert_eq!((copied.turns, copied.defs), (1, 1));
+    assert_eq!(store.load_defs("s2").unwrap()[0].source, "def f(): pass");
 }
 
 #[test]

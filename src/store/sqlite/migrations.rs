@@ -179,6 +179,31 @@ ALTER TABLE requests ADD COLUMN expected_cached_tokens INTEGER; -- local estimat
 ALTER TABLE requests ADD COLUMN cache_miss INTEGER;             -- 1: reads far below expected
 "#,
     ),
+    // Forks (issue 25 §2): which session and turn a session was forked from, the prompt cache
+    // key a fork shares with its original (their requests start alike), and every change
+    // to a session's definitions in order, so a fork gets the definitions as they were at its
+    // turn (the `defs` table holds only the latest). Existing definitions start the log.
+    (
+        9,
+        r#"
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;       -- 'ID at tN'; NULL: not a fork
+ALTER TABLE sessions ADD COLUMN cache_key TEXT;         -- prompt cache key; NULL: the session id
+CREATE TABLE def_changes (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    seq        INTEGER NOT NULL,           -- order of the changes within the session
+    turn       INTEGER NOT NULL,
+    iteration  INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    kind       TEXT,                       -- NULL: the definition was deleted
+    source     TEXT,
+    signature  TEXT,
+    doc        TEXT,
+    PRIMARY KEY (session_id, seq)
+);
+INSERT INTO def_changes (session_id, seq, turn, iteration, name, kind, source, signature, doc)
+    SELECT session_id, seq, turn, iteration, name, kind, source, signature, doc FROM defs;
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

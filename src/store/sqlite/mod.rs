@@ -8,6 +8,7 @@
 
 mod catalog;
 mod chat;
+mod fork;
 mod mcp;
 mod migrations;
 mod sessions;

@@ -10,7 +10,8 @@ use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
 use crate::store::api::{
-    Counts, SessionRecords, SessionRow, SessionSummary, ToolAnswer, TurnRange,
+    Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
+    TurnRange,
 };
 use crate::store::{now_millis, Result};
 
@@ -165,6 +166,31 @@ impl SessionRecords for SqliteStore {
         Ok(dangling.len())
     }
 
+    fn turn_owners(&self, session_id: &str) -> Result<Vec<(i64, Option<String>)>> {
+        super::fork::turn_owners(self, session_id)
+    }
+
+    fn fork_session(&mut self, fork: &ForkRequest<'_>) -> Result<ForkCopied> {
+        super::fork::fork_session(self, fork)
+    }
+
+    fn def_changes_of(
+        &self,
+        session_id: &str,
+        turn: i64,
+        iteration: i64,
+    ) -> Result<(Vec<PersistedDef>, Vec<String>)> {
+        super::fork::def_changes_of(self, session_id, turn, iteration)
+    }
+
+    fn forked_from(&self, session_id: &str) -> Result<Option<String>> {
+        super::fork::forked_from(self, session_id)
+    }
+
+    fn prompt_cache_key(&self, session_id: &str) -> Result<String> {
+        super::fork::prompt_cache_key(self, session_id)
+    }
+
     fn turn_in_progress(&self, session_id: &str) -> Result<Option<i64>> {
         let rows = self.rows(
             "SELECT turn, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
@@ -313,6 +339,7 @@ impl SessionRecords for SqliteStore {
             "iterations",
             "turns",
             "defs",
+            "def_changes",
             "worker_events",
         ] {
             tx.execute(
@@ -376,10 +403,13 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
         ],
     )?;
     for name in rec.defs_deleted {
-        tx.execute(
+        let removed = tx.execute(
             "DELETE FROM defs WHERE session_id = ?1 AND name = ?2",
             params![rec.session_id, name],
         )?;
+        if removed > 0 {
+            super::fork::log_def_change(tx, rec, name, None)?;
+        }
     }
     for def in rec.defs_set {
         let seq = next_number(tx, "defs", "seq", rec.session_id)?;
@@ -388,6 +418,7 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![rec.session_id, def.name, def.kind, def.source, def.signature, def.doc, seq, rec.turn, rec.iteration],
         )?;
+        super::fork::log_def_change(tx, rec, &def.name, Some(def))?;
     }
     touch_session(tx, rec.session_id)
 }

@@ -18,6 +18,7 @@ pub fn truncate_from_turn(tx: &Transaction<'_>, session_id: &str, from: i64) -> 
         "requests",
         "iterations",
         "defs",
+        "def_changes",
         "turns",
     ] {
         tx.execute(
