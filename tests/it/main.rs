@@ -23,6 +23,7 @@ mod discovery;
 mod editing;
 mod extensions;
 mod faults;
+mod fold_price;
 mod folding;
 mod frames;
 mod gateway;

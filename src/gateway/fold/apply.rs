@@ -90,6 +90,29 @@ pub fn effect(view: &[Entry], spans: &[FoldSpan]) -> Option<Effect> {
     })
 }
 
+/// Tokens of the conversation once `spans` are applied, from `first_changed` up to the item
+/// at `seq` (exclusive): what a fold re-caches beyond a reset that starts at `seq`.
+pub fn tokens_before_seq(
+    view: &[Entry],
+    spans: &[FoldSpan],
+    first_changed: usize,
+    seq: i64,
+) -> u64 {
+    let kept: u64 = view
+        .get(first_changed..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.seq < seq && !spans.iter().any(|s| covered(e, s)))
+        .map(|e| e.tokens)
+        .sum();
+    let items: u64 = spans
+        .iter()
+        .filter(|s| s.first_seq < seq && view.iter().any(|e| covered(e, s)))
+        .map(|s| span_item(s).1)
+        .sum();
+    kept + items
+}
+
 /// Replaces each span's items in `view` by the span's item; returns the index of the first
 /// replaced item (where the conversation's bytes change).
 pub fn apply(view: &mut Vec<Entry>, fold_id: i64, spans: &[FoldSpan]) -> Option<usize> {
