@@ -245,16 +245,19 @@ struct Summary {
     anthropic: f64,
     gpt5: f64,
     share: f64,
+    /// Cached tokens ÷ the tokens repeated from the previous request.
+    hit: f64,
     peak: u64,
     requests: usize,
 }
 
 fn summarize(usages: &[Usage], skip: impl Fn(usize) -> bool) -> Summary {
-    let (mut cached, mut input) = (0u64, 0u64);
+    let (mut cached, mut input, mut repeated) = (0u64, 0u64, 0u64);
     for (k, u) in usages.iter().enumerate().skip(1) {
         if !skip(k) {
             cached += u.cached;
             input += u.input;
+            repeated += u.repeated;
         }
     }
     Summary {
@@ -265,6 +268,7 @@ fn summarize(usages: &[Usage], skip: impl Fn(usize) -> bool) -> Summary {
             .sum(),
         gpt5: usages.iter().map(|u| u.weighted(&cache_model::GPT5)).sum(),
         share: cached as f64 * 100.0 / input.max(1) as f64,
+        hit: cached as f64 * 100.0 / repeated.max(1) as f64,
         peak: usages.iter().map(|u| u.input).max().unwrap_or(0),
         requests: usages.len(),
     }
@@ -272,11 +276,12 @@ fn summarize(usages: &[Usage], skip: impl Fn(usize) -> bool) -> Summary {
 
 fn row(name: &str, s: &Summary, folds: &str) {
     println!(
-        "   | {name} | {} | {} | {} | {:.1}% | {} | {folds} |",
+        "   | {name} | {} | {} | {} | {:.1}% ({:.1}%) | {} | {folds} |",
         s.raw,
         s.anthropic.round(),
         s.gpt5.round(),
         s.share,
+        s.hit,
         s.peak
     );
 }
@@ -317,7 +322,7 @@ fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool) {
         "   classic agent, 30 turns ({} requests; tool catalog + system prompt {classic_prefix} tokens):",
         classic.requests
     );
-    println!("   | policy | raw input | weighted (Anthropic) | weighted (gpt-5) | cache share | peak request | folds |");
+    println!("   | policy | raw input | weighted (Anthropic) | weighted (gpt-5) | cache share (of what the previous request repeated) | peak request | folds |");
     println!("   |---|---|---|---|---|---|---|");
     row("classic agent", &classic, "—");
     let mut goals: Vec<(String, bool)> = Vec::new();
@@ -326,7 +331,7 @@ fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool) {
             break;
         }
         println!("   {} ({} turns):", scenario.name, scenario.turns);
-        println!("   | policy | raw input | weighted (Anthropic) | weighted (gpt-5) | cache share outside the requests right after a fold | peak request | folds (automatic) |");
+        println!("   | policy | raw input | weighted (Anthropic) | weighted (gpt-5) | cache share outside the requests right after a fold (of what the previous request repeated) | peak request | folds (automatic) |");
         println!("   |---|---|---|---|---|---|---|");
         let mut results = Vec::new();
         for policy in Policy::ALL {

@@ -14,6 +14,8 @@ pub const SECONDS_PER_REQUEST: f64 = 6.0;
 pub struct Usage {
     pub input: u64,
     pub cached: u64,
+    /// Tokens it repeats from the request before it: what should have been cached.
+    pub repeated: u64,
 }
 
 /// Relative prices of input tokens: an uncached one is 1.
@@ -83,9 +85,14 @@ impl PrefixCache {
         };
         let tokens = |b: &[u8]| count_tokens(&String::from_utf8_lossy(b)).unwrap() as u64;
         let input = tokens(body);
+        let repeated = self
+            .entries
+            .last()
+            .map_or(0, |(last, _)| shared_prefix_len(last, body));
         let usage = Usage {
             input,
             cached: tokens(&body[..shared]).min(input),
+            repeated: tokens(&body[..repeated]).min(input),
         };
         self.entries.push((body.to_vec(), now));
         if self.entries.len() > MAX_ENTRIES {

@@ -125,6 +125,10 @@ pub fn replay(rt: &tokio::runtime::Runtime, turns: usize) -> (Vec<Usage>, u64) {
     let mut messages = vec![json!({"role": "system", "content": SYSTEM}).to_string()];
     let mut sources: Vec<String> = (0..super::replay::MODULES).map(module_source).collect();
     let url = format!("{}/chat/completions", fake.base_url(ProviderKind::OpenAi));
+    // reqwest is built without a default TLS crypto provider (as in `providers::client`).
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     let client = reqwest::Client::new();
     let send = |messages: &[String]| {
         let body = format!("{head}{}]}}", messages.join(","));

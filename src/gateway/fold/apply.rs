@@ -210,4 +210,25 @@ mod tests {
         }
         assert_eq!(effect(&view, &[span(20, 30)]), None);
     }
+
+    #[test]
+    fn a_fold_behind_a_reset_adds_only_what_lies_before_it() {
+        let view: Vec<Entry> = (1..=10).map(|seq| entry(seq, seq as u64 * 10)).collect();
+        let item = span_item(&span(2, 3)).1;
+        // A reset from item 6 on: folding 2-3 adds its item and items 4 and 5.
+        let first = effect(&view, &[span(2, 3)]).unwrap().first_changed;
+        assert_eq!(
+            tokens_before_seq(&view, &[span(2, 3)], first, 6),
+            item + 40 + 50
+        );
+        // Folding 7-8 behind a reset from item 4 adds nothing.
+        let first = effect(&view, &[span(7, 8)]).unwrap().first_changed;
+        assert_eq!(tokens_before_seq(&view, &[span(7, 8)], first, 4), 0);
+        // Without a reset further on, it is the whole tail.
+        let e = effect(&view, &[span(2, 3)]).unwrap();
+        assert_eq!(
+            tokens_before_seq(&view, &[span(2, 3)], e.first_changed, i64::MAX),
+            e.tail_tokens
+        );
+    }
 }
