@@ -4,12 +4,17 @@
 //!    estimates, the store write) (target ≤ 20 ms);
 //! 2. request assembly for 1,000 iterations with 50 folds, per request after the first, and
 //!    the first request after a new fold (target ≤ 10 ms);
-//! 3. token economy: a scripted 30-turn coding session on a generated Python project (read,
-//!    grep, edit by address, run pytest) replayed through the fake provider twice, without
-//!    folds and with the model folding each settled turn as the system prompt teaches. The
-//!    fake provider reports input tokens (o200k of the body) and cached tokens (o200k of the
-//!    bytes shared with the previous request). Goal: ≥ 40% fewer input tokens with folds, and
-//!    a cache share over 80% outside the requests right after a fold.
+//! 3. token economy with a prompt cache (issue 24): a scripted coding session on a generated
+//!    Python project (read, grep, edit by address, run pytest) played through the real gateway
+//!    and the fake provider, whose cached-token report follows a content-keyed prefix cache
+//!    with a lifetime (`folding/cache_model.rs`), under four fold policies (`folding/replay.rs`:
+//!    no folds, the taught one following the hints, fold previous turn, fold oldest when
+//!    hinted) on three sessions (30 turns; 100 turns over a small input limit; 30 turns resumed
+//!    after an idle gap past the cache lifetime), beside a classic multi-tool agent doing the
+//!    same work (`folding/classic.rs`). Prints raw and cache-weighted input (Anthropic and gpt-5
+//!    prices), the cache share, the peak request, and PASS/FAIL per goal of issue 24.
+//!
+//! `-- --economy` runs only 3; `-- --quick` only its 30-turn session.
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(

@@ -396,8 +396,7 @@ pub fn chat_settings(
         ));
     }
     // `[pricing]` overrides arrive with issue 24's cost model; the built-in table until then.
-    let cache_prices =
-        crate::providers::pricing::CachePrices::builtin(provider.kind, &provider.model);
+    let cache_prices = crate::providers::CachePrices::builtin(provider.kind, &provider.model);
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
     worker.sandbox = limits.sandbox.clone();

@@ -9,7 +9,7 @@
 
 use crate::catalog::Snapshot;
 use crate::protocol::{Before, FoldReceipt, HistoryItem, Measurement, ToolSpec};
-use crate::providers::pricing::CachePrices;
+use crate::providers::CachePrices;
 use crate::providers::{anthropic_request, openai_request, ProviderKind};
 use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store};
 

@@ -37,7 +37,7 @@ mod turn;
 use std::time::Duration;
 
 use crate::catalog::CatalogError;
-use crate::providers::pricing::CachePrices;
+use crate::providers::CachePrices;
 use crate::providers::{Provider, ProviderError, ProviderSettings};
 use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;

@@ -63,6 +63,7 @@ use serde::{Deserialize, Serialize};
 pub use client::{ModelResponse, Provider};
 pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;
+pub use pricing::CachePrices;
 pub use retry::RETRY_AFTER_CEILING;
 
 use crate::protocol::{AssistantMessage, StreamEvent, Usage};

@@ -25,7 +25,7 @@
 
 use crate::gateway::history::{Entry, NoticeMeta};
 use crate::protocol::{group_thousands, FoldCandidate, FoldHint, HistoryItem, Level};
-use crate::providers::pricing::CachePrices;
+use crate::providers::CachePrices;
 
 use super::Now;
 
