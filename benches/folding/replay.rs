@@ -1,8 +1,9 @@
 //! The token replay: a scripted coding session on a generated Python project, played through
 //! the real gateway and worker against the fake provider, whose cached-token report follows
-//! [`PrefixCache`]. Each turn reads a module with `cat`, greps it, edits one line by address
-//! with `patch`, and runs its tests with `sh('python3 -m pytest -q …')`; what differs is how
-//! the scripted model folds (the [`Policy`]).
+//! [`PrefixCache`]. Each turn locates a function with `grep` and reads only its lines with
+//! `cat`, then edits one line by address with `patch` and runs the module's tests with
+//! `sh('python3 -m pytest -q …')` in the same block; what differs is how the scripted model
+//! folds (the [`Policy`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -153,16 +154,21 @@ def _oldest():
             return
 "#;
 
-/// The blocks of turn `t` (1-based) under `policy`.
+/// The blocks of turn `t` (1-based) under `policy`: the work as the system prompt teaches it
+/// ("read only the lines you need, batch a file's edits, run the tests"), two blocks a turn:
+/// locate the function with `grep` and read only its lines with `cat`; then edit by address
+/// with `patch` and run the module's tests in the same block. (The classic agent does the
+/// same work with one tool call per step: a whole-file read, a grep, a `str_replace`, a test
+/// run.)
 pub fn turn_blocks(t: usize, policy: Policy) -> Vec<String> {
-    let (m, _) = target(t);
+    let (m, f) = target(t);
     let mut blocks = vec![
-        format!("print(cat('pkg/m{m}.py'))"),
-        format!("r = grep(r'total', 'pkg/m{m}.py')\nprint(r)"),
         format!(
-            "r = grep(r'^    total = 0$', 'pkg/m{m}.py')\nm = r.matches[0]\nprint(patch('pkg/m{m}.py', [(m.address, '    total = 0  # accumulator')]))"
+            "a = grep(r'^def f{m}_{f}\\(', 'pkg/m{m}.py').matches[0]\nprint(cat('pkg/m{m}.py', a.line, a.line + 6))"
         ),
-        format!("print(sh('python3 -m pytest -q tests/test_m{m}.py'))"),
+        format!(
+            "r = grep(r'^    total = 0$', 'pkg/m{m}.py')\nprint(patch('pkg/m{m}.py', [(r.matches[0].address, '    total = 0  # accumulator')]))\nprint(sh('python3 -m pytest -q tests/test_m{m}.py'))"
+        ),
     ];
     match policy {
         Policy::NoFolds => {}
