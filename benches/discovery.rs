@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ws = dir.path().join("workspace");
     std::fs::create_dir_all(ws.join(".vis/extensions"))?;
     std::fs::write(ws.join(".vis/extensions/bulk.py"), EXTENSION)?;
-    let mut opts = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis")));
+    let mut opts = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
     opts.workspace = Some(ws.clone());
 
     // Start-up with and without the 5,000-function extension (medians of 5).

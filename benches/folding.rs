@@ -58,7 +58,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
-    let mut worker = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis")));
+    let mut worker = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
     worker.workspace = Some(dir.join("ws"));
     worker.config_dir = Some(dir.join("config"));
     let mut provider = fake.settings(ProviderKind::OpenAi);

@@ -155,7 +155,7 @@ fn bench_assembly() {
 }
 
 fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings {
-    let mut worker = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis")));
+    let mut worker = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
     worker.workspace = Some(dir.join("ws"));
     worker.config_dir = Some(dir.join("config"));
     let mut provider = fake.settings(kind);

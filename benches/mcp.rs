@@ -108,7 +108,7 @@ fn main() {
     .expect("config");
 
     // 1a. The in-process round trip (Runtime::exec, as vis exec and the gateway run blocks).
-    let mut opts = WorkerOptions::new(bin.clone());
+    let mut opts = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
     opts.workspace = Some(ws.clone());
     let mut rt = Runtime::new(opts, vec![]);
     for _ in 0..200 {

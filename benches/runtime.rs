@@ -193,6 +193,7 @@ fn main() {
     let runs: usize = arg("--runs").and_then(|v| v.parse().ok()).unwrap_or(20);
     let jupyter_python = arg("--jupyter-python");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
+    let worker = PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"));
     let dir = tempfile::tempdir().expect("tempdir");
     // Vis's caches (the entry-point index) live in this run's directory; the first start of
     // each figure fills them and is not counted.
@@ -201,7 +202,7 @@ fn main() {
     let venv_python = bare_venv(&python, dir.path());
 
     // 1. Round trip.
-    let mut opts = WorkerOptions::new(bin.clone());
+    let mut opts = WorkerOptions::new(worker);
     opts.workspace = Some(dir.path().to_path_buf());
     let mut rt = Runtime::new(opts.clone(), vec![]);
     for _ in 0..200 {

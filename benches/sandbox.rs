@@ -76,12 +76,13 @@ fn main() {
     let blocks = arg("--blocks", 20_000);
     let starts = arg("--starts", 20);
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
+    let worker = PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"));
     let dir = tempfile::tempdir().expect("tempdir");
 
     // 1. Round trip, in rounds of 500 blocks per mode.
     let mut runtimes: Vec<Runtime> = MODES
         .iter()
-        .map(|(mode, _)| Runtime::new(options(&bin, dir.path(), *mode), vec![]))
+        .map(|(mode, _)| Runtime::new(options(&worker, dir.path(), *mode), vec![]))
         .collect();
     for rt in &mut runtimes {
         for _ in 0..300 {
@@ -124,7 +125,7 @@ fn main() {
     let mut cold: Vec<Vec<f64>> = vec![Vec::new(), Vec::new()];
     for _ in 0..starts {
         for (i, (mode, _)) in MODES.iter().enumerate() {
-            let mut rt = Runtime::new(options(&bin, dir.path(), *mode), vec![]);
+            let mut rt = Runtime::new(options(&worker, dir.path(), *mode), vec![]);
             let t = Instant::now();
             rt.exec(block(dir.path()), &mut NoHostCalls)
                 .expect("first block");

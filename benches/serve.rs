@@ -112,7 +112,7 @@ fn main() {
     });
     let mut provider = fake.settings(ProviderKind::OpenAi);
     provider.request_timeout = Duration::from_secs(120);
-    let program = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"));
     let config = dir.path().join("config");
     let settings_for: SettingsFor = Arc::new(move |provider, workspace| {
         let mut worker = WorkerOptions::new(program.clone());

@@ -1,9 +1,11 @@
 """Worker start-up: make the embedded prelude importable and set up sys for blocks.
 
-Run once by the worker with globals SOURCES ({"vis/x.py": source, ...}), BUNDLED (bundled
-extensions, {"git.py": source, ...}), BYTECODE ({"vis/x.py": marshalled code, ...}, compiled
-by the build's Python; empty when this Python reads another bytecode format) and WORKSPACE.
-The worker runs this file from the build's bytecode too, when it can.
+Run once by the worker, after it registered `vis._native`. The embedded files (the prelude
+`vis/...`, the bundled extensions `_vis_bundled/...`) and their bytecode (compiled by the
+build's Python; none when this Python reads another format) stay in the binary:
+`vis._native.embedded_source(path)` and `embedded_bytecode(path)` hand one over when it is asked
+for, so a start allocates nothing for what it does not read. The worker runs this file from the
+build's bytecode too, when it can.
 
 Only the standard modules the interpreter has already loaded are used here: start-up time is
 what this file is about (`importlib.machinery` would import `importlib` and `warnings`; its
@@ -13,7 +15,31 @@ import marshal
 import os
 import sys
 
+from _collections_abc import Mapping  # loaded by `os` already (`collections.abc` is not)
+
 ModuleSpec = sys.modules["_frozen_importlib"].ModuleSpec
+_native = sys.modules["vis._native"]
+
+
+class EmbeddedFiles(Mapping):
+    """The embedded files under `prefix` by their path below it (`vis/x.py`, `git.py`): a
+    read-only mapping whose texts are made Python strings only when they are read."""
+
+    def __init__(self, prefix=""):
+        self.prefix = prefix
+        self.paths = [p[len(prefix):] for p in _native.embedded_paths() if p.startswith(prefix)]
+        self.known = frozenset(self.paths)
+
+    def __getitem__(self, path):
+        if path not in self.known:
+            raise KeyError(path)
+        return _native.embedded_source(self.prefix + path)
+
+    def __iter__(self):
+        return iter(self.paths)
+
+    def __len__(self):
+        return len(self.paths)
 
 
 class EmbeddedPrelude:
@@ -23,41 +49,40 @@ class EmbeddedPrelude:
     else it is compiled from the embedded source; either way its file name is `<vis>/PATH`.
     """
 
-    def __init__(self, files, bytecode):
+    def __init__(self, files):
         self.files = files
-        self.bytecode = bytecode
         self.modules = {}
-        for path, source in files.items():
+        for path in files:
             if not path.endswith(".py"):
                 continue
             parts = path[:-3].split("/")
             is_package = parts[-1] == "__init__"
             if is_package:
                 parts.pop()
-            self.modules[".".join(parts)] = (path, source, is_package)
+            self.modules[".".join(parts)] = (path, is_package)
 
     def find_spec(self, fullname, path=None, target=None):
         entry = self.modules.get(fullname)
         if entry is None:
             return None
-        spec = ModuleSpec(fullname, self, origin="<vis>/" + entry[0], is_package=entry[2])
+        spec = ModuleSpec(fullname, self, origin="<vis>/" + entry[0], is_package=entry[1])
         return spec
 
     def get_source(self, fullname):
-        return self.modules[fullname][1]
+        return self.files[self.modules[fullname][0]]
 
     def get_code(self, fullname):
-        path, source, _ = self.modules[fullname]
-        blob = self.bytecode.get(path)
+        path = self.modules[fullname][0]
+        blob = _native.embedded_bytecode(path)
         if blob is not None:
             try:
                 return marshal.loads(blob)
             except (EOFError, ValueError, TypeError):
                 pass  # unreadable bytecode: the source is the truth
-        return compile(source, "<vis>/" + path, "exec", dont_inherit=True)
+        return compile(self.files[path], "<vis>/" + path, "exec", dont_inherit=True)
 
     def is_package(self, fullname):
-        return self.modules[fullname][2]
+        return self.modules[fullname][1]
 
     def create_module(self, spec):
         return None
@@ -78,9 +103,9 @@ def _find_venv(workspace):
     return None
 
 
-def _setup(files, bytecode, workspace):
+def _setup(files):
     """The prelude becomes importable; sys.path is left alone (see `extend_path`)."""
-    sys.meta_path.insert(0, EmbeddedPrelude(files, bytecode))
+    sys.meta_path.insert(0, EmbeddedPrelude(files))
     sys.argv = [""]
     ver = "python%d.%d" % sys.version_info[:2]
     # Embedded, sys.executable would be the vis binary; blocks expect a Python. A venv's
@@ -116,16 +141,15 @@ def extend_path(workspace, trusted):
         sys.path.append(workspace)
 
 
-def _embed_bundled(files, bundled):
-    """Bundled extensions become the package `_vis_bundled`; all embedded files (prelude
-    pages included) stay readable through the module `_vis_embedded`."""
-    files = dict(files)
-    files["_vis_bundled/__init__.py"] = ""
-    for path, source in bundled.items():
-        files["_vis_bundled/" + path] = source
+def _embed():
+    """The embedded files, importable (`EmbeddedPrelude`): the prelude is the package `vis`,
+    the bundled extensions the package `_vis_bundled`; all of them (prelude pages included)
+    stay readable through the module `_vis_embedded` (`FILES`, and `BUNDLED` for the bundled
+    extensions by their path under `extensions/`)."""
+    files = EmbeddedFiles()
     embedded = type(sys)("_vis_embedded")
     embedded.FILES = files
-    embedded.BUNDLED = dict(bundled)
+    embedded.BUNDLED = EmbeddedFiles("_vis_bundled/")
     embedded.extend_path = extend_path
     #: The modules loaded before the prelude (the interpreter's start, `site` and its `.pth`
     #: files): what the prelude's own start imports is the rest (a test keeps it small).
@@ -134,9 +158,4 @@ def _embed_bundled(files, bundled):
     return files
 
 
-_setup(
-    _embed_bundled(SOURCES, globals().get("BUNDLED", {})),  # noqa: F821 (globals given by the worker)
-    globals().get("BYTECODE", {}),
-    WORKSPACE,  # noqa: F821
-)
-
+_setup(_embed())

@@ -199,7 +199,7 @@ pub fn turn_blocks(t: usize, policy: Policy) -> Vec<String> {
 }
 
 fn settings(dir: &Path, fake: &FakeProvider, scenario: &Scenario) -> ChatSettings {
-    let mut worker = WorkerOptions::new(std::path::PathBuf::from(env!("CARGO_BIN_EXE_vis")));
+    let mut worker = WorkerOptions::new(std::path::PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
     worker.workspace = Some(dir.join("ws"));
     worker.config_dir = Some(dir.join("config"));
     let mut provider = fake.settings(ProviderKind::OpenAi);

@@ -34,6 +34,17 @@ def read_cache(path: str) -> Any:
 def digest(data: bytes) -> str:
     """A 128-bit digest (xxh3) of `data` as 32 hex digits, for cache keys."""
 
+def embedded_paths() -> list[str]:
+    """Every file embedded in the binary: the prelude's (`vis/x.py`, `vis/docs/x.md`), then the
+    bundled extensions' package (`_vis_bundled/__init__.py`, `_vis_bundled/git.py`)."""
+
+def embedded_source(path: str) -> str:
+    """The text of an embedded file named as `embedded_paths` names it; KeyError for another."""
+
+def embedded_bytecode(path: str) -> memoryview | None:
+    """The build's bytecode of an embedded module (a read-only view of the binary's bytes), or
+    None when there is none this Python reads (the source is compiled instead)."""
+
 def restoring(index: int) -> None:
     """Tell the host which persisted definition (its index in the restore) the worker is about
     to compile or run, so one that kills or hangs the worker is skipped in the next one."""

@@ -168,6 +168,21 @@ def restoring(index: int) -> None:
     """No worker, so no restore to report on."""
 
 
+def embedded_paths() -> list[str]:
+    """No worker binary, so nothing is embedded: the package's own files are imported."""
+    return []
+
+
+def embedded_source(path: str) -> str:
+    """No worker binary, so nothing is embedded."""
+    raise KeyError(path)
+
+
+def embedded_bytecode(path: str) -> memoryview | None:
+    """No worker binary, so nothing is embedded."""
+    return None
+
+
 # The limits on persisted definitions, as in the worker (`runtime::defs`); nothing is persisted
 # outside one.
 MAX_DEFINITION_BYTES = 64 * 1024

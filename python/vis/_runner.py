@@ -250,15 +250,19 @@ class Runner:
 
     # -- restore ------------------------------------------------------------------------
 
-    def prepare_restore(self, defs: list[Definition], cache_path: str | None, progress: bool = False) -> PreparedRestore:
+    def prepare_restore(
+        self, defs: list[Definition], cached: tuple[str, list[bytes]] | None, progress: bool = False
+    ) -> PreparedRestore:
         """Step one of a restore: every definition checked and compiled (`compile_definition`),
-        or its code loaded from the cache file the host named, before any of them runs. The
-        worker hands `fresh` (new code, for the host to cache) to the host before step two.
-        With `progress`, the host is told which definition is being compiled, then run
-        (`_native.restoring`), so one that kills or hangs the worker can be skipped."""
-        codes: list[types.CodeType | None] = list(_codecache.load(cache_path, defs) or [])
+        or its code taken from what the host sent from its cache (`cached`: the magic number
+        it was compiled for and one marshalled code object per definition), before any of
+        them runs. The worker hands `fresh` (new code, for the host to cache) to the host
+        before step two. With `progress`, the host is told which definition is being
+        compiled, then run (`_native.restoring`), so one that kills or hangs the worker can be
+        skipped."""
+        codes: list[types.CodeType | None] = list(_codecache.load(cached, defs) or [])
         errors: dict[str, str] = {}
-        fresh: list[str] | None = None
+        fresh: list[bytes] | None = None
         if not codes:
             for index, d in enumerate(defs):
                 if progress:
@@ -300,12 +304,12 @@ class Runner:
                     else:
                         errors.pop(d["name"], None)
                         ok.append(d["name"])
-                self.registry.add(dict(d), restored=d["name"] not in errors)
+                self.registry.add(d, restored=d["name"] not in errors)
             pending = retry
             if not pending:
                 break
         for d in skipped:
-            self.registry.add(dict(d), restored=False)
+            self.registry.add(d, restored=False)
         self.stream.flush()
         order = {d["name"]: i for i, d in enumerate(defs)}
         ok.sort(key=lambda n: order.get(n, 0))
@@ -340,14 +344,14 @@ class PreparedRestore:
         defs: list[Definition],
         codes: list[types.CodeType | None],
         errors: dict[str, str],
-        fresh: list[str] | None,
+        fresh: list[bytes] | None,
         progress: bool,
     ) -> None:
         self.defs = defs
         #: One per definition; None where it did not compile or failed the check.
         self.codes = codes
         self.errors = errors
-        #: The code just compiled (marshalled, base64), when every definition compiled.
+        #: The code just compiled (marshalled), when every definition compiled.
         self.fresh = fresh
         #: This Python's bytecode magic number (hex): the cached code is only valid for it.
         self.magic = _codecache.magic()
@@ -358,17 +362,21 @@ class PreparedRestore:
 # Sources of blocks and restored definitions, for tracebacks and `inspect.getsource`. They
 # wait here until something imports `linecache` (which imports `tokenize`: a millisecond or
 # more of every worker start otherwise); `_LinecacheFiller` hands them over at that import.
-_pending_sources: dict[str, tuple[int, None, list[str], str]] = {}
+_pending_sources: dict[str, str] = {}
+
+
+def _cache_entry(filename: str, text: str) -> tuple[int, None, list[str], str]:
+    """`text` as a `linecache.cache` entry for `filename`."""
+    return (len(text), None, text.splitlines(True), filename)
 
 
 def remember_source(filename: str, text: str) -> None:
     """Makes `text` the source `linecache` shows for `filename`."""
-    entry = (len(text), None, text.splitlines(True), filename)
     loaded = sys.modules.get("linecache")
     if loaded is not None:
-        loaded.cache[filename] = entry
+        loaded.cache[filename] = _cache_entry(filename, text)
     else:
-        _pending_sources[filename] = entry
+        _pending_sources[filename] = text
 
 
 class _LinecacheFiller:
@@ -391,7 +399,7 @@ class _LinecacheFiller:
 
         def exec_module(module: types.ModuleType) -> None:
             run_module(module)
-            module.cache.update(_pending_sources)
+            module.cache.update((name, _cache_entry(name, text)) for name, text in _pending_sources.items())
             _pending_sources.clear()
 
         loader.exec_module = exec_module

@@ -33,7 +33,7 @@ from vis import _native
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
     from types import CodeType
-    from typing import Any, Iterator
+    from typing import Any, Iterator, Mapping
 else:
     CodeType = type(compile("", "", "exec"))
 
@@ -309,7 +309,7 @@ class DefRegistry:
         candidates = self._names.get(source)
         return candidates is None or not candidates.isdisjoint(names)
 
-    def add(self, record: dict[str, Any], restored: bool = True) -> None:
+    def add(self, record: Mapping[str, Any], restored: bool = True) -> None:
         self.entries.pop(record["name"], None)
         entry = dict(record)
         entry["restored"] = restored

@@ -34,11 +34,12 @@ import sys
 
 from vis import _state
 from vis._extensions.registry import Registrations, registry
-from vis._outside import WorkerRequiredError
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
     from typing import Any, Callable, TypeVar, overload
+
+    from vis._outside import WorkerRequiredError
 
     F = TypeVar("F", bound=Callable[..., Any])
 else:
@@ -47,6 +48,16 @@ else:
         return fn
 
 __all__ = ["register", "namespace", "page", "context_provider", "current", "registered", "WorkerRequiredError"]
+
+
+def __getattr__(name: str) -> Any:
+    """`WorkerRequiredError`, from `vis._outside` when first asked for: a worker's start, which
+    loads this module for every extension, never needs that module."""
+    if name == "WorkerRequiredError":
+        from vis._outside import WorkerRequiredError
+
+        return WorkerRequiredError
+    raise AttributeError("module 'vis.extension' has no attribute %r" % name)
 
 
 def _caller_extension() -> str:

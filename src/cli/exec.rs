@@ -7,13 +7,15 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    limits, load_config, resolve_workspace, session_id, session_roots, worker_options, LimitArgs,
+    limits, load_config, resolve_workspace, session_id, session_roots, worker_options,
+    worker_program, LimitArgs,
 };
 use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization};
 use crate::runtime::{
-    BlockLimits, BlockRunner, BlockSpec, NoConversation, RunError, RuntimeError, Supervisor,
+    BlockLimits, BlockRunner, BlockSpec, Launched, NoConversation, RunError, RuntimeError,
+    Supervisor, WorkerOptions,
 };
 use crate::store::{now_millis, Store};
 
@@ -53,9 +55,49 @@ fn read_code(arg: Option<String>) -> Result<String, CliError> {
     }
 }
 
-pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
+/// `vis exec`'s event loop and worker process, started before the command line is parsed.
+pub struct EarlyWorker {
+    events: tokio::runtime::Runtime,
+    launched: Option<Launched>,
+}
+
+/// When the command line is `vis [--db PATH] exec …`, starts the event loop and the worker's
+/// process now: it execs and links while this process parses its command line, reads its
+/// config, opens the store and reads the session, and gets its settings once they are known
+/// (`WorkerProcess::start`). It has the environment of a config without `[sandbox] env`; with
+/// one, it is not used (`Supervisor::adopt`). `None` for anything else, or when it cannot
+/// start (then `run` starts one, or reports why).
+pub fn launch_early() -> Option<EarlyWorker> {
+    let mut args = std::env::args_os().skip(1);
+    let command = loop {
+        let arg = args.next()?;
+        if arg == "--db" {
+            args.next()?;
+        } else if !arg.as_encoded_bytes().starts_with(b"--db=") {
+            break arg;
+        }
+    };
+    if command != "exec" {
+        return None;
+    }
+    let events = super::event_loop("vis exec").ok()?;
+    let opts = WorkerOptions::new(worker_program().ok()?);
+    let launched = events.block_on(async { Launched::new(&opts) }).ok();
+    Some(EarlyWorker { events, launched })
+}
+
+pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32, CliError> {
     let code = read_code(args.code.clone())?;
     crate::runtime::validate_code(&code).map_err(|e| CliError::usage(e.to_string()))?;
+    let (events, launched) = match early {
+        Some(early) => (early.events, early.launched),
+        None => {
+            let events = super::event_loop("vis exec")?;
+            let opts = WorkerOptions::new(worker_program()?);
+            let launched = events.block_on(async { Launched::new(&opts) }).ok();
+            (events, launched)
+        }
+    };
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
     let workspace = resolve_workspace(args.workspace.as_deref())?;
@@ -74,6 +116,9 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     let mut supervisor = Supervisor::new(opts, defs);
+    if let Some(launched) = launched {
+        supervisor.adopt(launched);
+    }
     let turn_plan = TurnPlan {
         session_id: &session_id,
         code: &code,
@@ -82,7 +127,6 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
         config: &config,
     };
 
-    let events = super::event_loop("vis exec")?;
     let ran = events.block_on(async {
         // Ctrl-C interrupts the block (also while the worker is still starting: then the
         // block does not run), not the program.
@@ -143,6 +187,9 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
             },
             Err(e) => Ok(Err(e)),
         };
+        // The worker is done: it is killed now, so the kernel ends it while the turn is
+        // closed, and the shutdown below only reaps it.
+        runner.supervisor_mut().stop_worker();
         let ended = match &ran {
             Ok(Ok(_)) | Ok(Err(_)) => {
                 runner
@@ -162,8 +209,7 @@ pub fn run(args: ExecArgs, db: &Path) -> Result<i32, CliError> {
                 None,
             );
         }
-        // `vis exec` exits next: the worker is killed, not waited for.
-        runner.shutdown_at_exit().await;
+        runner.shutdown().await;
         listener.abort();
         ran.map(|ran| (ran, ended))
     })?;

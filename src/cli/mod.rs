@@ -67,9 +67,6 @@ pub enum Command {
     /// Serve a session as an MCP server on stdio (one tool: python_execution); `vis mcp
     /// approve [DIR]` approves a workspace's .vis/mcp.toml servers.
     Mcp(McpArgs),
-    /// The runtime worker (started by vis itself).
-    #[command(hide = true)]
-    Worker(WorkerCliArgs),
 }
 
 #[derive(Debug, Args)]
@@ -86,28 +83,6 @@ pub enum SessionsAction {
     Show { id: String },
     /// Print a session as JSON.
     Export { id: String },
-}
-
-#[derive(Debug, Args)]
-pub struct WorkerCliArgs {
-    #[arg(long, default_value_t = crate::runtime::DEFAULT_MEMORY_LIMIT_MB)]
-    pub memory_limit_mb: u64,
-    #[arg(long)]
-    pub workspace: Option<PathBuf>,
-    #[arg(long)]
-    pub config_dir: Option<PathBuf>,
-    #[arg(long)]
-    pub deny: Vec<String>,
-    #[arg(long)]
-    pub safe_mode: bool,
-    #[arg(long)]
-    pub trusted: bool,
-    /// The sandbox policy as JSON (see `sandbox::Policy`).
-    #[arg(long)]
-    pub sandbox: Option<String>,
-    /// Vis's cache directory (read only: the host writes it; see `runtime::cache`).
-    #[arg(long)]
-    pub cache_dir: Option<PathBuf>,
 }
 
 /// A failure of a command: its exit code and the message for stderr.
@@ -210,8 +185,11 @@ impl CliError {
 /// on standard error; returns the exit code.
 pub fn main() -> i32 {
     std::panic::set_hook(Box::new(report_panic));
+    // Before the command line is parsed: `vis exec`'s worker starts while this process parses
+    // it and reads the session.
+    let early = exec::launch_early();
     let code = match Cli::try_parse() {
-        Ok(cli) => match run(cli) {
+        Ok(cli) => match run(cli, early) {
             Ok(code) => code,
             Err(e) => {
                 term::errln!("{e}");
@@ -246,20 +224,21 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
     term::eprint_escaped(&text);
 }
 
-/// Runs a parsed command line; returns the process exit code.
-pub fn run(cli: Cli) -> Result<i32, CliError> {
-    if !matches!(cli.command, Command::Worker(_)) {
-        // Keys live in this process: no block (nor anything else of this user) may read its
-        // memory or environment through /proc or ptrace.
-        let _ =
-            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    }
+/// Runs a parsed command line (with `vis exec`'s worker, if it was started before the command
+/// line was parsed); returns the process exit code.
+pub fn run(cli: Cli, early: Option<exec::EarlyWorker>) -> Result<i32, CliError> {
+    // Keys live in this process: no block (nor anything else of this user) may read its
+    // memory or environment through /proc or ptrace.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // The worker binary is pinned now, before anything could replace it (see
+    // `settings::worker_program`).
+    let _ = settings::worker_program();
     // Made absolute now, before anything changes directory (the worker runs in the
     // workspace; artifacts go beside the database).
     let db = std::path::absolute(crate::config::db_path(cli.db.as_deref()))
         .map_err(|e| CliError::usage(format!("cannot resolve the database path: {e}")))?;
     match cli.command {
-        Command::Exec(args) => exec::run(args, &db),
+        Command::Exec(args) => exec::run(args, &db, early),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
         Command::Catalog(args) => catalog::run(args, &db),
         Command::Chat(args) => chat::run(args, &db),
@@ -268,23 +247,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Trust(args) => trust::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
-        Command::Worker(args) => Ok(crate::runtime::run_worker(crate::runtime::WorkerArgs {
-            memory_limit_mb: args.memory_limit_mb,
-            workspace: args.workspace,
-            config_dir: args.config_dir,
-            deny: args.deny,
-            safe_mode: args.safe_mode,
-            trusted: args.trusted,
-            cache_dir: args.cache_dir,
-            sandbox: match args.sandbox.as_deref() {
-                Some(json) => serde_json::from_str(json).map_err(|e| {
-                    CliError::usage(format!(
-                        "vis worker: --sandbox is not a sandbox policy: {e}"
-                    ))
-                })?,
-                None => crate::sandbox::Policy::default(),
-            },
-        })),
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::term::{escape_controls, escape_json, out, outln};
 use super::{format_time, CliError, SessionsAction};
 use crate::protocol::TurnStatus;
-use crate::store::Store;
+use crate::store::{CostTotals, Store};
 
 pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
     if !db.exists() {
@@ -122,12 +122,15 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     if !requests.is_empty() {
         outln!("\nmodel requests:");
         outln!(
-            "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8}  {:<10} status",
+            "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>8} {:>8}  {:<10} status",
             "#",
             "turn",
             "provider/model",
             "input",
             "cached",
+            "c.write",
+            "weighted",
+            "expected",
             "output",
             "retries",
             "estimate",
@@ -142,12 +145,16 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 _ => "ok".into(),
             };
             outln!(
-                "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>8}  {:<10} {status}",
+                "  {:>4} {:>4}  {:<28} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}ms {:>8}  {:<10} {status}",
                 r.seq,
                 r.turn,
                 crate::protocol::clip(&format!("{}/{}", r.provider, r.model), 28),
                 n(r.input_tokens),
                 n(r.cached_tokens),
+                n(r.cache_write_tokens),
+                r.weighted_tokens
+                    .map_or_else(|| "n/a".to_string(), |w| format!("{w:.0}")),
+                n(r.expected_cached_tokens),
                 n(r.output_tokens),
                 r.retries,
                 r.estimate_tokens,
@@ -155,11 +162,19 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
                 r.ttft_ms.map_or_else(|| "n/a".into(), |t| format!("{t}ms")),
                 crate::protocol::clip(r.finish_reason.as_deref().unwrap_or("-"), 10),
             );
+            if r.cache_miss == Some(true) {
+                outln!(
+                    "        CACHE MISS: {} cached of ~{} expected (the prefix changed where it should not have)",
+                    n(r.cached_tokens),
+                    n(r.expected_cached_tokens)
+                );
+            }
             if let Some(m) = &r.fold_measurement {
                 outln!("        fold measurement: {m}");
             }
         }
-        outln!("  (n/a: the provider did not report it, or an answer that came whole has no time to first token; finish: why the answer ended, - for none)");
+        outln!("  (n/a: the provider did not report it, or an answer that came whole has no time to first token; c.write: tokens written to the cache; weighted: the input in uncached-token units at the cache prices; expected: cached tokens expected from the prefix shared with the previous request; finish: why the answer ended, - for none)");
+        outln!("  cost: {}", CostTotals::of(&requests).describe());
     }
     let folds = store.folds(id)?;
     if !folds.is_empty() {

@@ -208,17 +208,36 @@ pub fn worker_options(
     Ok(opts)
 }
 
-/// The program workers run: this very binary through `/proc/self/exe`, which names the file
-/// this process was started from even after it was replaced or removed (an upgrade under a
-/// running `vis serve` must not change what its new workers run, nor break them). Elsewhere,
-/// the path of the binary.
+/// The worker binary, installed beside `vis` (`cargo install` puts them side by side).
+pub const WORKER_BINARY: &str = "vis-worker";
+
+/// The program workers run: `vis-worker` beside this binary, opened the first time it is asked
+/// for (`run` asks first thing) and run through `/proc/self/fd/N`, which names that very file
+/// even after it was replaced or removed: an upgrade under a running `vis serve` must neither
+/// change what its new workers run nor break them. Without `/proc`, the path itself.
 pub fn worker_program() -> Result<PathBuf, CliError> {
-    let own = Path::new("/proc/self/exe");
-    if own.exists() {
-        return Ok(own.to_path_buf());
+    static PROGRAM: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    PROGRAM
+        .get_or_init(pin_worker_program)
+        .clone()
+        .map_err(CliError::usage)
+}
+
+fn pin_worker_program() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the vis binary: {e}"))?;
+    let path = exe.with_file_name(WORKER_BINARY);
+    let file = std::fs::File::open(&path).map_err(|e| {
+        format!(
+            "cannot open {}: {e}; vis runs each session's Python in the {WORKER_BINARY} binary installed beside it: reinstall vis so that both are there",
+            path.display()
+        )
+    })?;
+    if Path::new("/proc/self/fd").is_dir() {
+        // Open for the life of the process (close-on-exec: nothing it starts inherits it).
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+        return Ok(PathBuf::from(format!("/proc/self/fd/{fd}")));
     }
-    std::env::current_exe()
-        .map_err(|e| CliError::usage(format!("cannot locate the vis binary: {e}")))
+    Ok(path)
 }
 
 /// An existing directory, made absolute (before anything changes directory).
@@ -395,8 +414,8 @@ pub fn chat_settings(
             "vis: [provider] tool_choice forces a tool call, which Anthropic refuses while thinking_budget turns extended thinking on; use tool_choice = \"auto\" or drop thinking_budget",
         ));
     }
-    // `[pricing]` overrides arrive with issue 24's cost model; the built-in table until then.
-    let cache_prices = crate::providers::CachePrices::builtin(provider.kind, &provider.model);
+    // The provider and model this session runs with (`vis serve` sessions choose theirs).
+    let cache_prices = config.pricing.prices(provider.kind, &provider.model);
     let mut worker = worker_options(config, workspace)?;
     worker.memory_limit_mb = limits.memory_limit_mb;
     worker.sandbox = limits.sandbox.clone();

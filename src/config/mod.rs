@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 mod errors;
 mod mcp;
 mod paths;
+mod pricing;
 mod provider;
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,7 @@ pub use mcp::{
     MAX_MESSAGE_MB_LIMIT,
 };
 pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
+pub use pricing::{matches_pattern, PriceOverrides, PricingConfig};
 pub use provider::ProviderConfig;
 
 /// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
@@ -101,6 +103,13 @@ pub use provider::ProviderConfig;
 /// input_limit = 168000            # override the model table (the hard limit)
 /// auto_compress_above = 142800    # override where folding becomes required
 ///
+/// [pricing]                       # relative input prices (docs/providers.md); built-in
+/// cache_read = 0.1                # table when absent. A cached token against an uncached one
+/// cache_write = 1.25              # a token written to the cache
+/// cache_lifetime = 300            # seconds a cached prefix lives idle
+/// [pricing.models."gpt-4.1*"]     # models matching the pattern (`*`: any characters;
+/// cache_read = 0.25               # the longest matching pattern wins)
+///
 /// [mcp]
 /// call_timeout = 60               # seconds per MCP tool call
 /// [mcp.servers.github]            # MCP servers become namespaces (see docs/mcp.md)
@@ -139,6 +148,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[mcp]` and `[mcp.servers.NAME]` (see `mcp::config`).
     pub mcp: McpConfig,
+    /// `[pricing]`: overrides of the built-in cache prices.
+    pub pricing: PricingConfig,
 }
 
 /// `[trust]`.
@@ -267,6 +278,8 @@ struct ConfigFile {
     trust: TrustConfig,
     #[serde(default)]
     sandbox: SandboxConfig,
+    #[serde(default)]
+    pricing: PricingConfig,
 }
 
 impl Config {
@@ -492,6 +505,15 @@ impl Config {
             )));
         }
         config.sandbox = sandbox;
+        typed
+            .pricing
+            .check(|keys| {
+                let mut path = vec!["pricing"];
+                path.extend_from_slice(keys);
+                at(&path)
+            })
+            .map_err(invalid)?;
+        config.pricing = typed.pricing;
         Ok(config)
     }
 }

@@ -214,3 +214,102 @@ fn errors_name_file_line_and_fix() {
         .to_string();
     assert!(e.contains("line 2") && e.contains("expected a list"), "{e}");
 }
+
+#[test]
+fn pricing_overrides_the_builtin_table_by_provider_and_model_pattern() {
+    use crate::providers::{CachePrices, ProviderKind};
+    let c = parse(
+        "[pricing]\ncache_lifetime = 3600\ncache_write = 2\n[pricing.models.\"gpt-5*\"]\ncache_read = 0.2\n[pricing.models.\"gpt-5-mini\"]\ncache_read = 0.05\n[pricing.models.\"*/gpt-4o*\"]\ncache_read = 0.3\n",
+    )
+    .unwrap();
+    let p = c
+        .pricing
+        .prices(ProviderKind::Anthropic, "claude-sonnet-4-5");
+    assert_eq!(
+        (p.cache_read, p.cache_write, p.lifetime_secs),
+        (0.1, 2.0, 3600)
+    );
+    let p = c.pricing.prices(ProviderKind::OpenAi, "GPT-5");
+    assert_eq!((p.cache_read, p.cache_write), (0.2, 2.0));
+    // The longest matching pattern wins.
+    assert_eq!(
+        c.pricing
+            .prices(ProviderKind::OpenAi, "gpt-5-mini")
+            .cache_read,
+        0.05
+    );
+    assert_eq!(
+        c.pricing
+            .prices(ProviderKind::OpenAi, "openai/gpt-4o-mini")
+            .cache_read,
+        0.3
+    );
+    assert_eq!(
+        c.pricing.prices(ProviderKind::OpenAi, "gpt-4o").cache_read,
+        0.5
+    );
+    // No [pricing]: the built-in table.
+    assert_eq!(
+        parse("")
+            .unwrap()
+            .pricing
+            .prices(ProviderKind::OpenAi, "gpt-4.1"),
+        CachePrices::builtin(ProviderKind::OpenAi, "gpt-4.1")
+    );
+}
+
+#[test]
+fn model_patterns_match_whole_names_with_stars() {
+    for (pattern, name, hit) in [
+        ("gpt-5*", "gpt-5-mini", true),
+        ("gpt-5*", "xgpt-5", false),
+        ("gpt-5", "gpt-5-mini", false),
+        ("GPT-5", "gpt-5", true),
+        ("claude-*-4-5", "claude-sonnet-4-5", true),
+        ("claude-*-4-5", "claude-sonnet-4-5-x", false),
+        ("*mini*", "o4-mini-high", true),
+        ("a*a", "a", false),
+    ] {
+        assert_eq!(matches_pattern(pattern, name), hit, "{pattern} {name}");
+    }
+}
+
+#[test]
+fn bad_pricing_values_are_refused_with_their_line() {
+    for (text, expected) in [
+        (
+            "[pricing]\n\ncache_read = 1.5\n",
+            "line 3: `pricing.cache_read` must be a price between 0 and 1",
+        ),
+        (
+            "[pricing]\ncache_write = 0.5\n",
+            "line 2: `pricing.cache_write` must be a price between 1 and 10",
+        ),
+        (
+            "[pricing]\ncache_lifetime = 0\n",
+            "line 2: `pricing.cache_lifetime` must be between 1 and 86400 seconds, got 0",
+        ),
+        (
+            "[pricing.models.\"gpt-5*\"]\ncache_read = 0.1\n[pricing.models.\"o3\"]\n\ncache_read = -0.1\n",
+            "line 5: `pricing.models.\"o3\".cache_read` must be a price between 0 and 1",
+        ),
+        (
+            "[pricing.models.\"*\"]\ncache_read = 0.1\n",
+            "line 1: `pricing.models.\"*\"`: the pattern names no model",
+        ),
+        (
+            "[pricing.models.\"o3\"]\ncache_reads = 0.1\n",
+            "line 1: `pricing.models.\"o3\"` sets none of cache_read, cache_write and cache_lifetime",
+        ),
+    ] {
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains(expected), "{text}\n{e}");
+    }
+    let e = parse("[pricing]\ncache_read = \"cheap\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 2 (`cache_read = \"cheap\"`)") && e.contains("expected a number"),
+        "{e}"
+    );
+}

@@ -133,6 +133,8 @@ pub struct ChatSession {
     server_window: Option<crate::providers::ServerWindow>,
     /// Whether this session's start asked the server and recorded the limits it runs with.
     limits_settled: bool,
+    /// The request bodies the prompt cache could reuse (for the expected cache reads).
+    cache: request::CacheTracker,
 }
 
 /// `bytes` for a request body.

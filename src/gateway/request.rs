@@ -2,13 +2,51 @@
 //! sees of it while it runs (retries, time to first content: a failed or interrupted request
 //! has no response to tell), its health record, and what its finish reason means for the turn
 //! (an answer cut at the output limit, an empty one).
+//!
+//! The health record weighs the input by the session's cache prices (`providers::InputCost`)
+//! and sets beside the provider's cache reads what should have been read: the share of the
+//! body that repeats the previous answered request byte for byte ([`CacheTracker`]).
 
 use tokio_util::sync::CancellationToken;
 
 use super::{to_bytes, ChatSession, GatewayError};
-use crate::protocol::{Event, StreamEvent};
-use crate::providers::{ModelResponse, ProviderError};
+use crate::protocol::{Event, RequestCost, StreamEvent};
+use crate::providers::{expected_cached, is_cache_miss, InputCost, ModelResponse, ProviderError};
 use crate::store::{now_millis, RequestRecord};
+
+/// The request bodies a prompt cache could reuse: the last one the provider answered (and
+/// when it ended) and the one in flight.
+#[derive(Debug, Default)]
+pub(super) struct CacheTracker {
+    answered: Option<(bytes::Bytes, i64)>,
+    in_flight: Option<bytes::Bytes>,
+}
+
+impl CacheTracker {
+    /// Input tokens of the request in flight that should come from the cache (see
+    /// `expected_cached`), given its input tokens; it becomes the last answered request.
+    /// `None` when no request was answered before it in this process.
+    fn answered(
+        &mut self,
+        input_tokens: u64,
+        started_at: i64,
+        ended_at: i64,
+        prices: &crate::providers::CachePrices,
+    ) -> Option<u64> {
+        let body = self.in_flight.take()?;
+        let expected = self.answered.as_ref().map(|(previous, previous_end)| {
+            let shared = previous
+                .iter()
+                .zip(body.iter())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let idle_secs = u64::try_from(started_at - previous_end).unwrap_or(0) / 1000;
+            expected_cached(shared, body.len(), input_tokens, idle_secs, prices)
+        });
+        self.answered = Some((body, ended_at));
+        expected
+    }
+}
 
 /// What the gateway saw of a request while it ran: the retries made and, for the attempt
 /// that ran last, the time to its first content (a failed or interrupted request has no
@@ -29,6 +67,8 @@ pub(super) async fn request(
     warm_up: bool,
 ) -> (Option<Result<ModelResponse, ProviderError>>, Clock) {
     let mut clock = Clock::default();
+    let body = to_bytes(body);
+    session.cache.in_flight = Some(body.clone());
     if let Err(e) = session.provider() {
         return (Some(Err(e)), clock);
     }
@@ -74,7 +114,7 @@ pub(super) async fn request(
     };
     let stream = async {
         tokio::select! {
-            answer = provider.stream(to_bytes(body), &mut on_event) => Some(answer),
+            answer = provider.stream(body, &mut on_event) => Some(answer),
             _ = stop.cancelled() => None,
         }
     };
@@ -104,7 +144,7 @@ pub(super) fn record_request(
     started_at: i64,
     estimate: u64,
     outcome: Outcome<'_>,
-) -> Result<(), GatewayError> {
+) -> Result<RequestCost, GatewayError> {
     let as_i64 = |v: Option<u64>| v.map(|n| n as i64);
     let settings = &session.settings.provider;
     let provider_name = settings.kind.as_str().to_string();
@@ -155,6 +195,33 @@ pub(super) fn record_request(
             Some(message),
         ),
     };
+    let prices = session.settings.cache_prices;
+    let cost =
+        response.and_then(|r| InputCost::of(session.settings.provider.kind, &r.usage, &prices));
+    let expected = match response {
+        Some(r) => session.cache.answered(
+            r.usage.input_tokens.unwrap_or(estimate),
+            started_at,
+            started_at + latency_ms,
+            &prices,
+        ),
+        None => {
+            // The provider did not process it: nothing was cached.
+            session.cache.in_flight = None;
+            None
+        }
+    };
+    let cache_miss = match (expected, response.and_then(|r| r.usage.cached_tokens)) {
+        (Some(expected), Some(read)) => Some(is_cache_miss(expected, read)),
+        _ => None,
+    };
+    let request_cost = RequestCost {
+        uncached_tokens: cost.map(|c| c.uncached),
+        cache_write_tokens: cost.map(|c| c.cache_write),
+        weighted_tokens: cost.map(|c| c.weighted),
+        expected_cached_tokens: expected,
+        cache_miss,
+    };
     let record = RequestRecord {
         seq: 0,
         turn,
@@ -173,10 +240,15 @@ pub(super) fn record_request(
         error,
         fold_measurement: measurement.map(|m| serde_json::to_string(&m).unwrap_or_default()),
         finish_reason: response.and_then(|r| r.stop_reason.clone()),
+        uncached_tokens: cost.map(|c| c.uncached as i64),
+        cache_write_tokens: cost.map(|c| c.cache_write as i64),
+        weighted_tokens: cost.map(|c| c.weighted),
+        expected_cached_tokens: expected.map(|n| n as i64),
+        cache_miss,
     };
     let id = session.id.clone();
     session.runner.store_mut().record_request(&id, &record)?;
-    Ok(())
+    Ok(request_cost)
 }
 
 /// What a person sees when the model's answer was empty (no text, no call).

@@ -94,6 +94,7 @@ impl ChatSession {
             mcp_listed: false,
             server_window: None,
             limits_settled: false,
+            cache: Default::default(),
         };
         Ok((session, notes))
     }

@@ -168,7 +168,7 @@ pub(super) async fn run(
             }
             Some(Ok(response)) => response,
         };
-        record_request(
+        let cost = record_request(
             session,
             turn,
             started_at,
@@ -183,6 +183,7 @@ pub(super) async fn run(
             latency_ms: response.latency.as_millis() as u64,
             ttft_ms: response.ttft.map(|d| d.as_millis() as u64),
             retries: response.retries,
+            cost,
         });
         let message = with_call_ids(response.message, turn, n);
         let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();

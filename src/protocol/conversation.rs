@@ -21,6 +21,24 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
 }
 
+/// What a request's input cost by the cost model (issue 24), as its health record keeps it;
+/// every field `None` when unavailable (the provider did not report its cache figures, or
+/// there was no earlier request to compare with).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestCost {
+    /// Input at the full price.
+    pub uncached_tokens: Option<u64>,
+    /// Input written to the cache (0 where writing is free).
+    pub cache_write_tokens: Option<u64>,
+    /// The input in uncached-token units at the session's cache prices.
+    pub weighted_tokens: Option<f64>,
+    /// Input that should have come from the cache (the prefix shared with the previous
+    /// answered request).
+    pub expected_cached_tokens: Option<u64>,
+    /// The cache reads fell far below the expected ones: a prefix bug.
+    pub cache_miss: Option<bool>,
+}
+
 impl Usage {
     /// True when the provider reported input usage.
     pub fn has_input(&self) -> bool {

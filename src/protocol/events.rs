@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{IterationStatus, Usage};
+use super::{IterationStatus, RequestCost, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -37,6 +37,9 @@ pub enum Event {
         latency_ms: u64,
         ttft_ms: Option<u64>,
         retries: u32,
+        /// The cost model's figures for this request (absent in events of older servers).
+        #[serde(default)]
+        cost: RequestCost,
     },
     BlockStarted {
         turn: i64,
@@ -158,6 +161,7 @@ mod tests {
                 latency_ms: 0,
                 ttft_ms: None,
                 retries: 0,
+                cost: RequestCost::default(),
             },
             Event::BlockStarted {
                 turn: 1,

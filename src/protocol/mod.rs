@@ -23,7 +23,8 @@ mod tool;
 
 pub use block::{Block, BlockResult, ExitInfo, PersistedDef, Status};
 pub use conversation::{
-    AssistantMessage, ContentBlock, HistoryItem, StreamEvent, ToolCall, ToolSpec, Usage,
+    AssistantMessage, ContentBlock, HistoryItem, RequestCost, StreamEvent, ToolCall, ToolSpec,
+    Usage,
 };
 pub use events::{Event, TurnStatus};
 pub use fold::{Before, FoldReceipt, FoldSpan, Measurement, SessionRead};

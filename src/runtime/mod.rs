@@ -26,16 +26,16 @@ pub mod process;
 pub mod wire;
 
 pub use cache::cache_dir;
-pub use child::{run_worker, WorkerArgs};
+pub use child::run_worker;
 pub use host::{
     validate_code, Answered, BlockLimits, BlockRunner, BlockSpec, HostCall, HostCallSink,
-    HostCalls, HostHandler, Interrupter, LiveOutput, NoConversation, NoHostCalls, OutputWatcher,
-    Ran, RunError, Runtime, Supervisor, ToolFuture, ToolHub, WorkerOptions,
+    HostCalls, HostHandler, Interrupter, Launched, LiveOutput, NoConversation, NoHostCalls,
+    OutputWatcher, Ran, RunError, Runtime, Supervisor, ToolFuture, ToolHub, WorkerOptions,
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT, LIVE_CHUNK_BYTES, LIVE_INTERVAL,
 };
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use process::{exit_like, kill_tree};
-pub use wire::Isolation;
+pub use wire::{Isolation, WorkerArgs};
 
 /// Errors of the runtime. `InvalidBlock` is for the model (it sent a block that cannot run);
 /// the others mean the runtime itself failed and the caller should abort or retry.
@@ -43,9 +43,16 @@ pub use wire::Isolation;
 pub enum RuntimeError {
     #[error("{0}")]
     InvalidBlock(String),
-    #[error("cannot start the worker {program}: {source}; check that the vis binary is intact")]
+    #[error("cannot start the worker {program}: {source}; check that vis-worker is installed beside vis and intact")]
     Spawn {
         program: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot start a worker in the workspace {path}: {source}; check that the directory exists"
+    )]
+    Workspace {
+        path: std::path::PathBuf,
         source: std::io::Error,
     },
     #[error("the Python worker failed to start: {0}")]

@@ -9,15 +9,45 @@
 //! (`crate::protocol`), each tagged with the exec id. What the worker sends is untrusted:
 //! no field of a worker message has a default, so a missing one is a protocol error.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
 use crate::protocol::{Block, BlockResult, PersistedDef, RestoreReport};
 
+/// What a worker is started with: the first message it reads, before anything else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerArgs {
+    pub memory_limit_mb: u64,
+    /// The directory the worker runs in, which also gives it its `.venv` and `.vis`.
+    pub workspace: Option<PathBuf>,
+    /// The user's config directory (`extensions/`, `skills/`), if any.
+    pub config_dir: Option<PathBuf>,
+    /// Denied names and namespaces (already validated by the host).
+    pub deny: Vec<String>,
+    /// Load only the bundled extensions (the host retries in this mode when a worker dies or
+    /// hangs while loading the others).
+    pub safe_mode: bool,
+    /// The user trusts the workspace: its own code may load (`.vis/extensions`, a workspace
+    /// venv's `.pth` files).
+    pub trusted: bool,
+    /// The sandbox to enter, with every path it may write.
+    pub sandbox: crate::sandbox::Policy,
+    /// The workers' cache directory: read by the worker, written by the host (see
+    /// `runtime::cache`).
+    pub cache_dir: Option<PathBuf>,
+}
+
 /// What the host asks of a worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostMessage {
+    /// Start as `args` say: always the first message, and only that one (the process may be
+    /// started before they are known, see `runtime::spawn`).
+    Start {
+        args: Box<WorkerArgs>,
+    },
     /// Re-create persisted definitions in a fresh namespace (see `runtime::restore`).
     Restore {
         /// The definitions to restore, in order.
@@ -25,9 +55,9 @@ pub enum HostMessage {
         /// Definitions the host does not restore (over a size limit, or they stopped an
         /// earlier worker), without their source: listed by `defs()` as not restored.
         skipped: Vec<PersistedDef>,
-        /// The cache file (relative to the worker's cache directory) that holds the compiled
-        /// code of exactly `defs`, when it exists; empty to compile them.
-        cache: String,
+        /// Their compiled code, which the host read from its cache file for exactly `defs`;
+        /// `None` to compile them.
+        cached: Option<CachedCode>,
         /// Say `restoring {index}` before compiling and before running each definition.
         progress: bool,
     },
@@ -57,6 +87,29 @@ pub enum HostMessage {
         functions: Vec<crate::protocol::McpFunction>,
     },
     Shutdown,
+}
+
+/// The compiled code of a restore's definitions, as the host's cache file holds it (see
+/// `runtime::restore`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedCode {
+    /// The bytecode magic number of the Python that compiled it (hex): a worker whose Python
+    /// has another compiles the definitions instead.
+    pub magic: String,
+    /// One marshalled code object per definition, in order, in base64 as the cache file holds
+    /// it (the worker decodes it).
+    pub code: Vec<String>,
+}
+
+impl CachedCode {
+    /// The code objects' bytes; `None` when one is not base64.
+    pub fn decode(&self) -> Option<Vec<Vec<u8>>> {
+        use base64::Engine;
+        self.code
+            .iter()
+            .map(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+            .collect()
+    }
 }
 
 /// The sandbox layers a worker got at start (what it reports in `ready`).
@@ -174,14 +227,30 @@ mod tests {
         let msg = HostMessage::Restore {
             defs: vec![],
             skipped: vec![],
-            cache: "restore/0.json".into(),
+            cached: Some(CachedCode {
+                magic: "a70d0d0a".into(),
+                code: vec!["42NvZGU=".into()],
+            }),
             progress: false,
         };
         let json = serde_json::to_string(&msg).unwrap();
         assert_eq!(
             json,
-            r#"{"type":"restore","defs":[],"skipped":[],"cache":"restore/0.json","progress":false}"#
+            r#"{"type":"restore","defs":[],"skipped":[],"cached":{"magic":"a70d0d0a","code":["42NvZGU="]},"progress":false}"#
         );
+        let back: HostMessage = serde_json::from_str(&json).unwrap();
+        let HostMessage::Restore {
+            cached: Some(c), ..
+        } = back
+        else {
+            panic!("{back:?}");
+        };
+        assert_eq!(c.decode(), Some(vec![b"\xe3code".to_vec()]));
+        let bad = CachedCode {
+            magic: "a70d0d0a".into(),
+            code: vec!["42NvZGU=".into(), "%%%".into()],
+        };
+        assert_eq!(bad.decode(), None);
         let ready = serde_json::json!({
             "type": "ready", "pid": 7, "python_version": "3.11", "manifest": [],
             "isolation": Isolation::default(),

@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::protocol::Event;
+use crate::protocol::{Event, RequestCost};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SessionLabel {
@@ -40,12 +40,20 @@ pub struct Metrics {
     tokens_input: Counter,
     tokens_cached: Counter,
     tokens_output: Counter,
+    tokens_uncached: Counter,
+    tokens_cache_write: Counter,
+    tokens_weighted: Counter<f64, AtomicU64>,
+    cache_misses: Counter,
     errors: Counter,
     s_blocks_running: Family<SessionLabel, Gauge>,
     s_requests_in_flight: Family<SessionLabel, Gauge>,
     s_tokens_input: Family<SessionLabel, Counter>,
     s_tokens_cached: Family<SessionLabel, Counter>,
     s_tokens_output: Family<SessionLabel, Counter>,
+    s_tokens_uncached: Family<SessionLabel, Counter>,
+    s_tokens_cache_write: Family<SessionLabel, Counter>,
+    s_tokens_weighted: Family<SessionLabel, Counter<f64, AtomicU64>>,
+    s_cache_misses: Family<SessionLabel, Counter>,
     s_iterations: Family<SessionLabel, Counter>,
     s_errors: Family<ErrorLabel, Counter>,
     /// The error kinds seen per session, so a deleted session's series can be removed.
@@ -65,12 +73,20 @@ impl Metrics {
             tokens_input: Counter::default(),
             tokens_cached: Counter::default(),
             tokens_output: Counter::default(),
+            tokens_uncached: Counter::default(),
+            tokens_cache_write: Counter::default(),
+            tokens_weighted: Counter::default(),
+            cache_misses: Counter::default(),
             errors: Counter::default(),
             s_blocks_running: Family::default(),
             s_requests_in_flight: Family::default(),
             s_tokens_input: Family::default(),
             s_tokens_cached: Family::default(),
             s_tokens_output: Family::default(),
+            s_tokens_uncached: Family::default(),
+            s_tokens_cache_write: Family::default(),
+            s_tokens_weighted: Family::default(),
+            s_cache_misses: Family::default(),
             s_iterations: Family::default(),
             s_errors: Family::default(),
             error_kinds: Mutex::new(HashMap::new()),
@@ -113,6 +129,26 @@ impl Metrics {
             "Output tokens reported by providers",
             m.tokens_output.clone(),
         );
+        registry.register(
+            "uncached_tokens",
+            "Input tokens billed at the full price (neither read from nor written to a cache)",
+            m.tokens_uncached.clone(),
+        );
+        registry.register(
+            "cache_write_tokens",
+            "Input tokens written to prompt caches",
+            m.tokens_cache_write.clone(),
+        );
+        registry.register(
+            "weighted_input_tokens",
+            "Input in uncached-token units at the cache prices",
+            m.tokens_weighted.clone(),
+        );
+        registry.register(
+            "cache_misses",
+            "Requests whose cache reads fell under half the expected ones (a prefix bug)",
+            m.cache_misses.clone(),
+        );
         registry.register("errors", "Errors that ended turns", m.errors.clone());
         registry.register(
             "http_requests",
@@ -148,6 +184,26 @@ impl Metrics {
             "session_output_tokens",
             "Output tokens, per session",
             m.s_tokens_output.clone(),
+        );
+        registry.register(
+            "session_uncached_tokens",
+            "Input tokens at the full price, per session",
+            m.s_tokens_uncached.clone(),
+        );
+        registry.register(
+            "session_cache_write_tokens",
+            "Input tokens written to the cache, per session",
+            m.s_tokens_cache_write.clone(),
+        );
+        registry.register(
+            "session_weighted_input_tokens",
+            "Input in uncached-token units at the cache prices, per session",
+            m.s_tokens_weighted.clone(),
+        );
+        registry.register(
+            "session_cache_misses",
+            "Requests flagged as cache misses, per session",
+            m.s_cache_misses.clone(),
         );
         registry.register(
             "session_iterations",
@@ -188,8 +244,9 @@ impl Metrics {
                 self.requests_in_flight.inc();
                 self.s_requests_in_flight.get_or_create(&label).inc();
             }
-            Event::ResponseFinished { usage, .. } => {
+            Event::ResponseFinished { usage, cost, .. } => {
                 end_request(self, open);
+                self.observe_cost(&label, cost);
                 for (total, family, value) in [
                     (&self.tokens_input, &self.s_tokens_input, usage.input_tokens),
                     (
@@ -246,6 +303,36 @@ impl Metrics {
         }
     }
 
+    /// The cost model's figures of one answered request (what it did not report stays out).
+    fn observe_cost(&self, label: &SessionLabel, cost: &RequestCost) {
+        for (total, family, value) in [
+            (
+                &self.tokens_uncached,
+                &self.s_tokens_uncached,
+                cost.uncached_tokens,
+            ),
+            (
+                &self.tokens_cache_write,
+                &self.s_tokens_cache_write,
+                cost.cache_write_tokens,
+            ),
+            (
+                &self.cache_misses,
+                &self.s_cache_misses,
+                cost.cache_miss.map(u64::from),
+            ),
+        ] {
+            if let Some(n) = value {
+                total.inc_by(n);
+                family.get_or_create(label).inc_by(n);
+            }
+        }
+        if let Some(w) = cost.weighted_tokens.filter(|w| w.is_finite() && *w >= 0.0) {
+            self.tokens_weighted.inc_by(w);
+            self.s_tokens_weighted.get_or_create(label).inc_by(w);
+        }
+    }
+
     /// Removes every series of session `id` (it was deleted).
     pub fn forget_session(&self, id: &str) {
         let label = SessionLabel {
@@ -258,10 +345,14 @@ impl Metrics {
             &self.s_tokens_input,
             &self.s_tokens_cached,
             &self.s_tokens_output,
+            &self.s_tokens_uncached,
+            &self.s_tokens_cache_write,
+            &self.s_cache_misses,
             &self.s_iterations,
         ] {
             family.remove(&label);
         }
+        self.s_tokens_weighted.remove(&label);
         let kinds = self
             .error_kinds
             .lock()

@@ -159,7 +159,7 @@ pub struct NewHistoryItem<'a> {
 }
 
 /// One model request's health record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RequestRecord {
     pub seq: i64,
     pub turn: i64,
@@ -180,10 +180,23 @@ pub struct RequestRecord {
     /// Why the answer ended (`stop`, `tool_calls`, `length`, `end_turn`, `max_tokens`, …) as
     /// the provider sent it; `None` for a failed request or a provider that sent none.
     pub finish_reason: Option<String>,
+    /// The input split by price (`providers::InputCost`); `None`: the provider did not report
+    /// its cache reads (or the record predates schema 7).
+    pub uncached_tokens: Option<i64>,
+    /// Tokens written to the cache (0 for OpenAI-compatible servers, which charge nothing).
+    pub cache_write_tokens: Option<i64>,
+    /// The input's cost in uncached-token units at the session's cache prices.
+    pub weighted_tokens: Option<f64>,
+    /// How many input tokens should have come from the cache (the prefix shared with the
+    /// previous answered request, see `providers::pricing::expected_cached`); `None`: no
+    /// previous request to compare with in this process.
+    pub expected_cached_tokens: Option<i64>,
+    /// The cache reads fell far below the expected ones: a prefix bug (`None`: not judged).
+    pub cache_miss: Option<bool>,
 }
 
 /// Totals of a session's model requests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct RequestTotals {
     /// Reported input tokens (cached included).
     pub input_tokens: i64,
@@ -191,6 +204,10 @@ pub struct RequestTotals {
     pub output_tokens: i64,
     pub requests: i64,
     pub failed: i64,
+    /// The weighted input over the requests that have it (`None`: none has).
+    pub weighted_tokens: Option<f64>,
+    /// Requests flagged as cache misses.
+    pub cache_misses: i64,
 }
 
 /// One fold as stored.

@@ -11,6 +11,7 @@
 //! database or one written by a newer Vis is refused with an error that says what to do.
 
 mod api;
+mod cost;
 mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub use api::{
     HistoryRow, InputLimit, McpRecords, NewHistoryItem, RequestRecord, RequestTotals, SessionModel,
     SessionRecords, SessionRow, SessionStore, SessionSummary, Store, ToolAnswer, TurnRange,
 };
+pub use cost::CostTotals;
 // The records the store keeps for turns and iterations are protocol types (every layer
 // speaks them); re-exported so store callers find them here too.
 pub use crate::protocol::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};

@@ -7,7 +7,7 @@ use vis::providers::ProviderKind;
 
 use crate::support::chat::{answer, calls, messages};
 use crate::support::fake_provider::{FakeProvider, Reply};
-use crate::support::{pids_with, wait_until, TestEnv};
+use crate::support::{pids_with, wait_until, worker_pids_in, TestEnv};
 use crate::vistest;
 
 /// `vis chat` flags pointing at the fake provider.
@@ -212,12 +212,9 @@ vistest!(resume_after_kill_9_mid_block_for_each_provider, |env| {
             .exists()));
         gateway.kill().unwrap(); // SIGKILL, mid-block
         gateway.wait().unwrap();
-        let ws = env.workspace().to_string_lossy().into_owned();
+        let ws = env.workspace();
         assert!(
-            wait_until(Duration::from_secs(5), || pids_with(&format!(
-                "--workspace {ws}"
-            ))
-            .is_empty()
+            wait_until(Duration::from_secs(5), || worker_pids_in(&ws).is_empty()
                 && pids_with("2718.28").is_empty()),
             "a worker or its child survived the gateway"
         );

@@ -20,7 +20,7 @@ use crate::support::chat::{answer, calls, events};
 use crate::support::fake_provider::FakeProvider;
 use crate::support::serve::{ServerConfig, TestServer};
 use crate::support::tmux::{Tmux, DEADLINE};
-use crate::support::{vis_bin, TestEnv};
+use crate::support::{vis_bin, worker_bin, TestEnv};
 use crate::vistest;
 use crate::web::browser::Browser;
 
@@ -374,7 +374,7 @@ vistest!(
     |env| {
         let events = events();
         events.block_on(async {
-            let mut opts = WorkerOptions::new(vis_bin());
+            let mut opts = WorkerOptions::new(worker_bin());
             opts.workspace = Some(env.workspace());
             let mut sup = Supervisor::new(opts, vec![]);
             // 200,000 lines of 1,000 bytes; the last one names its number.

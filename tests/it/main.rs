@@ -16,6 +16,7 @@ mod chat;
 mod chat_transcript;
 mod chat_tui;
 mod cli;
+mod cost;
 mod defs;
 mod defs_attacks;
 mod defs_parse;

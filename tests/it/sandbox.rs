@@ -307,10 +307,17 @@ fn host_signal_ends_everything(env: &TestEnv, signal: i32) {
     );
     // The turn it left running is closed the next time the session opens.
     let run = env.exec("t", "print('next')");
-    assert_eq!(
+    // A host that handled the signal in time interrupted the block and recorded it with the
+    // imports it had made (the next worker then restores them and says so); one that was
+    // killed first recorded nothing of it. Either way the next block runs.
+    let (notes, rest): (Vec<&str>, Vec<&str>) = run
+        .stdout
+        .lines()
+        .partition(|l| l.starts_with("[vis] new worker: restored"));
+    assert!(
+        rest == ["next"] && notes.len() <= 1,
+        "signal {signal}: {}{}\nsession: {}",
         run.stdout,
-        "next\n",
-        "signal {signal}: {}\nsession: {}",
         run.stderr,
         session_json(env, "t")
     );

@@ -7,8 +7,10 @@ use crate::support::run;
 use crate::vistest;
 
 /// Modules the prelude's start must not import (each, with what it pulls in, costs a bare
-/// interpreter's start a millisecond or more).
-const HEAVY: &str = "['typing', 're', 'pathlib', 'ast', 'enum', 'ipaddress', 'urllib.parse', 'contextlib', 'inspect', 'importlib.util', 'importlib.metadata', 'zlib', 'json', 'tempfile']";
+/// interpreter's start a millisecond or more; the last three a few tenths: `__future__` is
+/// compiled in as a flag, the restore's code comes as bytes, and `vis._outside` serves only a
+/// plain Python).
+const HEAVY: &str = "['typing', 're', 'pathlib', 'ast', 'enum', 'ipaddress', 'urllib.parse', 'contextlib', 'inspect', 'importlib.util', 'importlib.metadata', 'zlib', 'json', 'tempfile', '__future__', 'binascii', 'vis._outside']";
 
 vistest!(the_prelude_start_imports_no_heavy_module, |env| {
     // A first worker fills Vis's caches (the signatures of the prelude's functions, computed
@@ -25,6 +27,13 @@ vistest!(the_prelude_start_imports_no_heavy_module, |env| {
     let out = run(&env, &mut rt, &code);
     assert_eq!(out.status, Status::Ok, "{}", out.output);
     assert_eq!(out.output, "[]\n");
+});
+
+vistest!(the_collector_runs_again_once_the_prelude_started, |env| {
+    // Paused while the prelude starts (nothing worth collecting), never for a block.
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, "import gc\ngc.isenabled()");
+    assert_eq!(out.output, "True\n");
 });
 
 vistest!(path_is_there_when_a_block_names_it, |env| {
@@ -74,7 +83,12 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
         assert_eq!(turns[i].status, vis::protocol::TurnStatus::Done);
     }
     // The workers are gone soon after (the kernel ends the namespace).
-    let workspace = env.workspace().to_string_lossy().into_owned();
+    let workspace = env.workspace().canonicalize().unwrap();
+    // (Which a live worker of this workspace is found as.)
+    let mut live = env.runtime();
+    assert_eq!(run(&env, &mut live, "1").output, "1\n");
+    assert!(!workers_of(&workspace).is_empty());
+    drop(live);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let left = workers_of(&workspace);
@@ -89,17 +103,186 @@ vistest!(vis_exec_records_its_block_before_it_ends, |env| {
     }
 });
 
-/// The pids of live `vis worker` processes started for `workspace` (a zombie has no cmdline).
-fn workers_of(workspace: &str) -> Vec<String> {
+/// The pids of live `vis worker` processes running in `workspace` (a zombie has neither a
+/// command line nor a working directory).
+fn workers_of(workspace: &std::path::Path) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.get(1) == Some(&&b"worker"[..]) && args.contains(&workspace.as_bytes()) {
+        let cwd = std::fs::read_link(entry.path().join("cwd"));
+        if args.get(1) == Some(&&b"worker"[..]) && cwd.is_ok_and(|cwd| cwd == workspace) {
             found.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
     found
 }
+
+/// `frame` as the host sends it: a 4-byte little-endian length, then the bytes.
+fn framed(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn a_worker_without_a_valid_start_message_says_why_and_exits() {
+    // Its first message is its settings (the host may start it before it knows them).
+    let mut oversized = u32::MAX.to_le_bytes().to_vec();
+    oversized.extend_from_slice(b"{}");
+    for (input, expected) in [
+        (Vec::new(), "vis worker: cannot read the start message"),
+        // A cut-off frame: its length promises more than ever comes.
+        (
+            framed(b"{\"type\":\"start\"}")[..8].to_vec(),
+            "vis worker: cannot read the start message",
+        ),
+        (
+            framed(b"{not json"),
+            "vis worker: the start message is not valid",
+        ),
+        (
+            framed(br#"{"type":"shutdown"}"#),
+            "vis worker: the host's first message was not `start`",
+        ),
+        (
+            oversized,
+            "vis worker: the start message would be 4294967295 bytes",
+        ),
+    ] {
+        let mut child = std::process::Command::new(crate::support::worker_bin())
+            .arg("worker")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, &input).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(70), "{expected}: {stderr}");
+        assert!(stderr.starts_with(expected), "{expected}: {stderr}");
+    }
+}
+
+vistest!(vis_without_its_worker_binary_says_what_to_install, |env| {
+    // `vis` alone in a directory: the worker binary is not beside it.
+    let bin = env.path().join("lonely");
+    std::fs::create_dir(&bin).unwrap();
+    let vis = bin.join("vis");
+    if std::fs::hard_link(crate::support::vis_bin(), &vis).is_err() {
+        std::fs::copy(crate::support::vis_bin(), &vis).unwrap();
+    }
+    let out = std::process::Command::new(&vis)
+        .arg("--db")
+        .arg(env.db())
+        .args(["exec", "--session", "s", "print(1)"])
+        .env("VIS_HOME", env.path().join("home"))
+        .env("VIS_CONFIG_DIR", env.config_dir())
+        .current_dir(env.workspace())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot open {}: No such file or directory (os error 2); vis runs each session's Python in the vis-worker binary installed beside it: reinstall vis so that both are there",
+            bin.join("vis-worker").display()
+        )),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    // Nothing was recorded: no database, no session.
+    assert!(!env.db().exists());
+});
+
+/// The mappings of process `pid` that are the interpreter library's and writable.
+fn writable_python_maps(pid: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("libpython") && l.split_whitespace().nth(1).unwrap().contains('w'))
+        .map(str::to_string)
+        .collect()
+}
+
+vistest!(
+    only_the_worker_keeps_the_interpreters_writable_pages,
+    |env| {
+        // The launcher and init never run Python: they drop those pages, so the worker's writes
+        // to them while Python starts do not copy them.
+        let mut rt = env.runtime();
+        assert_eq!(run(&env, &mut rt, "1").output, "1\n");
+        let launcher = rt.worker_pid().unwrap().to_string();
+        let children = |pid: &str| -> Vec<String> {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        // launcher -> init -> worker; without a PID namespace, launcher -> worker.
+        let mut chain = vec![launcher];
+        loop {
+            let next = children(chain.last().unwrap());
+            match next.as_slice() {
+                [] => break,
+                [only] => chain.push(only.clone()),
+                more => panic!("{more:?}"),
+            }
+        }
+        let expected = if rt.supervisor().isolation().pid_namespace {
+            3
+        } else {
+            2
+        };
+        assert_eq!(chain.len(), expected, "{chain:?}");
+        let (worker, helpers) = chain.split_last().unwrap();
+        for helper in helpers {
+            assert_eq!(
+                writable_python_maps(helper),
+                Vec::<String>::new(),
+                "{helper}"
+            );
+        }
+        assert!(!writable_python_maps(worker).is_empty());
+    }
+);
+
+vistest!(
+    a_variable_named_in_sandbox_env_reaches_a_vis_exec_block,
+    |env| {
+        // `vis exec` launches its worker before it reads the config: one that needs
+        // `[sandbox] env` is started with it instead.
+        std::fs::create_dir_all(env.config_dir()).unwrap();
+        std::fs::write(
+            env.config_dir().join("config.toml"),
+            "[sandbox]\nenv = [\"VIS_TEST_PASSED\"]\n",
+        )
+        .unwrap();
+        let out = env
+        .command(&[
+            "exec",
+            "--session",
+            "s",
+            "import os\nprint(os.environ.get('VIS_TEST_PASSED'), os.environ.get('VIS_TEST_HELD'))",
+        ])
+        .env("VIS_TEST_PASSED", "yes")
+        .env("VIS_TEST_HELD", "secret")
+        .output()
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.ends_with("yes None\n"), "{stdout}");
+    }
+);

@@ -575,6 +575,11 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
             "ALTER TABLE requests DROP COLUMN finish_reason;
              ALTER TABLE sessions DROP COLUMN input_limit;
              ALTER TABLE sessions DROP COLUMN input_limit_source;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
              PRAGMA user_version = 5;",
         )
         .unwrap();
@@ -597,6 +602,109 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
 }
 
 #[test]
+fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("vis.db");
+    {
+        let mut store = Store::open(&db).unwrap();
+        store.ensure_session("s", &["/w".into()]).unwrap();
+        let turn = store.begin_turn("s", TurnKind::Chat, Some("hi")).unwrap();
+        store
+            .record_request(
+                "s",
+                &RequestRecord {
+                    turn,
+                    provider: "anthropic".into(),
+                    model: "m".into(),
+                    input_tokens: Some(3000),
+                    cached_tokens: Some(2000),
+                    cache_creation_tokens: Some(700),
+                    finish_reason: Some("end_turn".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+    }
+    {
+        // As schema 6 had it: no cost columns.
+        let raw = Connection::open(&db).unwrap();
+        raw.execute_batch(&format!(
+            "{}PRAGMA user_version = 6;",
+            "
+ALTER TABLE requests DROP COLUMN uncached_tokens;
+ALTER TABLE requests DROP COLUMN cache_write_tokens;
+ALTER TABLE requests DROP COLUMN weighted_tokens;
+ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+ALTER TABLE requests DROP COLUMN cache_miss;
+"
+        ))
+        .unwrap();
+    }
+    let mut store = Store::open(&db).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        vis::store::latest_version()
+    );
+    let requests = store.requests("s").unwrap();
+    let old = &requests[0];
+    assert_eq!(
+        (
+            old.input_tokens,
+            old.cached_tokens,
+            old.cache_creation_tokens
+        ),
+        (Some(3000), Some(2000), Some(700))
+    );
+    assert_eq!(old.finish_reason.as_deref(), Some("end_turn"));
+    // The new figures are unavailable, not zero.
+    assert_eq!(
+        (
+            old.uncached_tokens,
+            old.cache_write_tokens,
+            old.weighted_tokens,
+            old.expected_cached_tokens,
+            old.cache_miss
+        ),
+        (None, None, None, None, None)
+    );
+    let totals = store.request_totals("s").unwrap();
+    assert_eq!((totals.weighted_tokens, totals.cache_misses), (None, 0));
+    // New rows carry them.
+    store
+        .record_request(
+            "s",
+            &RequestRecord {
+                turn: 1,
+                provider: "anthropic".into(),
+                model: "m".into(),
+                input_tokens: Some(3000),
+                cached_tokens: Some(0),
+                uncached_tokens: Some(3000),
+                cache_write_tokens: Some(0),
+                weighted_tokens: Some(3000.0),
+                expected_cached_tokens: Some(2900),
+                cache_miss: Some(true),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let new = &store.requests("s").unwrap()[1];
+    assert_eq!(
+        (
+            new.weighted_tokens,
+            new.expected_cached_tokens,
+            new.cache_miss
+        ),
+        (Some(3000.0), Some(2900), Some(true))
+    );
+    let totals = store.request_totals("s").unwrap();
+    assert_eq!(
+        (totals.weighted_tokens, totals.cache_misses),
+        (Some(3000.0), 1)
+    );
+}
+
+#[test]
 fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("vis.db");
@@ -613,6 +721,11 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
              ALTER TABLE requests DROP COLUMN finish_reason;
              ALTER TABLE sessions DROP COLUMN input_limit;
              ALTER TABLE sessions DROP COLUMN input_limit_source;
+             ALTER TABLE requests DROP COLUMN uncached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_write_tokens;
+             ALTER TABLE requests DROP COLUMN weighted_tokens;
+             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+             ALTER TABLE requests DROP COLUMN cache_miss;
              PRAGMA user_version = 4;",
         )
         .unwrap();

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use vis::protocol::Status;
 use vis::runtime::{HostHandler, Supervisor, WorkerOptions};
 
-use crate::support::{vis_bin, TestEnv};
+use crate::support::{worker_bin, TestEnv};
 use crate::vistest;
 use vis::protocol::{HostReply, HostRequest};
 
@@ -27,7 +27,7 @@ impl HostHandler for Echo {
 }
 
 fn supervisor(env: &TestEnv) -> Supervisor {
-    let mut opts = WorkerOptions::new(vis_bin());
+    let mut opts = WorkerOptions::new(worker_bin());
     opts.workspace = Some(env.workspace());
     opts.interrupt_grace = Duration::from_millis(1500);
     Supervisor::new(opts, vec![])
@@ -217,19 +217,59 @@ vistest!(
             "{:?}",
             crate::support::pids_with(marker)
         );
-        let ws = env.workspace().to_string_lossy().into_owned();
-        assert!(!crate::support::pids_with("worker --memory-limit-mb").is_empty());
+        let ws = env.workspace();
+        assert!(!crate::support::worker_pids_in(&ws).is_empty());
         host.kill().unwrap(); // SIGKILL
         host.wait().unwrap();
         let gone = crate::support::wait_until(Duration::from_secs(5), || {
             crate::support::pids_with(marker).is_empty()
-                && crate::support::pids_with(&format!("--workspace {ws}")).is_empty()
+                && crate::support::worker_pids_in(&ws).is_empty()
         });
         assert!(
             gone,
             "survivors: {:?} {:?}",
             crate::support::pids_with(marker),
-            crate::support::pids_with(&format!("--workspace {ws}"))
+            crate::support::worker_pids_in(&ws)
         );
     }
 );
+
+vistest!(a_worker_launched_early_is_the_one_that_starts, |env| {
+    // `vis exec` launches the worker's process before it knows the session's settings.
+    let events = events();
+    events.block_on(async {
+        let mut sup = supervisor(&env);
+        let launched = vis::runtime::Launched::new(sup.options()).unwrap();
+        let pid = launched.pid();
+        sup.adopt(launched);
+        sup.start().await.unwrap();
+        assert_eq!(sup.worker_pid(), Some(pid));
+        sup.shutdown().await;
+
+        // One launched with another environment is not used (and not left behind).
+        let mut other_opts = sup.options().clone();
+        other_opts.env = vec!["VIS_TEST_OTHER".into()];
+        let stale = vis::runtime::Launched::new(&other_opts).unwrap();
+        let stale_pid = stale.pid();
+        let mut sup = supervisor(&env);
+        sup.adopt(stale);
+        sup.start().await.unwrap();
+        assert_ne!(sup.worker_pid(), Some(stale_pid));
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = sup
+            .exec(env.block("1 + 1"), tx, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.output, "2\n");
+        // Gone: killed when dropped (a zombie has an empty command line).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read(format!("/proc/{stale_pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{stale_pid} still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        sup.shutdown().await;
+    });
+});

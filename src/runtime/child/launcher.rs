@@ -171,6 +171,8 @@ pub fn isolate(policy: &Policy) -> Layers {
         unsafe { libc::_exit(71) };
     }
     if worker > 0 {
+        // First: the worker is about to start Python.
+        release_interpreter_pages();
         // Init only reaps from here on: it needs none of its powers.
         let _ = crate::sandbox::drop_capabilities();
         run_init(worker, status_write);
@@ -310,9 +312,63 @@ unsafe fn release_pipes() {
     }
 }
 
+/// Unmaps the interpreter library's writable pages in this process (the launcher or init,
+/// which never run Python). A fork shares them copy-on-write, and the worker writes most of
+/// them while Python starts (type objects, module tables): while another process still maps
+/// a page, each first write copies it; once the worker alone maps it, the write only makes
+/// it writable. That is about a millisecond of every worker start.
+fn release_interpreter_pages() {
+    // SAFETY: Dl_info is plain data (pointers and integers), valid all zero.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr fills `info` for an address of a loaded object; nothing is freed.
+    let known = unsafe {
+        libc::dladdr(
+            pyo3::ffi::Py_IsInitialized as *const libc::c_void,
+            &mut info,
+        )
+    } != 0;
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    if !known {
+        return;
+    }
+    let base = info.dli_fbase as usize;
+    // The library's own file: the one mapped at its load address.
+    let entries: Vec<(usize, usize, &str, &str)> = maps
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (start, end) = fields.next()?.split_once('-')?;
+            let perms = fields.next()?;
+            let file = fields.nth(3)?;
+            let start = usize::from_str_radix(start, 16).ok()?;
+            let end = usize::from_str_radix(end, 16).ok()?;
+            Some((start, end, perms, file))
+        })
+        .collect();
+    let Some(library) = entries
+        .iter()
+        .find(|(start, end, _, _)| (*start..*end).contains(&base))
+        .map(|(_, _, _, file)| *file)
+    else {
+        return;
+    };
+    for (start, end, perms, file) in &entries {
+        if *file == library && perms.as_bytes().get(1) == Some(&b'w') {
+            // SAFETY: the range is a whole mapping of the interpreter library, which this
+            // process never calls (it only waits and relays an exit status).
+            unsafe {
+                libc::munmap(*start as *mut libc::c_void, end - start);
+            }
+        }
+    }
+}
+
 /// The launcher: waits for init, then ends the way the worker ended (its exit code, or the
 /// same signal), so the host reads the worker's fate from the pid it knows.
 fn run_launcher(init: libc::pid_t, status_read: libc::c_int) -> ! {
+    release_interpreter_pages();
     // SAFETY: only plain syscalls on our own descriptors and child.
     unsafe {
         release_pipes();

@@ -6,8 +6,7 @@
 //! - `channel`: the channel to the host (its reader thread, host calls, interrupts);
 //! - `prelude`: the embedded prelude and its start in the interpreter;
 //! - `python`: `vis._native`, the Rust functions the prelude calls (pyo3);
-//! - `settings`: what the worker is told (`WorkerArgs`) and tells the prelude
-//!   (`vis._state.Settings`);
+//! - `settings`: what the worker tells the prelude (`vis._state.Settings`);
 //! - `frames`: blocking reads and writes of the host's frames.
 //!
 //! The files depend on each other one way only: `worker` on `launcher`, `channel`, `prelude`
@@ -22,5 +21,4 @@ mod python;
 mod settings;
 mod worker;
 
-pub use settings::WorkerArgs;
 pub use worker::run_worker;

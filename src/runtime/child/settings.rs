@@ -1,32 +1,9 @@
-//! What the worker is told: by the host on its command line ([`WorkerArgs`]), and what it
-//! tells the prelude at start, in one typed object: [`PreludeSettings`] here,
+//! What the worker tells the prelude at start, in one typed object: [`PreludeSettings`] here,
 //! `vis._state.Settings` (a `TypedDict`) in Python, handed over by one call,
-//! `vis._state.configure(settings)`. The test below ties the two definitions together.
-
-use std::path::PathBuf;
+//! `vis._state.configure(settings)`. The test below ties the two definitions together. (What
+//! the host tells the worker is `runtime::wire::WorkerArgs`, its first message.)
 
 use pyo3::IntoPyObject;
-
-/// Settings the host passes on the worker's command line.
-#[derive(Debug, Clone)]
-pub struct WorkerArgs {
-    pub memory_limit_mb: u64,
-    pub workspace: Option<PathBuf>,
-    /// The user's config directory (`extensions/`, `skills/`), if any.
-    pub config_dir: Option<PathBuf>,
-    /// Denied names and namespaces (already validated by the host).
-    pub deny: Vec<String>,
-    /// Load only the bundled extensions (the host retries in this mode when a worker dies or
-    /// hangs while loading the others).
-    pub safe_mode: bool,
-    /// The user trusts the workspace: its own code may load (`.vis/extensions`, a workspace
-    /// venv's `.pth` files).
-    pub trusted: bool,
-    /// The sandbox to enter, with every path it may write.
-    pub sandbox: crate::sandbox::Policy,
-    /// Vis's cache directory: read here, written by the host (see `runtime::cache`).
-    pub cache_dir: Option<PathBuf>,
-}
 
 /// The prelude's settings for one worker (see `python/vis/_state.py`). Crosses into Python as
 /// a dict (pyo3's `IntoPyObject`), one key per field.

@@ -2,6 +2,9 @@
 //! from the host.
 //!
 //! Start-up order matters and is fixed here:
+//! 0. the host's first message, `start` ([`WorkerArgs`]), is read from the pipe exactly (no
+//!    byte of the next message with it), and the worker enters its workspace: the host may
+//!    start the process before it knows them, and sends them once it does;
 //! 1. [`launcher::isolate`](super::launcher::isolate) puts the worker in its own PID namespace
 //!    (it must run while the process has one thread);
 //! 2. the memory cap is set, and SIGINT is blocked (every thread started later inherits that);
@@ -14,8 +17,9 @@
 //!    host calls go to the caller waiting on that id; interrupts are handled on the spot; the
 //!    rest is queued for the interpreter thread. When the pipe closes (the host is gone, even
 //!    after `kill -9`), the worker exits at once;
-//! 5. the interpreter thread starts Python and the prelude, and only then unblocks SIGINT:
-//!    before `vis._runner` installs its handler, SIGINT's default action would kill the worker.
+//! 5. the main thread becomes the interpreter thread: it starts Python and the prelude, and
+//!    only then unblocks SIGINT: before `vis._runner` installs its handler, SIGINT's default
+//!    action would kill the worker.
 //!
 //! Interrupts: the host sends `interrupt {id}`. The reader thread records the id and sends
 //! SIGINT to the interpreter thread with `pthread_kill` (only a signal delivered to that thread
@@ -31,20 +35,37 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use super::channel::{self, eprintln_raw, send};
-use super::settings::WorkerArgs;
 use crate::catalog::manifest_entries_of;
 use crate::protocol::{Block, BlockResult, RestoreReport, Status};
 use crate::runtime::output::{cap_file, cap_output};
-use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerArgs, WorkerMessage};
 use crate::runtime::RuntimeError;
 
 /// This worker's own descriptor of the capture file (fd 1 and 2 may be replaced by a block).
 static CAPTURE: OnceLock<File> = OnceLock::new();
 
 /// Runs the worker until the host closes the pipe or says `shutdown`. Returns the exit code.
-pub fn run_worker(args: WorkerArgs) -> i32 {
+pub fn run_worker() -> i32 {
+    let args = match read_start() {
+        Ok(args) => args,
+        Err(e) => {
+            // fd 2 is the capture file: the host shows this to the user.
+            eprintln_raw(&format!("vis worker: {e}"));
+            return 70;
+        }
+    };
+    if let Some(workspace) = &args.workspace {
+        if let Err(e) = std::env::set_current_dir(workspace) {
+            eprintln_raw(&format!(
+                "vis worker: cannot enter the workspace {}: {e}",
+                workspace.display()
+            ));
+            return 70;
+        }
+    }
     let mut isolation = super::launcher::isolate(&args.sandbox);
     channel::set_in_pid_namespace(isolation.pid_namespace);
     if isolation.private_tmp {
@@ -67,17 +88,39 @@ pub fn run_worker(args: WorkerArgs) -> i32 {
             return 70;
         }
     };
-    let handle = std::thread::Builder::new()
-        .name("vis-interpreter".into())
-        .spawn(move || interpreter_thread(args, isolation, queue));
-    match handle {
-        Ok(h) => h.join().unwrap_or(71),
-        Err(e) => {
-            eprintln_raw(&format!(
-                "vis worker: cannot start the interpreter thread: {e}"
-            ));
-            71
-        }
+    // The interpreter runs on the main thread: its allocations go to malloc's main arena,
+    // which grows with a margin (a thread's own arena grows page by page, one `mprotect`
+    // each: hundreds while Python and the prelude start), and it gets the main thread's
+    // larger stack.
+    interpreter_thread(args, isolation, queue)
+}
+
+/// The largest `start` message read (a policy lists a few dozen paths).
+const MAX_START_BYTES: usize = 1024 * 1024;
+
+/// Reads the host's first message, `start`, from fd 0: its length, then exactly that many
+/// bytes, so whatever the host sent after it stays in the pipe for the channel's reader.
+fn read_start() -> Result<WorkerArgs, String> {
+    use std::io::Read;
+    use std::mem::ManuallyDrop;
+    // SAFETY: fd 0 is the host's pipe, open for the whole process; ManuallyDrop keeps this
+    // File from closing it.
+    let mut pipe = ManuallyDrop::new(unsafe { File::from_raw_fd(0) });
+    let unreadable = |e: std::io::Error| format!("cannot read the start message: {e}");
+    let mut len = [0u8; 4];
+    pipe.read_exact(&mut len).map_err(unreadable)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_START_BYTES {
+        return Err(format!(
+            "the start message would be {len} bytes, over the {MAX_START_BYTES} a worker reads"
+        ));
+    }
+    let mut body = vec![0u8; len];
+    pipe.read_exact(&mut body).map_err(unreadable)?;
+    match serde_json::from_slice::<HostMessage>(&body) {
+        Ok(HostMessage::Start { args }) => Ok(*args),
+        Ok(_) => Err("the host's first message was not `start`".into()),
+        Err(e) => Err(format!("the start message is not valid: {e}")),
     }
 }
 
@@ -301,18 +344,32 @@ fn serve(
             HostMessage::Restore {
                 defs,
                 skipped,
-                cache,
+                cached,
                 progress,
             } => {
                 // Everything is checked and compiled first, and the code goes to the host
                 // before any definition runs: nothing a restored definition does can change
                 // what the host caches (see `runtime::restore`).
                 let (prepared, magic, code) = Python::attach(|py| -> PyResult<_> {
+                    // Code that is not base64 is no code: the definitions are compiled.
+                    let cached = cached.and_then(|c| {
+                        let code: Vec<Bound<'_, PyBytes>> =
+                            c.decode()?.iter().map(|b| PyBytes::new(py, b)).collect();
+                        Some((c.magic, code))
+                    });
                     let prepared = runner
                         .bind(py)
-                        .call_method1("prepare_restore", (defs, cache, progress))?;
+                        .call_method1("prepare_restore", (defs, cached, progress))?;
                     let magic: String = prepared.getattr("magic")?.extract()?;
-                    let code: Option<Vec<String>> = prepared.getattr("fresh")?.extract()?;
+                    let fresh: Option<Vec<Bound<'_, PyBytes>>> =
+                        prepared.getattr("fresh")?.extract()?;
+                    let code = fresh.map(|fresh| {
+                        use base64::Engine;
+                        fresh
+                            .iter()
+                            .map(|b| base64::engine::general_purpose::STANDARD.encode(b.as_bytes()))
+                            .collect::<Vec<String>>()
+                    });
                     Ok((prepared.unbind(), magic, code))
                 })
                 .map_err(py_err)?;
@@ -350,6 +407,8 @@ fn serve(
             }
             // Handled by the reader thread; never queued.
             HostMessage::Response { .. } | HostMessage::Interrupt { .. } => {}
+            // Read before anything else (`read_start`); the host sends it once.
+            HostMessage::Start { .. } => {}
         }
     }
     Ok(())

@@ -8,8 +8,9 @@
 //!   `mcp_tools` forwards the MCP servers' tools; `blocking` wraps it all for synchronous
 //!   callers (tests, benchmarks);
 //! - `options`: how workers start ([`WorkerOptions`]);
-//! - `spawn`: starting a worker process (its sandbox planned, its capture file, its
-//!   environment from `env`) and ending it;
+//! - `spawn`: starting a worker process (launched early if the caller can, then told its
+//!   workspace and sandbox, planned here; its capture file, its environment from `env`) and
+//!   ending it;
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
 //! - `restore`: bringing a session's definitions back in a new worker;
 //! - `tail`: a running block's output as it arrives, for display (read by `exec`);
@@ -37,5 +38,6 @@ pub use runner::{
     Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,
     ToolFuture, ToolHub,
 };
+pub use spawn::Launched;
 pub use supervisor::Supervisor;
 pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

@@ -10,7 +10,7 @@ pub const DEFAULT_MEMORY_LIMIT_MB: u64 = 4096;
 
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
-    /// The `vis` binary (the worker is the same binary in worker mode).
+    /// The worker binary (`vis-worker`, installed beside `vis`).
     pub program: std::path::PathBuf,
     pub memory_limit_mb: u64,
     /// Used by the worker to find a `.venv` whose packages blocks can import.

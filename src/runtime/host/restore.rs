@@ -2,18 +2,22 @@
 //! and how a definition that breaks the worker is skipped without locking the session out.
 //!
 //! The exchange, after the worker's `ready`:
-//! 1. the host sends `restore {defs, skipped, cache, progress}`: the definitions within the
+//! 1. the host sends `restore {defs, skipped, cached, progress}`: the definitions within the
 //!    size limits ([`RestorePlan`]), those it skips (listed by `defs()` as not restored, never
-//!    run), the cache file it names for their compiled code, and whether to say where it is;
-//! 2. the worker checks every definition with Python's parser and compiles it (or loads the
-//!    code from that file), then sends `compiled {magic, code}` **before any definition
-//!    runs**: nothing a definition does can change it. The host writes the cache file from the
-//!    first `compiled` only, with its own copy of the definitions' names, kinds and sources;
+//!    run), their compiled code when its cache file holds it for exactly these definitions
+//!    (names, kinds and sources, in order: the host checks, the worker only unmarshals), and
+//!    whether to say where it is;
+//! 2. the worker checks every definition with Python's parser and compiles it (or takes the
+//!    code sent, when its Python reads that bytecode), then sends `compiled {magic, code}`
+//!    **before any definition runs**: nothing a definition does can change it. The host writes
+//!    the cache file from the first `compiled` only, with its own copy of the definitions'
+//!    names, kinds and sources;
 //! 3. the worker runs them in order, then sends `restored {ok, failed, unkept}`. With
 //!    `progress`, it says `restoring {index}` before compiling and before running each.
 //!
 //! The cache file lives in the workers' own cache directory (their workspace's, see
-//! `runtime::cache`).
+//! `runtime::cache`). The host reads it while the worker starts, so the worker neither reads
+//! nor parses it.
 //!
 //! A worker that dies, hangs past the restore timeout or breaks the protocol while restoring
 //! is killed, and a new one restores the same definitions carefully: compiled rather than
@@ -35,7 +39,7 @@ use super::spawn::WorkerProcess;
 use crate::protocol::{ExitInfo, PersistedDef, RestoreReport};
 use crate::runtime::cache::{self, CacheWrite};
 use crate::runtime::defs::{MAX_DEFINITION_BYTES, MAX_SESSION_DEFINITION_BYTES};
-use crate::runtime::wire::{HostMessage, WorkerMessage};
+use crate::runtime::wire::{CachedCode, HostMessage, WorkerMessage};
 
 /// How many careful workers one restore may lose: each skips the definition it was on.
 pub const MAX_RESTORE_ATTEMPTS: usize = 3;
@@ -47,7 +51,7 @@ pub(crate) struct RestorePlan {
     restore: Vec<PersistedDef>,
     /// Those not restored, with why (over a size limit, or they stopped a worker before).
     skipped: Vec<(PersistedDef, String)>,
-    /// The cache file for the code of `restore` (relative to the worker's cache directory).
+    /// The cache file for the code of `restore` (relative to the workers' cache directory).
     cache: String,
     /// Once a worker was lost restoring: the next ones compile (a damaged cache file must not
     /// lose every later worker too; the file is written again from what they compile) and say
@@ -97,8 +101,9 @@ impl RestorePlan {
         self.restore.is_empty() && self.skipped.is_empty()
     }
 
-    /// The `restore` message (`None` when the session has no definitions).
-    pub fn message(&self) -> Option<HostMessage> {
+    /// The `restore` message (`None` when the session has no definitions), with the code
+    /// cached under `cache_dir` (the workers' cache directory) unless the plan is careful.
+    pub fn message(&self, cache_dir: Option<&Path>) -> Option<HostMessage> {
         (!self.is_empty()).then(|| HostMessage::Restore {
             defs: self.restore.clone(),
             skipped: self
@@ -109,13 +114,52 @@ impl RestorePlan {
                     ..d.clone()
                 })
                 .collect(),
-            // An empty name loads nothing.
-            cache: if self.careful {
-                String::new()
-            } else {
-                self.cache.clone()
+            cached: match cache_dir {
+                Some(dir) if !self.careful => self.cached_code(dir),
+                _ => None,
             },
             progress: self.careful,
+        })
+    }
+
+    /// The code the cache file under `dir` holds for exactly the definitions of `restore`
+    /// (names, kinds and sources, in order), or `None` (no file, another format, other
+    /// definitions, or anything malformed: the worker compiles them, and the file is
+    /// written again from what it compiled).
+    fn cached_code(&self, dir: &Path) -> Option<CachedCode> {
+        let file = cache::read(dir, &self.cache)?;
+        if file.get("version")?.as_u64()? != cache::RESTORE_FORMAT || self.restore.is_empty() {
+            return None;
+        }
+        let magic = file.get("magic")?.as_str()?;
+        if !well_formed_magic(magic) {
+            return None;
+        }
+        let entries = file.get("defs")?.as_array()?;
+        if entries.len() != self.restore.len() {
+            return None;
+        }
+        let mut code = Vec::with_capacity(entries.len());
+        for (def, entry) in self.restore.iter().zip(entries) {
+            let [name, kind, source, marshalled] = entry.as_array()?.as_slice() else {
+                return None;
+            };
+            if name.as_str()? != def.name
+                || kind.as_str()? != def.kind
+                || source.as_str()? != def.source
+            {
+                return None;
+            }
+            // Decoded by the worker (one that is not base64 makes it compile them all).
+            let marshalled = marshalled.as_str()?;
+            if !is_base64(marshalled) {
+                return None;
+            }
+            code.push(marshalled.to_string());
+        }
+        Some(CachedCode {
+            magic: magic.to_string(),
+            code,
         })
     }
 
@@ -157,14 +201,8 @@ impl RestorePlan {
     /// message and the host's own copy of their names, kinds and sources.
     fn write_cache(&self, dir: &Path, magic: &str, code: &[String]) {
         let well_formed = code.len() == self.restore.len()
-            && !magic.is_empty()
-            && magic.len() <= 16
-            && magic.bytes().all(|b| b.is_ascii_hexdigit())
-            && code.iter().all(|c| {
-                !c.is_empty()
-                    && c.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-            });
+            && well_formed_magic(magic)
+            && code.iter().all(|c| is_base64(c));
         if !well_formed || self.restore.is_empty() {
             return;
         }
@@ -182,6 +220,19 @@ impl RestorePlan {
             }],
         );
     }
+}
+
+/// Non-empty and only base64's characters (whether it decodes is the worker's to find out).
+fn is_base64(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
+/// A bytecode magic number as the cache keeps it: 1 to 16 hex digits.
+fn well_formed_magic(magic: &str) -> bool {
+    !magic.is_empty() && magic.len() <= 16 && magic.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// How waiting for a restore ended.
@@ -320,7 +371,7 @@ mod tests {
         assert!(plan.skipped[0].1.starts_with("its source is 31,457,2"));
         assert!(plan.skipped[1].1.contains("over the 524,288 limit in all"));
         // The skipped go to the worker without their source, to be listed as not restored.
-        let Some(HostMessage::Restore { skipped, .. }) = plan.message() else {
+        let Some(HostMessage::Restore { skipped, .. }) = plan.message(None) else {
             panic!("no restore message");
         };
         assert!(skipped.iter().all(|d| d.source.is_empty()));
@@ -351,22 +402,71 @@ mod tests {
         assert!(plan.restore.is_empty());
         assert_eq!(plan.skipped.len(), 3);
         assert!(!plan.is_empty());
-        // A careful worker gets no cache file to read, and says where it is.
-        let Some(HostMessage::Restore {
-            cache, progress, ..
-        }) = plan.message()
-        else {
-            panic!("no restore message");
-        };
-        assert_eq!((cache.as_str(), progress), (plan.cache.as_str(), false));
+        assert!(matches!(
+            plan.message(None),
+            Some(HostMessage::Restore {
+                progress: false,
+                ..
+            })
+        ));
         plan.be_careful();
-        let Some(HostMessage::Restore {
-            cache, progress, ..
-        }) = plan.message()
-        else {
-            panic!("no restore message");
+        assert!(matches!(
+            plan.message(None),
+            Some(HostMessage::Restore { progress: true, .. })
+        ));
+    }
+
+    /// The code `plan.message(dir)` sends, if any.
+    fn sent_code(plan: &RestorePlan, dir: &Path) -> Option<CachedCode> {
+        match plan.message(Some(dir)) {
+            Some(HostMessage::Restore { cached, .. }) => cached,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_code_is_sent_only_for_exactly_the_cached_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let defs = vec![def("a", 1), def("b", 1)];
+        let mut plan = RestorePlan::new(&defs, Some(Path::new("/w")));
+        assert_eq!(sent_code(&plan, dir.path()), None, "no file yet");
+        plan.write_cache(dir.path(), "a70d0d0a", &["AAA=".into(), "BBA=".into()]);
+        let sent = sent_code(&plan, dir.path()).unwrap();
+        assert_eq!(sent.magic, "a70d0d0a");
+        assert_eq!(sent.decode(), Some(vec![vec![0, 0], vec![4, 16]]));
+        // The file's entries must be the plan's definitions: another source, kind or order,
+        // a code that is not base64, another format or magic, and nothing is sent.
+        let path = dir.path().join(&plan.cache);
+        let good: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let damaged = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = good.clone();
+            change(&mut v);
+            v
         };
-        assert_eq!((cache.as_str(), progress), ("", true));
+        for bad in [
+            damaged(&|v| v["defs"][0][2] = json!("def a(): return 2\n")),
+            damaged(&|v| v["defs"][1][1] = json!("class")),
+            damaged(&|v| v["defs"].as_array_mut().unwrap().reverse()),
+            damaged(&|v| v["defs"].as_array_mut().unwrap().truncate(1)),
+            damaged(&|v| v["defs"][0][3] = json!("%%%")),
+            damaged(&|v| v["defs"][0][3] = json!({"code": "AAA="})),
+            damaged(&|v| v["defs"][0][3] = json!("")),
+            damaged(&|v| v["defs"][0] = json!(["a", "function"])),
+            damaged(&|v| v["version"] = json!(1)),
+            damaged(&|v| v["magic"] = json!("not hex")),
+            json!([]),
+        ] {
+            std::fs::write(&path, bad.to_string()).unwrap();
+            assert_eq!(sent_code(&plan, dir.path()), None, "{bad}");
+        }
+        std::fs::write(&path, "{\"defs\": [").unwrap();
+        assert_eq!(sent_code(&plan, dir.path()), None);
+        // A careful worker compiles: it gets no code even when the file is good.
+        std::fs::write(&path, good.to_string()).unwrap();
+        assert!(sent_code(&plan, dir.path()).is_some());
+        plan.be_careful();
+        assert_eq!(sent_code(&plan, dir.path()), None);
     }
 
     #[test]

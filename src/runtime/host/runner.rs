@@ -269,15 +269,6 @@ impl BlockRunner {
         }
     }
 
-    /// [`BlockRunner::shutdown`] for a process that exits right after: the worker is not
-    /// waited for where the kernel ends it (see [`Supervisor::shutdown_at_exit`]).
-    pub async fn shutdown_at_exit(&mut self) {
-        self.supervisor.shutdown_at_exit().await;
-        if let Some(tools) = &self.tools {
-            tools.shutdown().await;
-        }
-    }
-
     /// Runs one block (see the module docs); `stop` interrupts it. `Err` only when the store
     /// fails: everything that happens to the block is in [`Ran`].
     pub async fn run_block(

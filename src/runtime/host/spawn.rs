@@ -1,11 +1,15 @@
 //! Spawning a worker process and ending it for good.
 //!
 //! The worker is the same binary (`vis worker`) in its own process group, with a cleaned
-//! environment, a filesystem view planned here (`sandbox::plan_view`), and a capture file for
-//! its fd 1 and 2. The capture file has no name (`O_TMPFILE`): the host reads it only through
-//! its own descriptor, so a block can neither swap it for a link to the host's secrets, a FIFO
-//! or `/dev/zero`, nor reach another session's. Ending the worker kills the whole tree under it
-//! (`runtime::process_tree`).
+//! environment and a capture file for its fd 1 and 2. It is started in two steps:
+//! [`Launched::new`] starts the process, which execs and links while the host is still busy
+//! (`vis exec` launches it before it opens the store), and [`WorkerProcess::start`] sends it
+//! its first message, `start` ([`WorkerArgs`]: the workspace, the sandbox with the filesystem
+//! view planned here (`sandbox::plan_view`), the limits), then waits for its `ready`.
+//! [`WorkerProcess::spawn`] does both at once. The capture file has no name (`O_TMPFILE`): the
+//! host reads it only through its own descriptor, so a block can neither swap it for a link to
+//! the host's secrets, a FIFO or `/dev/zero`, nor reach another session's. Ending the worker
+//! kills the whole tree under it (`runtime::process_tree`).
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, PermissionsExt};
@@ -14,14 +18,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::channel::{HostChannel, Incoming};
 use super::env::worker_env;
 use super::options::WorkerOptions;
 use crate::catalog::ManifestEntry;
 use crate::protocol::ExitInfo;
-use crate::runtime::wire::{HostMessage, Isolation, WorkerMessage};
+use crate::runtime::wire::{HostMessage, Isolation, WorkerArgs, WorkerMessage};
 use crate::runtime::RuntimeError;
 
 fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
@@ -32,62 +37,29 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
     }
 }
 
-/// One live worker process.
-pub(crate) struct WorkerProcess {
+/// A worker process started and waiting for its `start` message.
+pub struct Launched {
     child: Child,
-    pub pid: i32,
-    pub channel: HostChannel,
-    /// fd 1 and 2 of the worker: a file without a name, read only through this descriptor.
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    pid: i32,
     capture: File,
-    pub python_version: String,
-    pub manifest: Vec<ManifestEntry>,
-    pub isolation: Isolation,
-    /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
-    /// removed with the worker, and swept by the next spawn if the host was killed.
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+    /// What it was started as: a worker for other options is not this one.
+    program: PathBuf,
+    env: Vec<String>,
 }
 
-impl WorkerProcess {
-    /// Starts a worker and waits for its `ready`. `first` is sent as soon as the process
-    /// exists: the worker handles it right after `ready` without waiting for the host (a
-    /// restore, at a start), and the caller then reads its answer.
-    pub async fn spawn(
-        opts: &WorkerOptions,
-        safe_mode: bool,
-        first: Option<HostMessage>,
-    ) -> Result<WorkerProcess, RuntimeError> {
+impl Launched {
+    /// Starts `opts.program` as a worker with the environment `opts` allows (the allow-list
+    /// and `[sandbox] env`). Needs a tokio runtime (entered, if not running).
+    pub fn new(opts: &WorkerOptions) -> Result<Launched, RuntimeError> {
         let capture = capture_file().map_err(RuntimeError::Io)?;
         let stderr = capture.try_clone().map_err(RuntimeError::Io)?;
+        let tmp = private_tmp().map_err(RuntimeError::Io)?;
         let mut cmd = Command::new(&opts.program);
         cmd.arg("worker")
-            .arg("--memory-limit-mb")
-            .arg(opts.memory_limit_mb.to_string());
-        if let Some(ws) = &opts.workspace {
-            cmd.arg("--workspace").arg(ws);
-            cmd.current_dir(ws);
-        }
-        if let Some(dir) = &opts.config_dir {
-            cmd.arg("--config-dir").arg(dir);
-        }
-        for name in &opts.deny {
-            cmd.arg("--deny").arg(name);
-        }
-        if safe_mode {
-            cmd.arg("--safe-mode");
-        }
-        if opts.trusted {
-            cmd.arg("--trusted");
-        }
-        let cache_dir = opts.worker_cache_dir();
-        if let Some(dir) = &cache_dir {
-            cmd.arg("--cache-dir").arg(dir);
-        }
-        let tmp = private_tmp().map_err(RuntimeError::Io)?;
-        let policy = worker_policy(opts, tmp.path());
-        cmd.arg("--sandbox").arg(
-            serde_json::to_string(&policy).map_err(|e| RuntimeError::Protocol(e.to_string()))?,
-        );
-        cmd.env_clear()
+            .env_clear()
             .envs(worker_env(&opts.env))
             .env("VIS_WORKER", "1")
             .env("TMPDIR", tmp.path())
@@ -106,16 +78,120 @@ impl WorkerProcess {
         else {
             return Err(RuntimeError::Worker("worker pipes missing".into()));
         };
+        Ok(Launched {
+            child,
+            stdin,
+            stdout,
+            pid: pid as i32,
+            capture,
+            tmp,
+            program: opts.program.clone(),
+            env: opts.env.clone(),
+        })
+    }
+
+    /// The process's pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// True when this process is what `opts` would start (the same program and environment).
+    pub fn fits(&self, opts: &WorkerOptions) -> bool {
+        self.program == opts.program && self.env == opts.env
+    }
+}
+
+/// One live worker process.
+pub(crate) struct WorkerProcess {
+    child: Child,
+    pub pid: i32,
+    pub channel: HostChannel,
+    /// fd 1 and 2 of the worker: a file without a name, read only through this descriptor.
+    capture: File,
+    pub python_version: String,
+    pub manifest: Vec<ManifestEntry>,
+    pub isolation: Isolation,
+    /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
+    /// removed with the worker, and swept by the next spawn if the host was killed.
+    _tmp: tempfile::TempDir,
+    /// [`WorkerProcess::signal_kill`] ran: the processes are ended, only the reaping is left.
+    killed: bool,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its `ready` (see [`WorkerProcess::start`]).
+    pub async fn spawn(
+        opts: &WorkerOptions,
+        safe_mode: bool,
+        first: Option<HostMessage>,
+    ) -> Result<WorkerProcess, RuntimeError> {
+        Self::start(Launched::new(opts)?, opts, safe_mode, first).await
+    }
+
+    /// Sends a launched worker its `start` message and waits for its `ready`. `first` is
+    /// sent right after: the worker handles it right after `ready` without waiting for the
+    /// host (a restore, at a start), and the caller then reads its answer.
+    pub async fn start(
+        launched: Launched,
+        opts: &WorkerOptions,
+        safe_mode: bool,
+        first: Option<HostMessage>,
+    ) -> Result<WorkerProcess, RuntimeError> {
+        let Launched {
+            child,
+            mut stdin,
+            stdout,
+            pid,
+            capture,
+            tmp,
+            ..
+        } = launched;
+        let cache_dir = opts.worker_cache_dir();
+        let args = WorkerArgs {
+            memory_limit_mb: opts.memory_limit_mb,
+            workspace: opts.workspace.clone(),
+            config_dir: opts.config_dir.clone(),
+            deny: opts.deny.clone(),
+            safe_mode,
+            trusted: opts.trusted,
+            sandbox: worker_policy(opts, tmp.path()),
+            cache_dir: cache_dir.clone(),
+        };
+        // Written now, by this call itself: the worker waits for it, and an `await` would let
+        // a caller do other work first (vis exec writes its turn while the worker starts).
+        let sent = start_frame(args).map_err(RuntimeError::Io);
+        let sent = match sent {
+            Ok(frame) => send_now(&mut stdin, &frame).await.map_err(RuntimeError::Io),
+            Err(e) => Err(e),
+        };
         let mut worker = WorkerProcess {
             child,
-            pid: pid as i32,
+            pid,
             channel: HostChannel::new(stdin, stdout),
             capture,
             python_version: String::new(),
             manifest: Vec::new(),
             isolation: Isolation::default(),
             _tmp: tmp,
+            killed: false,
         };
+        if let Some(ws) = &opts.workspace {
+            // The worker runs there: a workspace that is gone is the caller's to fix.
+            if let Err(source) = std::fs::metadata(ws) {
+                worker.kill().await;
+                return Err(RuntimeError::Workspace {
+                    path: ws.clone(),
+                    source,
+                });
+            }
+        }
+        if let Err(e) = sent {
+            worker.kill().await;
+            return Err(RuntimeError::WorkerStart(format!(
+                "cannot send the worker its settings ({e}); output: {}",
+                worker.capture_text().trim()
+            )));
+        }
         if let Some(message) = first {
             worker.channel.send(message);
         }
@@ -204,25 +280,10 @@ impl WorkerProcess {
         }
     }
 
-    /// Kills the worker for a host that exits right after, without reaping it, when the
-    /// kernel finishes the job: in a PID namespace, killing the launcher's group ends init and
-    /// with it everything in the namespace, and with a private `/tmp` nothing of the worker is
-    /// in the temp directory the host removes next. The host's exit hands the launcher to init,
-    /// which reaps it. Returns false, having done nothing, otherwise (the caller kills and
-    /// waits as usual).
-    pub fn kill_at_exit(&mut self) -> bool {
-        if !(self.isolation.pid_namespace && self.isolation.private_tmp) {
-            return false;
-        }
-        if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
-            // Already gone is fine.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
-        true
-    }
-
-    /// Kills the worker and everything it started, and reaps it.
-    pub async fn kill(&mut self) -> ExitInfo {
+    /// Kills the worker and everything it started, without waiting: [`WorkerProcess::kill`]
+    /// reaps it (a caller with other work before then lets the kernel end it meanwhile).
+    pub fn signal_kill(&mut self) {
+        self.killed = true;
         if self.isolation.pid_namespace {
             // Killing the launcher's group is enough: init dies with the launcher (its
             // parent-death signal), and the kernel kills everything left in the namespace.
@@ -234,11 +295,46 @@ impl WorkerProcess {
         } else {
             crate::runtime::process::kill_tree(self.pid, true);
         }
+    }
+
+    /// Kills the worker and everything it started, and reaps it.
+    pub async fn kill(&mut self) -> ExitInfo {
+        if !self.killed {
+            self.signal_kill();
+        }
         match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
             Ok(Ok(status)) => exit_info(status),
             _ => ExitInfo::Unknown,
         }
     }
+}
+
+/// The `start` message as one frame (`wire::codec`).
+fn start_frame(args: WorkerArgs) -> std::io::Result<bytes::BytesMut> {
+    use tokio_util::codec::Encoder;
+    let message = HostMessage::Start {
+        args: Box::new(args),
+    };
+    let payload = serde_json::to_vec(&message)?;
+    let mut frame = bytes::BytesMut::with_capacity(payload.len() + 4);
+    crate::runtime::wire::codec().encode(bytes::Bytes::from(payload), &mut frame)?;
+    Ok(frame)
+}
+
+/// Writes `frame` to the worker's stdin with plain `write` calls, which put a small frame
+/// into the empty pipe at once (tokio's own write waits for the event loop to report the pipe
+/// writable first); what a full pipe did not take is written the async way.
+async fn send_now(stdin: &mut ChildStdin, frame: &[u8]) -> std::io::Result<()> {
+    let mut written = 0;
+    while written < frame.len() {
+        match rustix::io::write(&*stdin, &frame[written..]) {
+            Ok(n) => written += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    stdin.write_all(&frame[written..]).await
 }
 
 /// The unnamed file a worker's fd 1 and 2 point at (append mode, so every writer adds at the

@@ -9,7 +9,7 @@
 
 use super::options::WorkerOptions;
 use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
-use super::spawn::WorkerProcess;
+use super::spawn::{Launched, WorkerProcess};
 use crate::catalog::{Manifest, ManifestEntry};
 use crate::protocol::{
     ExitInfo, McpFunction, McpNamespace, PersistedDef, RestoreNotice, RestoreReport,
@@ -32,6 +32,9 @@ pub struct Supervisor {
     pub(super) isolation: Isolation,
     /// The MCP servers' tools as namespaces and functions (sent to every new worker).
     pub(super) mcp: Option<(Vec<McpNamespace>, Vec<McpFunction>)>,
+    /// A worker process launched before the options were known ([`Supervisor::adopt`]),
+    /// started by the next [`Supervisor::start`].
+    pub(super) launched: Option<Launched>,
 }
 
 impl Supervisor {
@@ -49,7 +52,15 @@ impl Supervisor {
             manifest_version: 0,
             isolation: Isolation::default(),
             mcp: None,
+            launched: None,
         }
+    }
+
+    /// Takes a worker process launched early (`Launched::new` with these options, while the
+    /// caller was still reading its session): the next start sends it its settings instead
+    /// of starting another. One launched for other options is dropped (and killed) then.
+    pub fn adopt(&mut self, launched: Launched) {
+        self.launched = Some(launched);
     }
 
     pub fn options(&self) -> &WorkerOptions {
@@ -105,21 +116,26 @@ impl Supervisor {
         // session out: start again with only the bundled extensions and say why.
         // The definitions go with the start, so the worker restores them right after `ready`.
         let mut plan = RestorePlan::new(&self.defs, self.opts.workspace.as_deref());
-        let (mut worker, extensions_skipped) =
-            match WorkerProcess::spawn(&self.opts, false, plan.message()).await {
-                Ok(worker) => (worker, None),
-                Err(RuntimeError::WorkerStart(first)) => {
-                    match WorkerProcess::spawn(&self.opts, true, plan.message()).await {
-                        Ok(worker) => (worker, Some(first)),
-                        Err(e) => {
-                            return Err(RuntimeError::WorkerStart(format!(
-                                "{first}; with only the bundled extensions: {e}"
-                            )))
-                        }
+        let cache_dir = self.opts.worker_cache_dir();
+        let message = || plan.message(cache_dir.as_deref());
+        let first = match self.launched.take().filter(|l| l.fits(&self.opts)) {
+            Some(launched) => WorkerProcess::start(launched, &self.opts, false, message()).await,
+            None => WorkerProcess::spawn(&self.opts, false, message()).await,
+        };
+        let (mut worker, extensions_skipped) = match first {
+            Ok(worker) => (worker, None),
+            Err(RuntimeError::WorkerStart(first)) => {
+                match WorkerProcess::spawn(&self.opts, true, message()).await {
+                    Ok(worker) => (worker, Some(first)),
+                    Err(e) => {
+                        return Err(RuntimeError::WorkerStart(format!(
+                            "{first}; with only the bundled extensions: {e}"
+                        )))
                     }
                 }
-                Err(e) => return Err(e),
-            };
+            }
+            Err(e) => return Err(e),
+        };
         let safe_mode = extensions_skipped.is_some();
         let report = self.restore(&mut worker, &mut plan, safe_mode).await?;
         self.pending_notice = Some(RestoreNotice {
@@ -183,7 +199,9 @@ impl Supervisor {
                 }
                 plan.skip(during, false, &stop.why(exit));
             }
-            *worker = WorkerProcess::spawn(&self.opts, safe_mode, plan.message()).await?;
+            *worker =
+                WorkerProcess::spawn(&self.opts, safe_mode, plan.message(cache_dir.as_deref()))
+                    .await?;
         }
     }
 
@@ -203,16 +221,13 @@ impl Supervisor {
         }
     }
 
-    /// [`Supervisor::shutdown`] for a host that exits right after (`vis exec`): the worker is
-    /// killed, and waited for only where the kernel would not finish the job (see
-    /// `WorkerProcess::kill_at_exit`); the wait for its namespace's teardown was a
-    /// millisecond or two of every `vis exec`.
-    pub async fn shutdown_at_exit(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            worker.channel.send(HostMessage::Shutdown);
-            if !worker.kill_at_exit() {
-                worker.kill().await;
-            }
+    /// Kills the worker now, without waiting: for a caller that has other work to do before
+    /// it shuts down (then [`Supervisor::shutdown`] only reaps what the kernel ended meanwhile).
+    /// `vis exec` does this once its block ran, so the reaping it waits for before it exits
+    /// costs next to nothing, and no process it started is left for another to reap.
+    pub fn stop_worker(&mut self) {
+        if let Some(worker) = self.worker.as_mut() {
+            worker.signal_kill();
         }
     }
 }

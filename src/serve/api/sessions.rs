@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{reader, require, status_of, ApiError, ApiResult, Body};
 use crate::serve::providers::ProviderInfo;
 use crate::serve::App;
-use crate::store::TurnRange;
+use crate::store::{CostTotals, TurnRange};
 
 /// Turns per page of `GET /api/sessions/{id}` unless the client asks for fewer.
 pub const DEFAULT_PAGE_TURNS: i64 = 50;
@@ -55,6 +55,11 @@ pub struct SessionSummary {
     pub output_tokens: i64,
     pub requests: i64,
     pub failed_requests: i64,
+    /// The input in uncached-token units at the cache prices, over the requests whose
+    /// provider reported its cache figures (`null`: none did).
+    pub weighted_tokens: Option<f64>,
+    /// Requests whose cache reads fell under half the expected ones (a prefix bug).
+    pub cache_misses: i64,
 }
 
 /// List sessions, most recently used first.
@@ -82,6 +87,8 @@ pub async fn list_sessions(State(app): State<App>) -> ApiResult<Json<Vec<Session
             output_tokens: totals.output_tokens,
             requests: totals.requests,
             failed_requests: totals.failed,
+            weighted_tokens: totals.weighted_tokens,
+            cache_misses: totals.cache_misses,
         });
     }
     Ok(Json(out))
@@ -125,7 +132,8 @@ pub struct PageQuery {
 
 /// A page of a session: its turns `from_turn` on, with their iterations, folds, conversation
 /// items and requests; `page.next_turn` is where the next page starts (`null`: no more).
-/// `session`, `status`, `model` and `defs` come with every page.
+/// `session`, `status`, `model`, `defs` and `cost` (the whole session's cost totals and cache
+/// shares) come with every page.
 #[utoipa::path(get, path = "/api/sessions/{id}", params(("id" = String, Path), PageQuery),
     responses((status = 200, body = Value), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn get_session(
@@ -168,7 +176,19 @@ pub async fn get_session(
         "defs": store.load_defs(&id).map_err(e)?,
         "history": store.history_in(&id, range).map_err(e)?,
         "requests": store.requests_in(&id, range).map_err(e)?,
+        "cost": cost_of(&store.requests(&id).map_err(e)?),
     })))
+}
+
+/// The session's cost totals (`CostTotals`) with its measured and expected cache shares.
+fn cost_of(requests: &[crate::store::RequestRecord]) -> Value {
+    let totals = CostTotals::of(requests);
+    let mut value = serde_json::to_value(totals).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.insert("measured_share".into(), json!(totals.measured_share()));
+        map.insert("expected_share".into(), json!(totals.expected_share()));
+    }
+    value
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

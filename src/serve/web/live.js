@@ -138,7 +138,7 @@ function onEvent(view, ev, follow) {
         // Until the turn ends and the session is read again, the chart grows live.
         d.requests = (d.requests || []).concat([{
           seq: -1, turn: ev.turn, input_tokens: u.input_tokens, cached_tokens: u.cached_tokens,
-          output_tokens: u.output_tokens, estimate_tokens: ev.estimate_tokens,
+          output_tokens: u.output_tokens, estimate_tokens: ev.estimate_tokens, ...(ev.cost || {}),
         }]);
         if (state.current === view.id) {
           renderHead(d);

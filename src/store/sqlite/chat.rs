@@ -195,8 +195,8 @@ impl Conversation for SqliteStore {
         tx.execute(
             "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,
                 input_tokens, cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error, fold_measurement,
-                finish_reason)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                finish_reason, uncached_tokens, cache_write_tokens, weighted_tokens, expected_cached_tokens, cache_miss)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
             params![
                 session_id,
                 seq,
@@ -215,7 +215,12 @@ impl Conversation for SqliteStore {
                 rec.error_kind,
                 rec.error,
                 rec.fold_measurement,
-                rec.finish_reason
+                rec.finish_reason,
+                rec.uncached_tokens,
+                rec.cache_write_tokens,
+                rec.weighted_tokens,
+                rec.expected_cached_tokens,
+                rec.cache_miss
             ],
         )?;
         tx.commit()?;
@@ -226,7 +231,8 @@ impl Conversation for SqliteStore {
         self.rows(
 "SELECT seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries, input_tokens,
                     cached_tokens, cache_creation_tokens, output_tokens, estimate_tokens, error_kind, error,
-                    fold_measurement, finish_reason
+                    fold_measurement, finish_reason, uncached_tokens, cache_write_tokens, weighted_tokens,
+                    expected_cached_tokens, cache_miss
              FROM requests WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY seq",
 params![session_id, range.first, range.last], |r| {
             Ok(RequestRecord {
@@ -247,6 +253,11 @@ params![session_id, range.first, range.last], |r| {
                 error: r.get(14)?,
                 fold_measurement: r.get(15)?,
                 finish_reason: r.get(16)?,
+                uncached_tokens: r.get(17)?,
+                cache_write_tokens: r.get(18)?,
+                weighted_tokens: r.get(19)?,
+                expected_cached_tokens: r.get(20)?,
+                cache_miss: r.get(21)?,
             })
         },
 )
@@ -257,7 +268,8 @@ params![session_id, range.first, range.last], |r| {
     fn request_totals(&self, session_id: &str) -> Result<RequestTotals> {
         Ok(self.conn.query_row(
             "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(output_tokens), 0),
-                    count(*), COALESCE(SUM(error IS NOT NULL), 0)
+                    count(*), COALESCE(SUM(error IS NOT NULL), 0), SUM(weighted_tokens),
+                    COALESCE(SUM(cache_miss), 0)
              FROM requests WHERE session_id = ?1",
             [session_id],
             |r| {
@@ -267,6 +279,8 @@ params![session_id, range.first, range.last], |r| {
                     output_tokens: r.get(2)?,
                     requests: r.get(3)?,
                     failed: r.get(4)?,
+                    weighted_tokens: r.get(5)?,
+                    cache_misses: r.get(6)?,
                 })
             },
         )?)

@@ -166,6 +166,19 @@ ALTER TABLE sessions ADD COLUMN input_limit INTEGER;    -- tokens; NULL: not run
 ALTER TABLE sessions ADD COLUMN input_limit_source TEXT;
 "#,
     ),
+    // The cost model (issue 24 §1): each request's input split by price and weighed, what
+    // should have come from the cache, and whether it fell far short (a prefix bug). NULL:
+    // unavailable (the provider did not say, or the row predates v7).
+    (
+        7,
+        r#"
+ALTER TABLE requests ADD COLUMN uncached_tokens INTEGER;        -- input at the full price
+ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER;     -- 0 where writes are free
+ALTER TABLE requests ADD COLUMN weighted_tokens REAL;           -- in uncached-token units
+ALTER TABLE requests ADD COLUMN expected_cached_tokens INTEGER; -- local estimate
+ALTER TABLE requests ADD COLUMN cache_miss INTEGER;             -- 1: reads far below expected
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

@@ -369,8 +369,14 @@ vistest!(replacing_the_binary_does_not_break_new_sessions, |env| {
     let bin = env.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let copy = bin.join("vis");
-    if std::fs::hard_link(crate::support::vis_bin(), &copy).is_err() {
-        std::fs::copy(crate::support::vis_bin(), &copy).unwrap();
+    let worker = bin.join("vis-worker");
+    for (from, to) in [
+        (crate::support::vis_bin(), &copy),
+        (crate::support::worker_bin(), &worker),
+    ] {
+        if std::fs::hard_link(&from, to).is_err() {
+            std::fs::copy(&from, to).unwrap();
+        }
     }
     let mut cmd = Command::new(&copy);
     cmd.arg("--db")
@@ -400,19 +406,23 @@ vistest!(replacing_the_binary_does_not_break_new_sessions, |env| {
     };
     let (s, v) = exec(&c, "print('before')");
     assert_eq!((s, v["output"].as_str()), (200, Some("before\n")), "{v}");
-    // The upgrade: a new file renamed over the old one (what package managers do).
-    let next = bin.join("vis.new");
-    std::fs::write(
-        &next,
-        "#!/bin/sh\necho 'not the binary the server runs' >&2\nexit 3\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&next, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::fs::rename(&next, &copy).unwrap();
+    // The upgrade: new files renamed over the old ones (what package managers do).
+    for old in [&copy, &worker] {
+        let next = bin.join("next");
+        std::fs::write(
+            &next,
+            "#!/bin/sh\necho 'not the binary the server runs' >&2\nexit 3\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&next, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::rename(&next, old).unwrap();
+    }
     let (s, v) = exec(&c, "print('after')");
     assert_eq!((s, v["output"].as_str()), (200, Some("after\n")), "{v}");
-    // And with the file gone altogether.
+    // And with the files gone altogether.
     std::fs::remove_file(&copy).unwrap();
+    std::fs::remove_file(&worker).unwrap();
     let (s, v) = exec(&c, "print('gone')");
     assert_eq!((s, v["output"].as_str()), (200, Some("gone\n")), "{v}");
 });

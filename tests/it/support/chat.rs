@@ -12,12 +12,12 @@ use vis::runtime::WorkerOptions;
 use vis::store::Store;
 
 use super::fake_provider::{FakeProvider, Reply};
-use super::{vis_bin, TestEnv};
+use super::{worker_bin, TestEnv};
 
 pub const KINDS: [ProviderKind; 2] = [ProviderKind::OpenAi, ProviderKind::Anthropic];
 
 pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings {
-    let mut worker = WorkerOptions::new(vis_bin());
+    let mut worker = WorkerOptions::new(worker_bin());
     worker.workspace = Some(env.workspace());
     worker.config_dir = Some(env.config_dir());
     worker.trusted = true;

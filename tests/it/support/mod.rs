@@ -20,6 +20,11 @@ pub fn vis_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_vis"))
 }
 
+/// The worker binary (`vis-worker`, beside `vis`).
+pub fn worker_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"))
+}
+
 /// One test's world: a temp dir holding `vis.db`, a `workspace/` and `home/` (VIS_HOME).
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
@@ -146,7 +151,7 @@ impl TestEnv {
         tweak: impl FnOnce(&mut WorkerOptions),
         defs: Vec<PersistedDef>,
     ) -> Runtime {
-        let mut opts = WorkerOptions::new(vis_bin());
+        let mut opts = WorkerOptions::new(worker_bin());
         opts.workspace = Some(self.workspace());
         opts.interrupt_grace = Duration::from_millis(1500);
         opts.trusted = true;
@@ -225,6 +230,25 @@ pub fn pids_with(marker: &str) -> Vec<i32> {
         }
     }
     pids
+}
+
+/// Pids of live processes whose working directory is `dir` and whose command line is
+/// `vis-worker`'s (launched as `/proc/self/fd/N worker`; zombies excluded): a session's
+/// worker processes, which run in its workspace.
+pub fn worker_pids_in(dir: &Path) -> Vec<i32> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    pids_with("worker")
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            argv.get(1) == Some(&&b"worker"[..])
+                && std::fs::read_link(format!("/proc/{pid}/cwd"))
+                    .ok()
+                    .as_deref()
+                    == Some(&*dir)
+        })
+        .collect()
 }
 
 /// Waits until `cond` holds, up to `limit` (returns whether it did).

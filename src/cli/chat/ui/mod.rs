@@ -479,26 +479,57 @@ pub fn plural(n: impl Into<i64>, word: &str) -> String {
 }
 
 /// Runs `work` (rendering a pathological input) on a thread and gives its result, failing the
-/// test if it has not finished after a bound: a super-linear renderer then fails instead of
-/// hanging the suite. The inputs are chosen so the quadratic code took minutes and the linear
-/// code takes well under a second; the bound (20 s, for a busy machine) is no claim about
-/// speed.
+/// test if the thread has used more than a bound of CPU time: a super-linear renderer then
+/// fails instead of hanging the suite. The inputs are chosen so the quadratic code took
+/// minutes and the linear code takes about a second (debug build). The bound (20 s) is on the
+/// thread's own CPU time, not the wall clock, so a machine busy with other work does not
+/// trip it (under a load of 10 on 2 cores the wall time of this work was 7× its CPU time).
 #[cfg(test)]
 pub(crate) fn finishes<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     use std::sync::mpsc::RecvTimeoutError;
+    const BOUND_CPU_SECS: f64 = 20.0;
     let (tx, rx) = std::sync::mpsc::channel();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let worker = std::thread::spawn(move || {
+        let _ = tid_tx.send(rustix::thread::gettid().as_raw_nonzero().get());
         let value = work();
         let _ = tx.send(());
         value
     });
-    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
-        Ok(()) | Err(RecvTimeoutError::Disconnected) => match worker.join() {
-            Ok(value) => value,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(RecvTimeoutError::Timeout) => {
-            panic!("the rendering did not finish in 20 s: super-linear on this input?")
+    let tid = tid_rx.recv().expect("the rendering thread starts");
+    // utime + stime of one thread, from /proc (fields 14 and 15, in clock ticks of 1/100 s on
+    // Linux), after the command name, which may hold spaces and is closed by the last `)`.
+    let cpu_secs = || -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // After the `)`: state is field 3 of stat, so utime (14) and stime (15) are at 11, 12.
+        (ticks(11) + ticks(12)) / 100.0
+    };
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                return match worker.join() {
+                    Ok(value) => value,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let used = cpu_secs();
+                assert!(
+                    used <= BOUND_CPU_SECS,
+                    "the rendering used {used:.1} s of CPU without finishing: super-linear on this input?"
+                );
+            }
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::plural;
 use crate::gateway::ChatSession;
 use crate::protocol::{Level, Measurement};
-use crate::store::RequestRecord;
+use crate::store::{CostTotals, RequestRecord};
 
 /// Token totals over a session's answered requests.
 #[derive(Debug, Default, PartialEq)]
@@ -193,7 +193,7 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
                 let input = tokens(r.input_tokens);
                 let cached = tokens(r.cached_tokens);
                 format!(
-                    "in {}, cached {}{}, out {}, {} ms{}",
+                    "in {}, cached {}{}, out {}, {} ms{}{}",
                     count(input),
                     count(cached),
                     cached_share(input, cached),
@@ -202,7 +202,8 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
                     r.finish_reason
                         .as_deref()
                         .map(|f| format!(", finished: {f}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    request_cost(r)
                 )
             }
             None => "none yet".into(),
@@ -229,6 +230,16 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
             } else {
                 String::new()
             }
+        ),
+    ));
+    rows.push((
+        "cost".into(),
+        format!(
+            "{} (prices: cache read {}×, cache write {}×, lifetime {} s)",
+            CostTotals::of(&requests).describe(),
+            session.settings().cache_prices.cache_read,
+            session.settings().cache_prices.cache_write,
+            session.settings().cache_prices.lifetime_secs
         ),
     ));
     rows.push((
@@ -280,6 +291,26 @@ pub fn report(session: &ChatSession) -> Vec<(String, String)> {
     rows
 }
 
+/// `, weighted 1,234, cache write 0, expected cached 4,000` and the miss flag, for what the
+/// record has.
+fn request_cost(r: &RequestRecord) -> String {
+    let mut out = String::new();
+    if let (Some(w), Some(write)) = (r.weighted_tokens, tokens(r.cache_write_tokens)) {
+        out += &format!(
+            ", weighted {}, cache write {}",
+            count(Some(w.round() as u64)),
+            count(Some(write))
+        );
+    }
+    if let Some(e) = tokens(r.expected_cached_tokens) {
+        out += &format!(", expected cached {}", count(Some(e)));
+    }
+    if r.cache_miss == Some(true) {
+        out += " — CACHE MISS (reads under half the expected: a prefix bug?)";
+    }
+    out
+}
+
 /// A stored token count (never negative in practice) as a count to show.
 fn tokens(stored: Option<i64>) -> Option<u64> {
     stored.map(|v| v.max(0) as u64)
@@ -308,6 +339,7 @@ mod tests {
             error: None,
             fold_measurement: None,
             finish_reason: None,
+            ..Default::default()
         }
     }
 
