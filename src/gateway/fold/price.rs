@@ -17,7 +17,8 @@
 //!   as long again as it has gone: the one figure known without guessing the task), at least
 //!   [`MIN_EXPECTED_REQUESTS`].
 //!
-//! Hints name the good folds (positive value, at least [`MIN_FOLD_TOKENS`] net) best first:
+//! Hints name the good folds (a value above what writing the gist costs,
+//! [`GIST_WRITE_COST`], and at least [`MIN_FOLD_TOKENS`] net) best first:
 //! by value while the cache is warm, which puts the most recent settled work first (little
 //! comes after it); oldest first while it is cold (all are free: fold them together); and by
 //! raw size from 90% of `auto_compress_above` on, where the window, not the price, is what
@@ -32,8 +33,13 @@ use super::Now;
 /// The fewest requests a fold is expected to pay off over (early in a session the count so
 /// far says little).
 pub const MIN_EXPECTED_REQUESTS: u64 = 10;
-/// Smaller folds are not worth the model's gist (output tokens cost several input tokens).
-pub const MIN_FOLD_TOKENS: u64 = 500;
+/// Smaller folds are never named: the gist alone is a good part of them.
+pub const MIN_FOLD_TOKENS: u64 = 200;
+/// What writing a gist costs, in uncached input tokens: [`ASSUMED_GIST_TOKENS`] of output at
+/// about five input tokens each (Anthropic bills output at 5× input, OpenAI's gpt-5 at 8×;
+/// the lower ratio, so a hint does not pass over a fold that pays). A fold is named only when
+/// its value exceeds it.
+pub const GIST_WRITE_COST: i64 = ASSUMED_GIST_TOKENS as i64 * 5;
 /// What a gist is taken to cost before it is written.
 pub const ASSUMED_GIST_TOKENS: u64 = 60;
 
@@ -210,7 +216,7 @@ pub fn rank(entries: &[Entry], spans: &[Span], p: &Pricing<'_>) -> FoldHint {
         let price = price(p.prices, recache_tokens, net as i64);
         let value = price.saving_per_request as i64 * p.expected_requests as i64
             - price.recache_cost as i64;
-        if value <= 0 && !near_limit {
+        if value <= GIST_WRITE_COST && !near_limit {
             continue;
         }
         good.push((
