@@ -55,6 +55,34 @@ class UnmeasuredFolds(TypedDict):
 Measurement = Union[PendingMeasurement, MeasuredFolds, UnmeasuredFolds]
 
 
+class FoldCandidate(TypedDict):
+    """A settled range worth folding, priced in cache-weighted tokens (`protocol::FoldCandidate`)."""
+
+    key: str
+    #: Tokens requests carry for it now.
+    tokens: int
+    #: What the next request pays to write the tokens after it to the cache again.
+    recache_cost: int
+    #: What every later request saves (its tokens would have been cache reads).
+    saving_per_request: int
+    break_even_requests: int | None
+    #: saving_per_request × expected_requests − recache_cost.
+    value: int
+
+
+class FoldHint(TypedDict):
+    """`session["utilization"]["fold_hint"]`: the folds worth making now, best first
+    (`protocol::FoldHint`)."""
+
+    #: "warm", or "cold" (nothing cached: folding re-caches nothing extra).
+    cache: str
+    cache_note: str | None
+    expected_requests: int
+    candidates: list[FoldCandidate]
+    #: The advice in one line, also appended to block output; None when there is none.
+    text: str | None
+
+
 class Utilization(TypedDict):
     """`session["utilization"]` (`protocol::Utilization`)."""
 
@@ -67,6 +95,7 @@ class Utilization(TypedDict):
     #: "normal", "hint", "urgent" or "required".
     level: str | None
     fold_measurement: Measurement | None
+    fold_hint: FoldHint | None
 
 
 class FailedRestore(TypedDict):
@@ -150,6 +179,12 @@ class FoldReceipt(TypedDict):
     gist_tokens: int
     estimated_net_tokens: int
     recache_tokens: int
+    #: Cache-weighted tokens: what re-caching costs the next request, what each later
+    #: request saves, and after how many requests the fold has paid for itself.
+    recache_cost: int
+    saving_per_request: int
+    break_even_requests: int | None
+    recache_note: str
     fold_count: int
     automatic: bool
     measurement: str

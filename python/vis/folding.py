@@ -15,8 +15,15 @@ if TYPE_CHECKING:
 
 class FoldReceipt(dict):  # type: ignore[type-arg]
     """What a fold did. A dict (`fold`, `selected`, `widened`, `absorbed`, `tokens_removed`,
-    `gist_tokens`, `estimated_net_tokens`, `recache_tokens`, `fold_count`, `automatic`,
-    `measurement`) that prints as one line."""
+    `gist_tokens`, `estimated_net_tokens`, `recache_tokens`, `recache_cost`,
+    `saving_per_request`, `break_even_requests`, `recache_note`, `fold_count`, `automatic`,
+    `measurement`) that prints as one line.
+
+    Prices are in cache-weighted tokens (an uncached input token is 1): `recache_cost` is what
+    the next request pays to write the tokens after the fold to the prompt cache again
+    (0 while the cache is cold, or when a fold since the last request already re-caches from
+    before this one), `saving_per_request` what every later request saves, and
+    `break_even_requests` after how many requests the fold has paid for itself."""
 
     def __repr__(self) -> str:
         net = self.get("estimated_net_tokens", 0)
@@ -27,7 +34,13 @@ class FoldReceipt(dict):  # type: ignore[type-arg]
                 format(self.get("gist_tokens", 0), ","),
                 format(net, ","),
             ),
-            "next request re-caches ~%s" % format(self.get("recache_tokens", 0), ","),
+            "re-caching costs %s, saves %s a request%s" % (
+                format(self.get("recache_cost", 0), ","),
+                format(self.get("saving_per_request", 0), ","),
+                ""
+                if self.get("break_even_requests") is None
+                else ", paid back after %s requests" % self["break_even_requests"],
+            ),
             "fold_count %s, measurement %s" % (self.get("fold_count"), self.get("measurement")),
         ]
         if self.get("widened"):

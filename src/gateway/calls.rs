@@ -128,7 +128,7 @@ impl HostCalls for ConversationCalls<'_> {
         }
         // While the context is high, every block's output says so (SPEC §7).
         let utilization = fold::utilization(self.conversation, self.limits);
-        if let Some(line) = hint(&utilization, &self.conversation.candidates()) {
+        if let Some(line) = hint(&utilization) {
             push_line(output, &line);
         }
         let call_id = self.call_id.clone()?;

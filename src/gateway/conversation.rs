@@ -9,11 +9,12 @@
 
 use crate::catalog::Snapshot;
 use crate::protocol::{Before, FoldReceipt, HistoryItem, Measurement, ToolSpec};
+use crate::providers::CachePrices;
 use crate::providers::{anthropic_request, openai_request, ProviderKind};
 use crate::store::{ChatPrefix, HistoryKind, NewHistoryItem, Store};
 
 use super::assemble::{Assembler, Wire};
-use super::fold::{self, Fold, FoldPlan, Mark, Now, PendingGroup};
+use super::fold::{self, CacheState, Fold, FoldPlan, Mark, Now, PendingGroup};
 use super::history::{self, Entry, NoticeMeta};
 use super::{ChatSettings, GatewayError};
 
@@ -51,6 +52,23 @@ pub struct Conversation {
     seen_manifest: Option<u64>,
     /// o200k estimate of prefix + conversation.
     estimate: u64,
+    /// What the prompt cache knows: the prices, and the clock the cache's lifetime runs on.
+    cache: CacheClock,
+}
+
+/// When the last request was answered (so whether the provider still caches the prefix),
+/// how many were, and the prices of cached input.
+#[derive(Debug, Clone)]
+struct CacheClock {
+    prices: CachePrices,
+    /// Milliseconds since the epoch (from the health record after a resume).
+    last_request_at: Option<i64>,
+    /// Requests answered in the session so far (resumed ones included).
+    answered: u64,
+    /// Opened from the store and no request answered since.
+    resumed: bool,
+    /// Added to the wall clock: replays and tests simulate an idle gap without waiting.
+    skew_ms: i64,
 }
 
 impl Conversation {
@@ -80,8 +98,16 @@ impl Conversation {
                 },
             );
         let latest_measurement = folds.last().map(|f| f.measurement.clone());
-        let last_request = store
-            .requests(id)?
+        let requests = store.requests(id)?;
+        let answered: Vec<_> = requests.iter().filter(|r| r.error.is_none()).collect();
+        let cache = CacheClock {
+            prices: CachePrices::builtin(ProviderKind::Anthropic, ""),
+            last_request_at: answered.last().map(|r| r.started_at + r.latency_ms),
+            answered: answered.len() as u64,
+            resumed: !answered.is_empty(),
+            skew_ms: 0,
+        };
+        let last_request = requests
             .into_iter()
             .rev()
             .find(|r| r.error.is_none())
@@ -112,6 +138,7 @@ impl Conversation {
             shown_agents,
             seen_manifest: None,
             estimate,
+            cache,
         };
         Ok((conversation, notes))
     }
@@ -328,6 +355,9 @@ impl Conversation {
             self.latest_measurement = Some(m.clone());
             (group.group_id, m)
         });
+        self.cache.last_request_at = Some(self.clock_ms());
+        self.cache.answered += 1;
+        self.cache.resumed = false;
         self.last_request = Some(LastRequest {
             input_tokens,
             estimate,
@@ -336,6 +366,55 @@ impl Conversation {
             turn,
         });
         measured
+    }
+
+    /// The session's prices of cached input (`ChatSettings::cache_prices`).
+    pub fn set_cache_prices(&mut self, prices: CachePrices) {
+        self.cache.prices = prices;
+    }
+
+    pub fn cache_prices(&self) -> &CachePrices {
+        &self.cache.prices
+    }
+
+    /// Moves the clock the cache lifetime runs on forward by `secs`, as if the session had
+    /// been idle that long (replays and tests: an idle gap without waiting for it).
+    pub fn advance_clock(&mut self, secs: u64) {
+        self.cache.skew_ms += secs.saturating_mul(1000) as i64;
+    }
+
+    fn clock_ms(&self) -> i64 {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        wall + self.cache.skew_ms
+    }
+
+    /// Whether the provider still holds the prefix: cold when no request was answered for
+    /// the cache's lifetime (also across a resume: the stored health record says when).
+    pub fn cache_state(&self) -> CacheState {
+        let idle = self.cache.last_request_at.map(|at| self.clock_ms() - at);
+        fold::cache_state(idle, self.cache.prices.lifetime_secs, self.cache.resumed)
+    }
+
+    /// Requests a fold is expected to keep paying off for (see `fold::price`).
+    pub fn expected_requests(&self) -> u64 {
+        self.cache.answered.max(fold::MIN_EXPECTED_REQUESTS)
+    }
+
+    /// Where the folds made since the last request make the next one re-cache from: the
+    /// index of the first item they changed, and its key.
+    pub fn reset(&self) -> Option<(usize, i64, String)> {
+        let group = self.pending.as_ref()?;
+        let (seq, label) = self
+            .folds
+            .iter()
+            .filter(|f| group.fold_ids.contains(&f.id))
+            .flat_map(|f| f.spans.iter())
+            .map(|s| (s.first_seq, s.label.clone()))
+            .min_by_key(|(seq, _)| *seq)?;
+        let index = self.entries.iter().position(|e| e.seq >= seq)?;
+        Some((index, seq, label))
     }
 
     /// Applies a fold the store has recorded.

@@ -58,7 +58,8 @@ impl ChatSession {
             _ => {}
         }
         store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
-        let (conversation, repaired) = Conversation::load(&mut *store, id)?;
+        let (mut conversation, repaired) = Conversation::load(&mut *store, id)?;
+        conversation.set_cache_prices(settings.cache_prices);
         notes.extend(repaired);
         let defs = store.load_defs(id)?;
         let cache_key = store.prompt_cache_key(id)?;
@@ -177,6 +178,13 @@ impl ChatSession {
     /// `session["utilization"]` as it stands.
     pub fn utilization(&self) -> Utilization {
         fold::utilization(&self.conversation, self.limits())
+    }
+
+    /// Moves the clock the prompt cache's lifetime runs on forward by `secs`, as if the
+    /// session had been idle that long (replays and tests simulate an idle gap with it; a
+    /// running session never calls it).
+    pub fn advance_clock(&mut self, secs: u64) {
+        self.conversation.advance_clock(secs);
     }
 
     /// The folds of the session (absorbed ones included).

@@ -40,6 +40,22 @@ pub struct FoldReceipt {
     /// again.
     #[serde(default)]
     pub recache_tokens: u64,
+    /// What re-caching costs the next request, in cache-weighted tokens (an uncached input
+    /// token is 1): the tokens after the fold's first position, written to the cache again
+    /// instead of read from it, × (cache write − cache read). 0 when the cache is cold or an
+    /// earlier fold since the last request already re-caches from before this one.
+    #[serde(default)]
+    pub recache_cost: u64,
+    /// What every later request saves, in cache-weighted tokens: the net tokens removed,
+    /// which would have been cache reads, × cache read.
+    #[serde(default)]
+    pub saving_per_request: u64,
+    /// Requests until the savings repay the re-caching (`None` when the fold saves nothing).
+    #[serde(default)]
+    pub break_even_requests: Option<u64>,
+    /// Why the re-caching costs what it does (a cold cache, a batch, or the tokens behind it).
+    #[serde(default)]
+    pub recache_note: String,
     /// Folds sharing the next request's measurement, this one included.
     #[serde(default)]
     pub fold_count: usize,

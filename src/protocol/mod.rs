@@ -34,7 +34,8 @@ pub use pyjson::{json_from_py, json_into_py};
 pub use restore::{RestoreNotice, RestoreReport};
 pub use session::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
 pub use session_info::{
-    level, Level, SessionCounts, SessionInfo, Utilization, AUTO_COMPRESS_ABOVE,
+    level, FoldCandidate, FoldHint, Level, SessionCounts, SessionInfo, Utilization,
+    AUTO_COMPRESS_ABOVE,
 };
 pub use tool::{code_of, tool_spec, ToolCallError, TOOL_NAME};
 

@@ -198,6 +198,20 @@ fn sessions() -> Vec<SessionInfo> {
             Some(measurements()[1].0.clone()),
         ),
     );
+    full.utilization.fold_hint = Some(FoldHint {
+        cache: "cold".into(),
+        cache_note: Some("resumed session, 2 h since the last request".into()),
+        expected_requests: 12,
+        candidates: vec![FoldCandidate {
+            key: "t1".into(),
+            tokens: 900,
+            recache_cost: 0,
+            saving_per_request: 84,
+            break_even_requests: Some(0),
+            value: 1008,
+        }],
+        text: Some("the prompt cache is cold".into()),
+    });
     full.restored = Some(notice().to_json());
     full.sandbox = Some(layers().session_json(true, false));
     full.extensions
@@ -241,6 +255,11 @@ fn host_replies_match_their_typed_dicts() {
             gist_tokens: 20,
             estimated_net_tokens: 880,
             recache_tokens: 300,
+            recache_cost: 345,
+            saving_per_request: 88,
+            break_even_requests: Some(4),
+            recache_note: "the next request writes the 300 tokens from t1 on to the cache again"
+                .into(),
             fold_count: 1,
             automatic: false,
             measurement: "pending".into(),

@@ -108,6 +108,37 @@ pub struct Utilization {
     pub level: Option<Level>,
     /// The latest fold measurement (pending, measured or unavailable).
     pub fold_measurement: Option<Measurement>,
+    /// The folds worth making now, priced (`None` without a model).
+    #[serde(default)]
+    pub fold_hint: Option<FoldHint>,
+}
+
+/// The folds worth making now, by what they save and what re-caching costs (issue 24).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FoldHint {
+    /// `warm` or `cold` (nothing cached: a fold re-caches nothing extra).
+    pub cache: String,
+    /// Why the cache is cold (or what the next request re-caches anyway).
+    pub cache_note: Option<String>,
+    /// The requests a fold is expected to keep paying off for.
+    pub expected_requests: u64,
+    /// Good folds, best first.
+    pub candidates: Vec<FoldCandidate>,
+    /// The advice in one line (what block output ends with when there is any).
+    pub text: Option<String>,
+}
+
+/// One settled range and its price, in cache-weighted tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldCandidate {
+    pub key: String,
+    /// Tokens requests carry for it now.
+    pub tokens: u64,
+    pub recache_cost: u64,
+    pub saving_per_request: u64,
+    pub break_even_requests: Option<u64>,
+    /// saving × expected requests − re-cache cost.
+    pub value: i64,
 }
 
 impl Utilization {
@@ -133,6 +164,7 @@ impl Utilization {
             headroom_tokens: last_request_tokens.map(|n| input_limit as i64 - n as i64),
             level: last_request_tokens.map(|n| level(n, auto_compress_above)),
             fold_measurement,
+            fold_hint: None,
         }
     }
 
@@ -147,6 +179,7 @@ impl Utilization {
             headroom_tokens: None,
             level: None,
             fold_measurement: None,
+            fold_hint: None,
         }
     }
 
@@ -180,7 +213,7 @@ mod tests {
                 "last_request_tokens": null, "estimated": false,
                 "auto_compress_above": AUTO_COMPRESS_ABOVE, "input_limit": null,
                 "saturation": null, "headroom_tokens": null, "level": null,
-                "fold_measurement": null,
+                "fold_measurement": null, "fold_hint": null,
             })
         );
     }

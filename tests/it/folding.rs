@@ -402,7 +402,11 @@ vistest!(hints_at_75_90_and_100_percent, |env| {
         "{}",
         out[4]
     );
-    assert!(out[4].contains("oldest settled: t1/i1-i"), "{}", out[4]);
+    assert!(
+        out[4].contains("largest settled first: t1/i1-i"),
+        "{}",
+        out[4]
+    );
     let u = session.utilization();
     assert_eq!(u.input_limit, Some(1_000_000));
     assert_eq!(u.auto_compress_above, 100_000);

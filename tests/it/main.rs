@@ -25,6 +25,7 @@ mod discovery;
 mod editing;
 mod extensions;
 mod faults;
+mod fold_price;
 mod folding;
 mod fork;
 mod frames;

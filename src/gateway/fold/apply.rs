@@ -90,6 +90,29 @@ pub fn effect(view: &[Entry], spans: &[FoldSpan]) -> Option<Effect> {
     })
 }
 
+/// Tokens of the conversation once `spans` are applied, from `first_changed` up to the item
+/// at `seq` (exclusive): what a fold re-caches beyond a reset that starts at `seq`.
+pub fn tokens_before_seq(
+    view: &[Entry],
+    spans: &[FoldSpan],
+    first_changed: usize,
+    seq: i64,
+) -> u64 {
+    let kept: u64 = view
+        .get(first_changed..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.seq < seq && !spans.iter().any(|s| covered(e, s)))
+        .map(|e| e.tokens)
+        .sum();
+    let items: u64 = spans
+        .iter()
+        .filter(|s| s.first_seq < seq && view.iter().any(|e| covered(e, s)))
+        .map(|s| span_item(s).1)
+        .sum();
+    kept + items
+}
+
 /// Replaces each span's items in `view` by the span's item; returns the index of the first
 /// replaced item (where the conversation's bytes change).
 pub fn apply(view: &mut Vec<Entry>, fold_id: i64, spans: &[FoldSpan]) -> Option<usize> {
@@ -186,5 +209,26 @@ mod tests {
             assert_eq!(predicted.tail_tokens, total(&applied[first..]), "{spans:?}");
         }
         assert_eq!(effect(&view, &[span(20, 30)]), None);
+    }
+
+    #[test]
+    fn a_fold_behind_a_reset_adds_only_what_lies_before_it() {
+        let view: Vec<Entry> = (1..=10).map(|seq| entry(seq, seq as u64 * 10)).collect();
+        let item = span_item(&span(2, 3)).1;
+        // A reset from item 6 on: folding 2-3 adds its item and items 4 and 5.
+        let first = effect(&view, &[span(2, 3)]).unwrap().first_changed;
+        assert_eq!(
+            tokens_before_seq(&view, &[span(2, 3)], first, 6),
+            item + 40 + 50
+        );
+        // Folding 7-8 behind a reset from item 4 adds nothing.
+        let first = effect(&view, &[span(7, 8)]).unwrap().first_changed;
+        assert_eq!(tokens_before_seq(&view, &[span(7, 8)], first, 4), 0);
+        // Without a reset further on, it is the whole tail.
+        let e = effect(&view, &[span(2, 3)]).unwrap();
+        assert_eq!(
+            tokens_before_seq(&view, &[span(2, 3)], e.first_changed, i64::MAX),
+            e.tail_tokens
+        );
     }
 }

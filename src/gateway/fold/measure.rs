@@ -14,6 +14,7 @@
 use super::super::Conversation;
 pub use crate::protocol::AUTO_COMPRESS_ABOVE;
 use crate::protocol::{group_thousands, Before, Level, Measurement, Utilization};
+
 use crate::providers::ServerWindow;
 
 /// `auto_compress_above` is at most this share of `input_limit`, so there is room between
@@ -141,41 +142,53 @@ pub fn thousands(n: u64) -> String {
     group_thousands(n as usize)
 }
 
-/// `session["utilization"]` for a model whose limits are `limits`.
+/// `session["utilization"]` for a model whose limits are `limits`, with the folds worth
+/// making now (`fold_hint`, once a request was answered).
 pub fn utilization(conversation: &Conversation, limits: Limits) -> Utilization {
-    Utilization::new(
+    let mut u = Utilization::new(
         limits.input_limit,
         limits.auto_compress_above,
         conversation.last_tokens(),
         conversation.latest_measurement().cloned(),
-    )
+    );
+    if u.level.is_some() {
+        // The turn in progress is still in use: its finished steps are named only once the
+        // context fills.
+        let current_turn_too = u.level.is_some_and(|l| l >= Level::Hint);
+        let spans = super::spans(conversation.entries(), conversation.now(), current_turn_too);
+        let cache = conversation.cache_state();
+        let pricing = super::Pricing {
+            prices: conversation.cache_prices(),
+            cache: &cache,
+            reset: conversation.reset().map(|(index, _, key)| (index, key)),
+            expected_requests: conversation.expected_requests(),
+            level: u.level,
+        };
+        u.fold_hint = Some(super::rank(conversation.entries(), &spans, &pricing));
+    }
+    u
 }
 
-/// The hint appended to block output at this level (`None` below 75%). `candidates` are
-/// the oldest settled ranges with their sizes, oldest first.
-pub fn hint(utilization: &Utilization, candidates: &[(String, u64)]) -> Option<String> {
+/// The line appended to block output: from 75% of `auto_compress_above` how full the
+/// context is and what to fold; below that, only when a fold is worth making (the
+/// `fold_hint`'s advice). `None` when there is nothing to say.
+pub fn hint(utilization: &Utilization) -> Option<String> {
     let (Some(level), Some(tokens)) = (utilization.level, utilization.last_request_tokens) else {
         return None;
     };
     let thousands = |n: u64| group_thousands(n as usize);
     let share = tokens as f64 * 100.0 / utilization.auto_compress_above.max(1) as f64;
-    let sized: Vec<String> = candidates
-        .iter()
-        .take(4)
-        .map(|(key, n)| format!("{key} ({} tokens)", thousands(*n)))
-        .collect();
-    let what = if sized.is_empty() {
-        "nothing settled yet; finish the current step, then fold it".to_string()
-    } else {
-        format!("oldest settled: {}", sized.join(", "))
-    };
+    let advice = utilization.fold_hint.as_ref().and_then(|h| h.text.clone());
+    let what = advice
+        .clone()
+        .unwrap_or_else(|| "nothing settled yet; finish the current step, then fold it".into());
     let head = format!(
         "{} of {} tokens ({share:.0}%)",
         thousands(tokens),
         thousands(utilization.auto_compress_above)
     );
     Some(match level {
-        Level::Normal => return None,
+        Level::Normal => format!("[vis] fold hint: {}; fold with fold_session(key, gist).", advice?),
         Level::Hint => format!(
             "[vis] context hint: {head}; fold settled work with fold_session(key, gist) when this step is done — {what}."
         ),
@@ -183,7 +196,7 @@ pub fn hint(utilization: &Utilization, candidates: &[(String, u64)]) -> Option<S
             "[vis] context urgent: {head}; fold settled work now with fold_session(key, gist) — {what}."
         ),
         Level::Required => format!(
-            "[vis] context over the limit: {head}; folding is required before anything else — {what}. At {} tokens the gateway folds the oldest turns itutilization.",
+            "[vis] context over the limit: {head}; folding is required before anything else — {what}. At {} tokens the gateway folds the oldest turns itself.",
             thousands(utilization.input_limit.unwrap_or(0))
         ),
     })
@@ -291,18 +304,35 @@ mod tests {
     }
 
     #[test]
-    fn hints_name_the_level_and_the_oldest_settled_ranges() {
-        let u = Utilization::new(2000, 1000, Some((800, false)), None);
-        let text = hint(&u, &[("t1".into(), 300), ("t2".into(), 200)]).unwrap();
-        assert!(
-            text.starts_with("[vis] context hint: 800 of 1,000 tokens (80%)"),
-            "{text}"
+    fn hints_name_the_level_and_the_folds_worth_making() {
+        let advice = |text: Option<&str>| {
+            let mut u = Utilization::new(2000, 1000, Some((800, false)), None);
+            u.fold_hint = Some(crate::protocol::FoldHint {
+                cache: "warm".into(),
+                cache_note: None,
+                expected_requests: 10,
+                candidates: Vec::new(),
+                text: text.map(String::from),
+            });
+            u
+        };
+        let text = hint(&advice(Some("cheapest good fold: t2 (900 tokens)"))).unwrap();
+        assert_eq!(
+            text,
+            "[vis] context hint: 800 of 1,000 tokens (80%); fold settled work with fold_session(key, gist) when this step is done — cheapest good fold: t2 (900 tokens)."
         );
-        assert!(text.contains("t1 (300 tokens), t2 (200 tokens)"), "{text}");
+        assert!(hint(&advice(None)).unwrap().contains("nothing settled yet"));
         let u = Utilization::new(2000, 1000, Some((1100, true)), None);
-        assert!(hint(&u, &[]).unwrap().contains("folding is required"));
-        assert!(hint(&Utilization::new(2000, 1000, Some((10, false)), None), &[]).is_none());
-        assert!(hint(&Utilization::new(2000, 1000, None, None), &[]).is_none());
+        assert!(hint(&u).unwrap().contains("folding is required"));
+        // Below 75% only advice is worth a line.
+        let mut low = advice(Some("cheapest good fold: t2 (900 tokens)"));
+        low.level = Some(Level::Normal);
+        assert_eq!(
+            hint(&low).unwrap(),
+            "[vis] fold hint: cheapest good fold: t2 (900 tokens); fold with fold_session(key, gist)."
+        );
+        assert!(hint(&Utilization::new(2000, 1000, Some((10, false)), None)).is_none());
+        assert!(hint(&Utilization::new(2000, 1000, None, None)).is_none());
     }
 
     fn before() -> Before {

@@ -28,20 +28,27 @@
 //! - `gist`: the text of an automatic fold, and the originals `read_session` shows;
 //! - `keys`: the names of conversation ranges (`t2/i1-i3`) the model folds by;
 //! - `measure`: each model's limits, how full the context is, the hint, and what a response
-//!   after folds says they saved.
+//!   after folds says they saved;
+//! - `price`: what a fold costs and saves with a prompt cache (receipts), and which folds
+//!   the hint names first.
 
 mod apply;
 mod gist;
 mod keys;
 mod measure;
+mod price;
 mod select;
 
-pub use apply::{apply, effect, load, span_texts, Effect};
+pub use apply::{apply, effect, load, span_texts, tokens_before_seq, Effect};
 pub use gist::{mechanical_gist, original_text};
 pub use keys::{parse_keys, FoldKey, KeyError};
 pub use measure::{
     hint, limits_for, measure_response, thousands, utilization, LimitSource, Limits,
     AUTO_COMPRESS_ABOVE,
+};
+pub use price::{
+    cache_state, price, rank, spans, CacheState, Price, Pricing, Span, ASSUMED_GIST_TOKENS,
+    MIN_EXPECTED_REQUESTS, MIN_FOLD_TOKENS,
 };
 pub use select::{is_settled, select, Fold, Mark, MarkKind, Now, SelectError, Selection};
 
@@ -193,6 +200,9 @@ pub fn plan(
     };
     group.fold_ids.push(id);
     let measurement = Measurement::pending(&group.fold_ids, &group.before);
+    let net = effect.removed_tokens as i64 - effect.fold_tokens as i64;
+    let (recache, recache_note) = recache(conversation, &effect, &spans, &labels);
+    let price = price::price(conversation.cache_prices(), recache, net);
     let receipt = FoldReceipt {
         fold: id,
         key: key.to_string(),
@@ -201,8 +211,12 @@ pub fn plan(
         absorbed: selection.absorbs.clone(),
         tokens_removed: effect.removed_tokens,
         gist_tokens,
-        estimated_net_tokens: effect.removed_tokens as i64 - effect.fold_tokens as i64,
+        estimated_net_tokens: net,
         recache_tokens: effect.tail_tokens,
+        recache_cost: price.recache_cost,
+        saving_per_request: price.saving_per_request,
+        break_even_requests: price.break_even_requests,
+        recache_note,
         fold_count: group.fold_ids.len(),
         automatic,
         measurement: "pending".into(),
@@ -229,6 +243,42 @@ pub fn plan(
         first_changed: effect.first_changed,
         group,
     })
+}
+
+/// The tokens this fold makes the next request write to the cache again, beyond what it
+/// writes anyway, and why: none while the cache is cold; with folds made since the last
+/// request, only those before their first position; else everything after the fold's.
+fn recache(
+    conversation: &Conversation,
+    effect: &Effect,
+    spans: &[FoldSpan],
+    labels: &[String],
+) -> (u64, String) {
+    let here = labels.first().map_or("", String::as_str);
+    if let CacheState::Cold(why) = conversation.cache_state() {
+        return (
+            0,
+            format!("the prompt cache is cold ({why}): the next request writes the whole prefix anyway, so this fold re-caches nothing extra"),
+        );
+    }
+    match conversation.reset() {
+        Some((_, seq, from)) => {
+            let extra = tokens_before_seq(conversation.entries(), spans, effect.first_changed, seq);
+            let note = if extra == 0 {
+                format!("a fold since the last request already makes the next one re-cache from {from} on, which covers {here}: nothing extra")
+            } else {
+                format!("a fold since the last request already re-caches from {from} on; this one adds the {} tokens from {here} up to it", thousands(extra))
+            };
+            (extra, note)
+        }
+        None => (
+            effect.tail_tokens,
+            format!(
+                "the next request writes the {} tokens from {here} on to the cache again",
+                thousands(effect.tail_tokens)
+            ),
+        ),
+    }
 }
 
 /// Plans the fold, records it, then applies it: the conversation changes only once the store
@@ -343,13 +393,18 @@ pub fn enforce_limit(
 /// A one-line summary of a receipt (for the person and `/fold`).
 pub fn receipt_line(receipt: &FoldReceipt) -> String {
     format!(
-        "fold {} replaces {}: {} tokens removed, gist {} tokens, net {} (estimate); the next request re-caches {} tokens; measurement pending{}",
+        "fold {} replaces {}: {} tokens removed, gist {} tokens, net {} (estimate); re-caching costs {} weighted tokens, it saves {} a request{}; measurement pending{}",
         receipt.fold,
         receipt.selected.join(", "),
         thousands(receipt.tokens_removed),
         thousands(receipt.gist_tokens),
         receipt.estimated_net_tokens,
-        thousands(receipt.recache_tokens),
+        thousands(receipt.recache_cost),
+        thousands(receipt.saving_per_request),
+        match receipt.break_even_requests {
+            Some(n) => format!(", paid back after {n} requests"),
+            None => String::new(),
+        },
         if receipt.automatic { " (automatic)" } else { "" },
     )
 }
