@@ -225,6 +225,7 @@ fn settings(dir: &Path, fake: &FakeProvider, scenario: &Scenario) -> ChatSetting
             cache_write: 1.25,
             lifetime_secs: LIFETIME_SECS,
         },
+        checkpoints: Default::default(),
     }
 }
 

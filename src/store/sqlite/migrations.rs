@@ -184,7 +184,7 @@ ALTER TABLE requests ADD COLUMN cache_miss INTEGER;             -- 1: reads far 
     // to a session's definitions in order, so a fork gets the definitions as they were at its
     // turn (the `defs` table holds only the latest). Existing definitions start the log.
     (
-        9,
+        8,
         r#"
 ALTER TABLE sessions ADD COLUMN forked_from TEXT;       -- 'ID at tN'; NULL: not a fork
 ALTER TABLE sessions ADD COLUMN cache_key TEXT;         -- prompt cache key; NULL: the session id
