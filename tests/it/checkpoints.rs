@@ -401,6 +401,56 @@ vistest!(
     }
 );
 
+vistest!(diff_fork_and_replay_from_vis_chat, |env| {
+    use crate::chat_tui::{start, wait_turns, KIND};
+    use crate::support::chat::{answer, calls};
+    use crate::support::fake_provider::FakeProvider;
+    let ws = env.workspace();
+    std::fs::write(ws.join("f.txt"), "zero\n").unwrap();
+    let fake = FakeProvider::start();
+    fake.push(calls(KIND, "a", &["open('f.txt', 'w').write('one\\n')"]));
+    fake.push(answer(KIND, "Wrote one."));
+    fake.push(calls(KIND, "b", &["open('f.txt', 'w').write('two\\n'); print('wrote two')"]));
+    fake.push(answer(KIND, "Wrote two."));
+    let tmux = start(&env, &fake, &[]);
+    tmux.send_line("first");
+    wait_turns(&tmux, 1);
+    tmux.send_line("second");
+    wait_turns(&tmux, 2);
+    // /diff: the session's change, then one turn's, as vis diff prints them.
+    tmux.send_line("/diff");
+    tmux.wait_text("+two");
+    tmux.send_line("/diff t1");
+    tmux.wait_text("+one");
+    tmux.send_line("/diff x1");
+    tmux.wait_text("must start with t");
+    // /fork: a new session through turn 1; this chat keeps its own.
+    tmux.send_line("/fork t9");
+    tmux.wait_text("has no turn 9");
+    tmux.send_line("/fork t1");
+    tmux.wait_text("this chat goes on in its own session");
+    // Two sessions now: this chat's and the fork, which names where it came from.
+    let sessions = vis::store::Store::open(&env.db())
+        .unwrap()
+        .list_sessions()
+        .unwrap();
+    assert_eq!(sessions.len(), 2);
+    let forks: Vec<String> = sessions
+        .iter()
+        .map(|s| {
+            let out = env.command(&["sessions", "show", &s.id]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .filter(|shown| shown.contains("forked from"))
+        .collect();
+    assert_eq!(forks.len(), 1, "{forks:?}");
+    assert!(forks[0].contains("at t1"), "{}", forks[0]);
+    // /replay: both blocks again in a scratch copy; the workspace is left as it is.
+    tmux.send_line("/replay");
+    tmux.wait_text("2 same, 0 different output, 0 different status");
+    assert_eq!(read(&ws.join("f.txt")), "two\n");
+});
+
 vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
     use crate::serve::Client;
     use crate::support::chat::events;

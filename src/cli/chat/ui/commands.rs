@@ -50,6 +50,21 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "tN",
         "files back to before turn N, conversation cut there (--code-only keeps it; --force)",
     ),
+    (
+        "/diff",
+        "[tN[/iK]]",
+        "what the session (or a turn, an iteration) changed in the workspace, as a diff",
+    ),
+    (
+        "/fork",
+        "tN [--workspace DIR]",
+        "a new session with the conversation through turn N (and a copy of the files then)",
+    ),
+    (
+        "/replay",
+        "[--workspace DIR]",
+        "re-run this session's blocks in a scratch copy of its workspace; report what differs",
+    ),
     ("/exit", "", "leave (also /quit, Ctrl-D, or Ctrl-C twice)"),
 ];
 
@@ -128,6 +143,20 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
         "/expand" => expand(session, args),
         "/fold" => fold(session, args),
         "/rewind" => rewind(session, args).await,
+        "/diff" => {
+            let mut argv = vec!["diff".to_string(), session.id().to_string()];
+            argv.extend(args.split_whitespace().map(str::to_string));
+            same_as_command(db, &argv).await;
+        }
+        "/fork" => fork(session, args, db).await,
+        "/replay" => {
+            let mut argv = vec!["replay".to_string(), session.id().to_string()];
+            argv.extend(args.split_whitespace().map(str::to_string));
+            show(&DIM.paint(
+                "replaying every recorded block in a scratch copy of the workspace (Ctrl-C stops it)…",
+            ));
+            same_as_command(db, &argv).await;
+        }
         "/exit" | "/quit" | "/q" => return Flow::Exit,
         unknown => {
             let near = COMMANDS
@@ -199,6 +228,66 @@ async fn rewind(session: &mut ChatSession, args: &str) {
             }
         }
     }
+}
+
+/// `/fork tN [--workspace DIR]`: as `vis sessions fork ID --at tN`; this chat goes on with its
+/// own session.
+async fn fork(session: &ChatSession, args: &str, db: &Path) {
+    let mut words = args.split_whitespace();
+    let Some(at) = words.next().filter(|w| !w.starts_with('-')) else {
+        return show(&WARN.paint(
+            "usage: /fork tN [--workspace DIR], e.g. /fork t3 (the fork keeps turns 1 to 3)",
+        ));
+    };
+    let mut argv = vec![
+        "sessions".to_string(),
+        "fork".to_string(),
+        session.id().to_string(),
+        "--at".to_string(),
+        at.to_string(),
+    ];
+    argv.extend(words.map(str::to_string));
+    if same_as_command(db, &argv).await {
+        show(&DIM.paint("this chat goes on in its own session"));
+    }
+}
+
+/// Runs this `vis` with `--db DB ARGV…` and shows what it printed: the command the README
+/// documents, so `/diff`, `/fork` and `/replay` behave exactly as `vis diff`, `vis sessions
+/// fork` and `vis replay` do (commands run between turns: the session is idle). True when it
+/// succeeded.
+async fn same_as_command(db: &Path, argv: &[String]) -> bool {
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            show(&WARN.paint(&format!("cannot find the vis binary: {e}")));
+            return false;
+        }
+    };
+    let out = tokio::process::Command::new(program)
+        .arg("--db")
+        .arg(db)
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            show(&WARN.paint(&format!("cannot run vis {}: {e}", argv[0])));
+            return false;
+        }
+    };
+    // What the command printed is untrusted (file contents, block output): escaped.
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        show(&escape_controls(line));
+    }
+    let style = if out.status.success() { DIM } else { WARN };
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        show(&style.paint(&escape_controls(line)));
+    }
+    out.status.success()
 }
 
 fn help() {
