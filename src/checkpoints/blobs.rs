@@ -92,20 +92,4 @@ impl Blobs {
         let path = self.path_of(hash);
         std::fs::read(&path).map_err(|e| CheckpointError::io("read the blob", &path, e))
     }
-
-    /// Total bytes kept (the budget's measure, counted once when the recorder opens).
-    pub fn total_bytes(&self) -> u64 {
-        let Ok(prefixes) = std::fs::read_dir(&self.dir) else {
-            return 0;
-        };
-        let mut total = 0;
-        for prefix in prefixes.flatten() {
-            if let Ok(entries) = std::fs::read_dir(prefix.path()) {
-                for entry in entries.flatten() {
-                    total += entry.metadata().map_or(0, |m| m.len());
-                }
-            }
-        }
-        total
-    }
 }

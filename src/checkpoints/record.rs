@@ -257,15 +257,12 @@ impl Recorder {
         };
         if stale {
             self.loaded = match Log::load(&self.dir)? {
-                Some(log) => {
-                    let blobs = Blobs::new(&self.dir);
-                    Some(Loaded {
-                        manifest: log.manifest(),
-                        kept_bytes: blobs.total_bytes(),
-                        blobs,
-                        log,
-                    })
-                }
+                Some(log) => Some(Loaded {
+                    manifest: log.manifest(),
+                    kept_bytes: log.kept_bytes(),
+                    blobs: Blobs::new(&self.dir),
+                    log,
+                }),
                 None => None,
             };
             if let Some(l) = &self.loaded {

@@ -158,6 +158,9 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
             },
         );
         runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
+        // The turn's scan for changes made outside Vis (or the session's baseline) runs on a
+        // thread of its own while the worker starts; the block waits for it.
+        runner.prepare_checkpoints(prepared.turn);
         if let Some(hub) = prepared.hub {
             runner.set_tools(std::sync::Arc::new(hub));
         }

@@ -410,7 +410,11 @@ vistest!(diff_fork_and_replay_from_vis_chat, |env| {
     let fake = FakeProvider::start();
     fake.push(calls(KIND, "a", &["open('f.txt', 'w').write('one\\n')"]));
     fake.push(answer(KIND, "Wrote one."));
-    fake.push(calls(KIND, "b", &["open('f.txt', 'w').write('two\\n'); print('wrote two')"]));
+    fake.push(calls(
+        KIND,
+        "b",
+        &["open('f.txt', 'w').write('two\\n'); print('wrote two')"],
+    ));
     fake.push(answer(KIND, "Wrote two."));
     let tmux = start(&env, &fake, &[]);
     tmux.send_line("first");
