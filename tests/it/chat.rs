@@ -67,16 +67,7 @@ vistest!(
         }
         assert!(run.stderr.contains("vis: new session s-"), "{}", run.stderr);
         // The session is listed and shows its requests.
-        let list = env.vis(&["sessions", "list"]);
-        let id = list
-            .stdout
-            .lines()
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string();
+        let id = env.newest_session();
         let show = env.vis(&["sessions", "show", &id]);
         assert!(show.stdout.contains("model requests:"), "{}", show.stdout);
         assert!(show.stdout.contains("openai/gpt-fake"), "{}", show.stdout);
@@ -258,16 +249,7 @@ vistest!(resume_after_kill_9_mid_block_for_each_provider, |env| {
         );
         assert!(tail.contains("continue"), "{tail}");
 
-        let id = env
-            .vis(&["sessions", "list"])
-            .stdout
-            .lines()
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string();
+        let id = env.newest_session();
         let show = env.vis(&["sessions", "show", &id]);
         assert!(
             show.stdout.contains("t2/i1  interrupted"),

@@ -139,16 +139,7 @@ vistest!(
         fake.push(answer(kind, "64."));
         let first = chat(&["-m", "square 7", "-m", "now 8"]);
         assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
-        let id = env
-            .vis(&["sessions", "list"])
-            .stdout
-            .lines()
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string();
+        let id = env.newest_session();
         let after_two = env.vis(&["context", &id, "--json"]);
         assert_eq!(after_two.code, 0, "{}", after_two.stderr);
 

@@ -377,16 +377,7 @@ vistest!(a_chat_session_replays_identically, |env| {
         "now 8",
     ]);
     assert_eq!(chat.code, 0, "{}\n{}", chat.stdout, chat.stderr);
-    let id = env
-        .vis(&["sessions", "list"])
-        .stdout
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let id = env.newest_session();
     assert!(env
         .vis(&["sessions", "show", &id])
         .stdout

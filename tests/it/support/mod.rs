@@ -115,6 +115,17 @@ impl TestEnv {
         self.command(args).output().unwrap().into()
     }
 
+    /// The id of the most recently used session (the first row of `vis sessions list`).
+    pub fn newest_session(&self) -> String {
+        self.vis(&["sessions", "list"])
+            .stdout
+            .lines()
+            .nth(1)
+            .and_then(|row| row.split_whitespace().next())
+            .expect("a session is listed")
+            .to_string()
+    }
+
     /// `vis exec --session S --workspace W CODE`.
     pub fn exec(&self, session: &str, code: &str) -> Run {
         let ws = self.workspace();
