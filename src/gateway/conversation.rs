@@ -73,8 +73,13 @@ struct CacheClock {
 
 impl Conversation {
     /// The stored conversation of session `id`, with its folds applied and the turns a
-    /// stopped gateway left running repaired; also what the person should be told.
-    pub fn load(store: &mut Store, id: &str) -> Result<(Conversation, Vec<String>), GatewayError> {
+    /// stopped gateway left running repaired; also what the person should be told. `prices`
+    /// are the session's (`ChatSettings::cache_prices`): receipts and hints price folds by them.
+    pub fn load(
+        store: &mut Store,
+        id: &str,
+        prices: CachePrices,
+    ) -> Result<(Conversation, Vec<String>), GatewayError> {
         let prefix = store.chat_prefix(id)?;
         let mut entries = history::from_rows(store.history(id)?)?;
         let notes = super::repair::repair_running_turns(store, id, &mut entries)?;
@@ -101,7 +106,7 @@ impl Conversation {
         let requests = store.requests(id)?;
         let answered: Vec<_> = requests.iter().filter(|r| r.error.is_none()).collect();
         let cache = CacheClock {
-            prices: CachePrices::builtin(ProviderKind::Anthropic, ""),
+            prices,
             last_request_at: answered.last().map(|r| r.started_at + r.latency_ms),
             answered: answered.len() as u64,
             resumed: !answered.is_empty(),
@@ -366,11 +371,6 @@ impl Conversation {
             turn,
         });
         measured
-    }
-
-    /// The session's prices of cached input (`ChatSettings::cache_prices`).
-    pub fn set_cache_prices(&mut self, prices: CachePrices) {
-        self.cache.prices = prices;
     }
 
     pub fn cache_prices(&self) -> &CachePrices {

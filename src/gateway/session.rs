@@ -58,8 +58,7 @@ impl ChatSession {
             _ => {}
         }
         store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
-        let (mut conversation, repaired) = Conversation::load(&mut *store, id)?;
-        conversation.set_cache_prices(settings.cache_prices);
+        let (conversation, repaired) = Conversation::load(&mut *store, id, settings.cache_prices)?;
         notes.extend(repaired);
         let defs = store.load_defs(id)?;
         let cache_key = store.prompt_cache_key(id)?;
@@ -369,7 +368,8 @@ impl ChatSession {
         options: crate::checkpoints::RewindOptions,
     ) -> Result<crate::checkpoints::RewindOutcome, GatewayError> {
         let outcome = self.runner.rewind(turn, options).await?;
-        let (conversation, _) = Conversation::load(self.runner.store_mut(), &self.id)?;
+        let prices = self.settings.cache_prices;
+        let (conversation, _) = Conversation::load(self.runner.store_mut(), &self.id, prices)?;
         self.conversation = conversation;
         Ok(outcome)
     }
