@@ -100,24 +100,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
            AND absorbed_by NOT IN (SELECT id FROM folds WHERE session_id = ?1)",
         [fork.new_id],
     )?;
-    let defs = defs_at(&tx, fork.source, fork.through)?;
-    for (seq, (turn, iteration, def)) in defs.iter().enumerate() {
-        tx.execute(
-            "INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                fork.new_id,
-                def.name,
-                def.kind,
-                def.source,
-                def.signature,
-                def.doc,
-                seq as i64 + 1,
-                turn,
-                iteration
-            ],
-        )?;
-    }
+    let defs = write_defs_at(&tx, fork.source, fork.new_id, fork.through)?;
     tx.commit()?;
     let [turns, iterations, history, _requests, folds, _changes] = copied;
     Ok(ForkCopied {
@@ -125,7 +108,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
         iterations,
         history,
         folds,
-        defs: defs.len() as i64,
+        defs: defs as i64,
     })
 }
 
@@ -173,6 +156,35 @@ fn copy_rows(
 /// The definitions of `session` at the end of turn `through`, in definition order, each with
 /// the turn and iteration that made it: its log of changes replayed (a redefinition moves a
 /// name to the end, as the store's own order does).
+/// Writes into `target`'s (empty) `defs` the definitions `source` had at the end of turn
+/// `through`, from its log of changes; returns how many. A fork and a rewind's cut share it.
+pub(super) fn write_defs_at(
+    tx: &Transaction<'_>,
+    source: &str,
+    target: &str,
+    through: i64,
+) -> Result<usize> {
+    let defs = defs_at(tx, source, through)?;
+    for (seq, (turn, iteration, def)) in defs.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                target,
+                def.name,
+                def.kind,
+                def.source,
+                def.signature,
+                def.doc,
+                seq as i64 + 1,
+                turn,
+                iteration
+            ],
+        )?;
+    }
+    Ok(defs.len())
+}
+
 fn defs_at(
     tx: &Transaction<'_>,
     session: &str,
@@ -358,6 +370,19 @@ mod tests {
             "the fork's next turn follows its last"
         );
         assert_eq!(store.counts("s1").unwrap().turns, 3);
+    }
+
+    #[test]
+    fn a_cut_brings_back_the_definitions_of_the_turn_before_it() {
+        let mut store = SqliteStore::open_in_memory().unwrap();
+        store.ensure_session("s1", &["/w".into()]).unwrap();
+        turn(&mut store, &[def("a", "1"), def("b", "1")], &[]);
+        turn(&mut store, &[def("a", "2")], &["b".to_string()]);
+        store.truncate_from_turn("s1", 2).unwrap();
+        let defs = store.load_defs("s1").unwrap();
+        let names: Vec<_> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(defs[0].source.contains("return 1"), "{:?}", defs[0]);
     }
 
     #[test]

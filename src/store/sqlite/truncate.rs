@@ -17,7 +17,6 @@ pub fn truncate_from_turn(tx: &Transaction<'_>, session_id: &str, from: i64) -> 
         "history",
         "requests",
         "iterations",
-        "defs",
         "def_changes",
         "turns",
     ] {
@@ -26,5 +25,9 @@ pub fn truncate_from_turn(tx: &Transaction<'_>, session_id: &str, from: i64) -> 
             params![session_id, from],
         )?;
     }
+    // `defs` holds each name's latest version only: the set as it was before the cut comes
+    // from the log of changes (a name redefined or deleted from the turn on is back).
+    tx.execute("DELETE FROM defs WHERE session_id = ?1", [session_id])?;
+    super::fork::write_defs_at(tx, session_id, session_id, from - 1)?;
     Ok(())
 }
