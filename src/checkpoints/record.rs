@@ -387,7 +387,7 @@ impl Rules {
             return Some((state, Some(note)));
         }
         let keep = *kept_bytes + meta.size <= self.settings.budget_bytes;
-        let taken = blobs.take(path, keep).ok()?;
+        let taken = blobs.take(path, meta.ino, keep).ok()?;
         *kept_bytes += taken.added;
         let kept = keep || blobs.has(&taken.hash);
         let note = (!kept).then(|| {
