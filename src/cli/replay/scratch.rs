@@ -102,8 +102,12 @@ pub fn workspace_at(
             dest.display()
         ),
     };
+    // A `dest` that exists is refused before anything is copied: it is not ours to remove.
+    let existed = dest.exists();
     copy_workspace(original, dest).map_err(|e| {
-        let _ = std::fs::remove_dir_all(dest);
+        if !existed {
+            let _ = std::fs::remove_dir_all(dest);
+        }
         failed(e)
     })?;
     match restore_into(db, session, point, dest) {
