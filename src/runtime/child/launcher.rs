@@ -327,12 +327,16 @@ fn release_interpreter_pages() {
             &mut info,
         )
     } != 0;
+    // SAFETY: as above, for a function of this binary.
+    let mut own: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let own_known = unsafe { libc::dladdr(release_pipes as *const libc::c_void, &mut own) } != 0;
+    // A libpython linked into this binary: its writable pages are this process's own data.
+    if !known || !own_known || own.dli_fbase == info.dli_fbase {
+        return;
+    }
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return;
     };
-    if !known {
-        return;
-    }
     let base = info.dli_fbase as usize;
     // The library's own file: the one mapped at its load address.
     let entries: Vec<(usize, usize, &str, &str)> = maps
