@@ -142,7 +142,7 @@ pub fn cap_file(
 
 /// Fills `buf` from `offset` as far as the file goes (a file that shrinks meanwhile gives
 /// fewer bytes, never a wait).
-fn read_at_most(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_at_most(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read_at(&mut buf[filled..], offset + filled as u64) {

@@ -12,8 +12,9 @@
 //! pass through as text for the display to escape.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
+
+use crate::runtime::output::read_at_most;
 
 /// How often a running block's output is read: at most ten updates a second.
 pub const LIVE_INTERVAL: Duration = Duration::from_millis(100);
@@ -144,20 +145,6 @@ fn incomplete_suffix(bytes: &[u8]) -> usize {
         return if needed > back { back } else { 0 };
     }
     0
-}
-
-/// Fills `buf` from `offset` as far as the file goes.
-fn read_at_most(file: &File, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read_at(&mut buf[filled..], offset + filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 #[cfg(test)]
