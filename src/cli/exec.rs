@@ -115,8 +115,14 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
-    // The checkpoints directory exists before the worker starts, so the sandbox hides it.
-    crate::checkpoints::prepare_root(db);
+    // Made before the worker starts: the checkpoints directory then exists, so the sandbox
+    // hides it.
+    let mut recorder = crate::checkpoints::Recorder::new(
+        db,
+        &session_id,
+        &roots,
+        super::settings::checkpoint_settings(&config),
+    );
     let mut supervisor = Supervisor::new(opts, defs);
     if let Some(launched) = launched {
         supervisor.adopt(launched);
@@ -142,8 +148,16 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         // The worker's start (an interpreter, the prelude, the restored definitions) is most
         // of a cold start and needs nothing from the turn's records: it runs while they are
         // written (the database work runs whenever the start waits on the worker).
-        let (started, prepared) =
-            tokio::join!(supervisor.start(), async { turn_plan.record(&mut store) });
+        // Once the turn is numbered, its scan for changes made outside Vis (or the session's
+        // baseline) starts on a thread of its own, also while the worker starts; the block
+        // waits for it.
+        let (started, prepared) = tokio::join!(supervisor.start(), async {
+            let prepared = turn_plan.record(&mut store);
+            if let Ok(p) = &prepared {
+                recorder.prepare_turn(p.turn);
+            }
+            prepared
+        });
         let prepared = prepared?;
         let mut runner = BlockRunner::new(
             &session_id,
@@ -157,10 +171,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
                 artifact_quota: limits.sandbox.artifact_quota,
             },
         );
-        runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
-        // The turn's scan for changes made outside Vis (or the session's baseline) runs on a
-        // thread of its own while the worker starts; the block waits for it.
-        runner.prepare_checkpoints(prepared.turn);
+        runner.set_checkpoints(recorder);
         if let Some(hub) = prepared.hub {
             runner.set_tools(std::sync::Arc::new(hub));
         }

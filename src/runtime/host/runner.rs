@@ -207,6 +207,14 @@ impl BlockRunner {
         }
     }
 
+    /// This session's recorder, made by the caller (`vis exec` starts its turn's scan before
+    /// the runner exists, while the worker starts).
+    pub fn set_checkpoints(&mut self, recorder: Recorder) {
+        if self.checkpoints.is_some() {
+            self.checkpoints = Some(recorder);
+        }
+    }
+
     /// The session's checkpoints (a rewind in `vis chat` or `vis serve` goes through them).
     pub fn checkpoints_mut(&mut self) -> Option<&mut Recorder> {
         self.checkpoints.as_mut()
