@@ -8,6 +8,7 @@ use super::atomic::{write_state, Move};
 use super::blobs::Blobs;
 use super::log::{FileState, Log, Origin};
 use super::record::Recorder;
+use super::scan;
 use super::{CheckpointError, Point};
 
 /// What [`restore_into`] did.
@@ -36,16 +37,15 @@ pub fn restore_into(
     let blobs = Blobs::new(&dir);
     let root = PathBuf::from(log.roots().first().cloned().unwrap_or_default());
     let want = log.files_at(point);
-    let have: BTreeMap<String, FileState> = log
-        .manifest()
-        .into_iter()
-        .map(|(p, e)| (p, e.state))
-        .collect();
+    let have = log.manifest();
     let mut report = RestoreReport::default();
     let paths: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
     for path in paths {
         let (wanted, had) = (want.get(path), have.get(path));
-        if wanted == had {
+        // Unchanged since the point, and still what was last recorded (an edit made outside
+        // Vis since the last checkpoint is in the copy, and must be undone too).
+        let recorded_now = had.is_none_or(|e| scan::meta_of(Path::new(path)) == Some(e.meta));
+        if wanted == had.map(|e| &e.state) && recorded_now {
             continue;
         }
         let Ok(rel) = Path::new(path).strip_prefix(&root) else {
@@ -357,5 +357,28 @@ mod tests {
             restore_into(&db, "nope", Point::Start, &start),
             Err(CheckpointError::NoCheckpoints(_))
         ));
+    }
+
+    #[test]
+    fn an_edit_made_outside_vis_since_the_last_checkpoint_is_undone_in_the_copy() {
+        let home = tempfile::tempdir().unwrap();
+        let db = home.path().join("vis.db");
+        let ws = home.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("kept.txt"), "k0\n").unwrap();
+        std::fs::write(ws.join("a.txt"), "a0\n").unwrap();
+        let roots = vec![ws.to_string_lossy().into_owned()];
+        let mut rec = Recorder::new(&db, "s1", &roots, CheckpointSettings::default());
+        rec.before_block(1, 1).unwrap();
+        std::fs::write(ws.join("a.txt"), "a1\n").unwrap();
+        rec.after_block(1, 1).unwrap();
+        rec.settle().unwrap();
+        // Not recorded yet: the person's edit after the last block.
+        std::fs::write(ws.join("kept.txt"), "edited outside, longer\n").unwrap();
+        let copy = home.path().join("copy");
+        copy_workspace(&ws, &copy).unwrap();
+        restore_into(&db, "s1", Point::BeforeTurn(2), &copy).unwrap();
+        assert_eq!(read(&copy.join("kept.txt")).as_deref(), Some("k0\n"));
+        assert_eq!(read(&copy.join("a.txt")).as_deref(), Some("a1\n"));
     }
 }
