@@ -121,7 +121,12 @@ pub fn checkpoints_root(db: &Path) -> PathBuf {
 /// since the sandbox hides only paths that exist. Best effort: a failure surfaces when a
 /// checkpoint is recorded.
 pub fn prepare_root(db: &Path) {
-    let _ = std::fs::create_dir_all(checkpoints_root(db));
+    use std::os::unix::fs::DirBuilderExt;
+    // The blobs are copies of workspace files: no other local user reads them.
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(checkpoints_root(db));
 }
 
 /// Parses `t3` or `t3/i2` (numbers from 1).
@@ -171,6 +176,19 @@ pub fn parse_point(key: &str) -> Result<Point, CheckpointError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_checkpoints_directory_is_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let db = home.path().join("data/vis.db");
+        prepare_root(&db);
+        let mode = std::fs::metadata(checkpoints_root(&db))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+    }
 
     #[test]
     fn keys_parse_and_bad_ones_say_why() {
