@@ -93,7 +93,8 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
                     usize::try_from(mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
                 }),
         })
-        .with_mcp(hub_for),
+        .with_mcp(hub_for)
+        .with_spawn(super::settings::spawn_settings(&config)),
     );
     let defaults = ConnectionLimits::default();
     let connection_limits = ConnectionLimits {

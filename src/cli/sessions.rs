@@ -49,8 +49,14 @@ fn list(store: &Store) -> Result<i32, CliError> {
         "defs"
     );
     for s in sessions {
+        // A sub-session names its parent (issue 27 §3).
+        let parent = s
+            .parent_session
+            .as_deref()
+            .map(|p| format!("  ↳ {p}"))
+            .unwrap_or_default();
         outln!(
-            "{:<20} {:<21} {:>5} {:>6} {:>5}  {}",
+            "{:<20} {:<21} {:>5} {:>6} {:>5}  {}{parent}",
             s.id,
             format_time(s.updated_at),
             s.turns,
@@ -70,6 +76,51 @@ fn indent(text: &str, prefix: &str) -> String {
         .collect()
 }
 
+/// The sub-sessions of `id`: one line each (id, where it was spawned, status, tokens, the
+/// answer's first line), then their totals, apart from the session's own.
+fn show_children(store: &Store, id: &str) -> Result<(), CliError> {
+    let children = store.children_of(id)?;
+    if children.is_empty() {
+        return Ok(());
+    }
+    outln!("\nsub-sessions:");
+    let (mut input, mut output, mut requests) = (0, 0, 0);
+    for c in &children {
+        input += c.input_tokens;
+        output += c.output_tokens;
+        requests += c.requests;
+        let answer = c
+            .answer
+            .as_deref()
+            .and_then(|a| a.lines().find(|l| !l.trim().is_empty()))
+            .map(|l| {
+                format!(
+                    "  {}",
+                    escape_controls(&crate::protocol::clip(l.trim(), 100))
+                )
+            })
+            .unwrap_or_default();
+        outln!(
+            "  {:<12} t{}/i{}  {}  {} in / {} out tokens{answer}",
+            c.link.child,
+            c.link.turn,
+            c.link.iteration,
+            escape_controls(&c.status),
+            crate::protocol::group_thousands(c.input_tokens.max(0) as usize),
+            crate::protocol::group_thousands(c.output_tokens.max(0) as usize),
+        );
+    }
+    outln!(
+        "  children: {} sub-session{}, {} requests, {} input / {} output tokens (not in this session's context)",
+        children.len(),
+        if children.len() == 1 { "" } else { "s" },
+        requests,
+        crate::protocol::group_thousands(input.max(0) as usize),
+        crate::protocol::group_thousands(output.max(0) as usize),
+    );
+    Ok(())
+}
+
 fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     let session = store.require_session(id)?;
     let counts = store.counts(id)?;
@@ -80,6 +131,16 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
     outln!("  workspace {}", session.workspace_roots.join(", "));
     if let Some(origin) = store.forked_from(id)? {
         outln!("  forked from {origin}");
+    }
+    if let Some(me) = store.child(id)? {
+        outln!(
+            "  sub-session of {} (t{}/i{}), {}",
+            me.link.parent,
+            me.link.turn,
+            me.link.iteration,
+            escape_controls(&me.status)
+        );
+        out!("{}", indent(&me.link.task, "  task: "));
     }
     outln!(
         "  {} turns, {} iterations, {} definitions",
@@ -124,6 +185,7 @@ fn show(store: &Store, id: &str) -> Result<i32, CliError> {
             }
         }
     }
+    show_children(store, id)?;
     let requests = store.requests(id)?;
     if !requests.is_empty() {
         outln!("\nmodel requests:");

@@ -208,6 +208,16 @@ pub fn worker_options(
     Ok(opts)
 }
 
+/// `[spawn]` with its defaults.
+pub fn spawn_settings(config: &Config) -> crate::gateway::SpawnSettings {
+    let defaults = crate::gateway::SpawnSettings::default();
+    crate::gateway::SpawnSettings {
+        max_depth: config.spawn.max_depth.unwrap_or(defaults.max_depth),
+        max_parallel: config.spawn.max_parallel.unwrap_or(defaults.max_parallel),
+        models: config.spawn.models.clone().unwrap_or_default(),
+    }
+}
+
 /// `[checkpoints]` with its defaults.
 pub fn checkpoint_settings(config: &Config) -> crate::checkpoints::CheckpointSettings {
     let defaults = crate::checkpoints::CheckpointSettings::default();

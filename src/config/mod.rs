@@ -16,6 +16,7 @@ mod mcp;
 mod paths;
 mod pricing;
 mod provider;
+mod spawn;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,7 @@ pub use mcp::{
 pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
 pub use pricing::{matches_pattern, PriceOverrides, PricingConfig};
 pub use provider::ProviderConfig;
+pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};
 
 /// What Vis reads from `config.toml` so far (unknown tables and keys are ignored so configs
 /// written for newer versions keep working):
@@ -111,6 +113,11 @@ pub use provider::ProviderConfig;
 /// budget_mb = 512                 # content kept per session
 /// max_file_mb = 16                # larger files are recorded as changed, content not kept
 ///
+/// [spawn]                         # sub-sessions from spawn() (docs/spawn.md)
+/// max_depth = 2                   # nesting: 0 turns spawn() off, 1 children cannot spawn
+/// max_parallel = 4                # children of one session running at once; more queue
+/// models = ["gpt-4.1-mini"]       # models a child may name besides the session's own
+///
 /// [pricing]                       # relative input prices (docs/providers.md); built-in
 /// cache_read = 0.1                # table when absent. A cached token against an uncached one
 /// cache_write = 1.25              # a token written to the cache
@@ -160,6 +167,8 @@ pub struct Config {
     pub checkpoints: CheckpointsConfig,
     /// `[pricing]`: overrides of the built-in cache prices.
     pub pricing: PricingConfig,
+    /// `[spawn]`: sub-sessions.
+    pub spawn: SpawnConfig,
 }
 
 /// `[trust]`.
@@ -292,6 +301,8 @@ struct ConfigFile {
     checkpoints: CheckpointsConfig,
     #[serde(default)]
     pricing: PricingConfig,
+    #[serde(default)]
+    spawn: SpawnConfig,
 }
 
 impl Config {
@@ -423,6 +434,11 @@ impl Config {
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         config.checkpoints = typed.checkpoints;
+        typed
+            .spawn
+            .check(|key| at(&["spawn", key]))
+            .map_err(invalid)?;
+        config.spawn = typed.spawn;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),

@@ -20,11 +20,13 @@
 //! - `session`: `impl ChatSession`, every method;
 //! - `turn`: one turn's loop; `request`: one model request of it (its clock, its health record,
 //!   what its finish reason means);
+//! - `children`: the sub-sessions a block starts with `spawn()`;
 //! - `conversation`: the conversation's state; `fold`: folding it; `calls`: what a block asks
 //!   of it; `history`: its items; `assemble`: request bodies; `prompt`: the system text.
 
 pub mod assemble;
 mod calls;
+mod children;
 mod conversation;
 pub mod fold;
 pub mod history;
@@ -43,6 +45,7 @@ use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;
 
 pub use calls::MAX_GATEWAY_CALLS_PER_BLOCK;
+pub use children::{SpawnSettings, MAX_CHILD_ITERATIONS};
 pub use conversation::Conversation;
 pub use fold::{
     receipt_line, FoldError, LimitError, DEFAULT_GIST_MAX_TOKENS, MAX_FOLDS_PER_REQUEST,
@@ -141,6 +144,10 @@ pub struct ChatSession {
     limits_settled: bool,
     /// The request bodies the prompt cache could reuse (for the expected cache reads).
     cache: request::CacheTracker,
+    /// The sub-sessions its blocks start (`spawn()`).
+    children: std::sync::Arc<children::Children>,
+    /// How deep the session is among sub-sessions (0: no block spawned it).
+    depth: u32,
 }
 
 /// `bytes` for a request body.

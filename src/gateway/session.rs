@@ -41,6 +41,8 @@ impl ChatSession {
         id: &str,
         mut settings: ChatSettings,
     ) -> Result<(ChatSession, Vec<String>), GatewayError> {
+        // As given, for the children (the worker options below get this session's paths).
+        let given = settings.clone();
         let row = store.require_session(id)?;
         if let Some(missing) = row.workspace_roots.iter().find(|r| !Path::new(r).is_dir()) {
             return Err(GatewayError::WorkspaceGone(missing.clone()));
@@ -60,6 +62,8 @@ impl ChatSession {
         store.set_session_model(id, kind, &model, &settings.provider.base_url)?;
         let (conversation, repaired) = Conversation::load(&mut *store, id, settings.cache_prices)?;
         notes.extend(repaired);
+        notes.extend(super::children::repair_children(&*store, id)?);
+        let depth = super::children::depth_of(&*store, id)?;
         let defs = store.load_defs(id)?;
         let cache_key = store.prompt_cache_key(id)?;
         settings.worker.workspace = row.workspace_roots.first().map(PathBuf::from);
@@ -85,6 +89,14 @@ impl ChatSession {
             limits,
         );
         runner.set_checkpoint_settings(settings.checkpoints.clone());
+        let children = Arc::new(super::children::Children::new(
+            id,
+            depth,
+            db.to_path_buf(),
+            given,
+            super::SpawnSettings::default(),
+        ));
+        runner.set_subs(children.clone());
         let session = ChatSession {
             id: id.to_string(),
             cache_key,
@@ -97,12 +109,50 @@ impl ChatSession {
             server_window: None,
             limits_settled: false,
             cache: Default::default(),
+            children,
+            depth,
         };
         Ok((session, notes))
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// `[spawn]` for the sub-sessions this session's blocks start (the default until called;
+    /// call before the first turn: children already running keep the settings they have).
+    pub fn set_spawn(&mut self, spawn: super::SpawnSettings) {
+        let children = Arc::new(super::children::Children::new(
+            &self.id,
+            self.depth,
+            self.runner.store().location().to_path_buf(),
+            self.children.given_settings(),
+            spawn,
+        ));
+        self.runner.set_subs(children.clone());
+        self.children = children;
+    }
+
+    /// How deep the session is among sub-sessions (0: no block spawned it).
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Starts a sub-session's conversation from its parent's prompt prefix, so its first
+    /// request does not wait for its worker.
+    pub(super) fn adopt_prefix(&mut self, prefix: ChatPrefix) -> Result<(), GatewayError> {
+        if self.conversation.prefix().is_some() {
+            return Ok(());
+        }
+        self.runner.store().save_chat_prefix(&self.id, &prefix)?;
+        self.conversation.set_prefix(prefix, 0);
+        Ok(())
+    }
+
+    /// Tells the children what they start from: the prompt prefix and the server's window.
+    pub(super) fn brief_children(&self) {
+        self.children
+            .set_parent_prefix(self.conversation.prefix().cloned(), self.server_window);
     }
 
     pub fn store(&self) -> &Store {
@@ -246,8 +296,9 @@ impl ChatSession {
         Ok(self.runner.sync_tools().await?)
     }
 
-    /// Stops the worker and the MCP servers.
+    /// Stops the sub-sessions, the worker and the MCP servers.
     pub async fn shutdown(&mut self) {
+        self.children.shutdown().await;
         self.runner.shutdown().await;
     }
 

@@ -66,6 +66,7 @@ pub(super) async fn run(
     let (prefix, window) = tokio::join!(session.ensure_prefix(), asking);
     prefix?;
     session.settle_limits(window)?;
+    session.brief_children();
     let id = session.id.clone();
     let turn = session
         .runner

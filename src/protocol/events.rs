@@ -80,6 +80,21 @@ pub enum Event {
         kind: String,
         message: String,
     },
+    /// A block started a sub-session (`spawn`): `child` is its session id, `task` the first
+    /// line of its task (the block's text, untrusted).
+    ChildStarted {
+        turn: i64,
+        iteration: i64,
+        child: String,
+        task: String,
+    },
+    /// A sub-session ended: `status` is `done`, `failed: …`, `cancelled` or `iteration
+    /// limit`; `answer` is its final answer's first line.
+    ChildFinished {
+        child: String,
+        status: String,
+        answer: String,
+    },
     TurnFinished {
         turn: i64,
         /// `done`, `interrupted`, `failed`, `iteration_limit` or `output_limit` on the wire.
@@ -105,6 +120,8 @@ impl Event {
             Event::BlockFinished { .. } => "block_finished",
             Event::Notice { .. } => "notice",
             Event::Error { .. } => "error",
+            Event::ChildStarted { .. } => "child_started",
+            Event::ChildFinished { .. } => "child_finished",
             Event::TurnFinished { .. } => "turn_finished",
         }
     }
@@ -186,6 +203,17 @@ mod tests {
             Event::Error {
                 kind: text(),
                 message: text(),
+            },
+            Event::ChildStarted {
+                turn: 1,
+                iteration: 1,
+                child: text(),
+                task: text(),
+            },
+            Event::ChildFinished {
+                child: text(),
+                status: text(),
+                answer: text(),
             },
             Event::TurnFinished {
                 turn: 1,

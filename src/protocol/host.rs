@@ -53,6 +53,37 @@ pub enum HostRequest {
     /// `promote()`'s one write: `.vis/extensions/<extension>.py`.
     #[serde(rename = "write_extension")]
     WriteExtension { extension: String, text: String },
+    /// `spawn(task, ...)`: starts a sub-session (answered by the session's children).
+    #[serde(rename = "spawn")]
+    Spawn(SpawnParams),
+    /// `Sub.wait(timeout)`: the child's final answer once it ends (`timeout` in seconds).
+    #[serde(rename = "sub.wait")]
+    SubWait { id: String, timeout: Option<f64> },
+    /// `Sub.status`: the child's state now.
+    #[serde(rename = "sub.status")]
+    SubStatus { id: String },
+    /// `Sub.cancel()`.
+    #[serde(rename = "sub.cancel")]
+    SubCancel { id: String },
+    /// `subs()`: the session's children.
+    #[serde(rename = "sub.list")]
+    SubList {},
+}
+
+/// What `spawn()` asks for, as the worker sent it (checked by the gateway, which knows the
+/// configured models and the catalog).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnParams {
+    pub task: String,
+    /// `None`: the session's own model.
+    pub model: Option<String>,
+    /// `None`: every public name (`tools="all"`); else the allowed names and namespaces.
+    pub tools: Option<Vec<String>>,
+    /// The names the child's worker denies so that only `tools` remain, worked out by the
+    /// parent's worker from its manifest (the config's deny list is added by the host, so
+    /// this can only narrow what the parent itself may call).
+    pub deny: Vec<String>,
+    pub max_iterations: i64,
 }
 
 impl HostRequest {
@@ -63,6 +94,11 @@ impl HostRequest {
         "mcp.call",
         "mcp.status",
         "write_extension",
+        "spawn",
+        "sub.wait",
+        "sub.status",
+        "sub.cancel",
+        "sub.list",
     ];
 
     /// Parses the call the worker sent; the error is for the block.
@@ -107,6 +143,68 @@ impl HostRequest {
                 extension: text("extension")?,
                 text: text("text")?,
             },
+            "spawn" => HostRequest::Spawn(SpawnParams {
+                task: text("task")?,
+                model: match fields.get("model") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(CallError(
+                            "spawn: `model` must be a string naming a configured model, or None"
+                                .into(),
+                        ))
+                    }
+                },
+                tools: match fields.get("tools") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) if s == "all" => None,
+                    Some(Value::Array(items)) => Some(
+                        items
+                            .iter()
+                            .map(|v| v.as_str().map(str::to_string))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| {
+                                CallError(
+                                    "spawn: `tools` must be \"all\" or a list of names".into(),
+                                )
+                            })?,
+                    ),
+                    Some(_) => {
+                        return Err(CallError(
+                            "spawn: `tools` must be \"all\" or a list of names".into(),
+                        ))
+                    }
+                },
+                deny: match fields.get("deny") {
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| CallError("spawn: `deny` must be a list of names".into()))?,
+                    Some(_) => {
+                        return Err(CallError("spawn: `deny` must be a list of names".into()))
+                    }
+                },
+                max_iterations: match fields.get("max_iterations") {
+                    None => 50,
+                    Some(v) => v.as_i64().ok_or_else(|| {
+                        CallError("spawn: `max_iterations` must be a whole number".into())
+                    })?,
+                },
+            }),
+            "sub.wait" => HostRequest::SubWait {
+                id: text("id")?,
+                timeout: match fields.get("timeout") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(v.as_f64().ok_or_else(|| {
+                        CallError("sub.wait: `timeout` must be a number of seconds".into())
+                    })?),
+                },
+            },
+            "sub.status" => HostRequest::SubStatus { id: text("id")? },
+            "sub.cancel" => HostRequest::SubCancel { id: text("id")? },
+            "sub.list" => HostRequest::SubList {},
             other => {
                 return Err(CallError(format!(
                     "the host has no '{}' call; see doc('vis') for what blocks can call",
@@ -124,6 +222,11 @@ impl HostRequest {
             HostRequest::McpCall { .. } => "mcp.call",
             HostRequest::McpStatus {} => "mcp.status",
             HostRequest::WriteExtension { .. } => "write_extension",
+            HostRequest::Spawn(_) => "spawn",
+            HostRequest::SubWait { .. } => "sub.wait",
+            HostRequest::SubStatus { .. } => "sub.status",
+            HostRequest::SubCancel { .. } => "sub.cancel",
+            HostRequest::SubList {} => "sub.list",
         }
     }
 
@@ -135,6 +238,11 @@ impl HostRequest {
             HostRequest::McpCall { server, tool, .. } => server.len() + tool.len(),
             HostRequest::McpStatus {} => 0,
             HostRequest::WriteExtension { extension, text } => extension.len() + text.len(),
+            HostRequest::Spawn(params) => params.task.len(),
+            HostRequest::SubWait { id, .. }
+            | HostRequest::SubStatus { id }
+            | HostRequest::SubCancel { id } => id.len(),
+            HostRequest::SubList {} => 0,
         }
     }
 }
@@ -148,6 +256,8 @@ pub enum HostReply {
     Read(SessionRead),
     /// An MCP tool's result, converted for Python, or the servers' status.
     Mcp(Value),
+    /// A sub-session's state (`spawn`, `Sub.wait`, `Sub.status`, `Sub.cancel`, `subs()`).
+    Sub(Value),
     /// Where `write_extension` wrote.
     Written {
         path: String,
@@ -158,7 +268,7 @@ impl HostReply {
     /// The reply as JSON for the pipe.
     pub fn into_json(self) -> Value {
         match self {
-            HostReply::Mcp(value) => value,
+            HostReply::Mcp(value) | HostReply::Sub(value) => value,
             other => serde_json::to_value(other).unwrap_or(Value::Null),
         }
     }
@@ -186,6 +296,14 @@ mod tests {
                 "write_extension",
                 json!({"extension": "h", "text": "x = 1\n"}),
             ),
+            (
+                "spawn",
+                json!({"task": "t", "model": null, "tools": ["cat"], "deny": ["grep"], "max_iterations": 5}),
+            ),
+            ("sub.wait", json!({"id": "s-1", "timeout": 1.5})),
+            ("sub.status", json!({"id": "s-1"})),
+            ("sub.cancel", json!({"id": "s-1"})),
+            ("sub.list", json!({})),
         ];
         assert_eq!(cases.len(), HostRequest::METHODS.len());
         for (method, params) in cases {

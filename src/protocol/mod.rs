@@ -28,7 +28,7 @@ pub use conversation::{
 };
 pub use events::{Event, TurnStatus};
 pub use fold::{Before, FoldReceipt, FoldSpan, Measurement, SessionRead};
-pub use host::{CallAnswer, CallError, HostReply, HostRequest};
+pub use host::{CallAnswer, CallError, HostReply, HostRequest, SpawnParams};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
 pub use pyjson::{json_from_py, json_into_py};
 pub use restore::{RestoreNotice, RestoreReport};

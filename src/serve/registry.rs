@@ -162,6 +162,8 @@ pub struct Registry {
     /// Bytes every session's event log keeps, together.
     pub log_bytes: Arc<AtomicU64>,
     pub metrics: Metrics,
+    /// `[spawn]` for the sessions' sub-sessions.
+    spawn: crate::gateway::SpawnSettings,
 }
 
 impl Registry {
@@ -183,6 +185,7 @@ impl Registry {
             event_log_bytes: opts.event_log_bytes,
             log_bytes: Arc::new(AtomicU64::new(0)),
             metrics: Metrics::new(),
+            spawn: Default::default(),
         }
     }
 
@@ -267,8 +270,15 @@ impl Registry {
         Ok(id)
     }
 
+    /// Sessions' sub-sessions run with `spawn` (`[spawn]`).
+    pub fn with_spawn(mut self, spawn: crate::gateway::SpawnSettings) -> Self {
+        self.spawn = spawn;
+        self
+    }
+
     fn with_drain(&self, mut session: ChatSession) -> ChatSession {
         session.set_drain(self.drain.clone());
+        session.set_spawn(self.spawn.clone());
         session
     }
 

@@ -62,6 +62,8 @@ pub struct SessionSummary {
     pub turns: i64,
     pub iterations: i64,
     pub defs: i64,
+    /// The session whose block spawned this one (`None`: not a sub-session).
+    pub parent_session: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -389,7 +391,8 @@ pub trait Conversation {
     /// The input limit the session last ran with (`None` before a turn recorded one).
     fn input_limit(&self, session_id: &str) -> Result<Option<InputLimit>>;
     fn set_input_limit(&self, session_id: &str, limit: &InputLimit) -> Result<()>;
-    /// The most recently used chat session whose first workspace root is `root`.
+    /// The most recently used chat session whose first workspace root is `root` (sub-sessions
+    /// are not resumed this way: they belong to their parents).
     fn latest_chat_session(&self, root: &str) -> Result<Option<String>>;
 
     /// Appends one item; returns its `seq`.
@@ -457,15 +460,58 @@ pub trait McpRecords {
     fn cache_mcp_tools(&self, server: &str, fingerprint: &str, tools_json: &str) -> Result<()>;
 }
 
+/// Where a sub-session came from: the block that spawned it (issue 27 §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildLink {
+    pub child: String,
+    pub parent: String,
+    pub turn: i64,
+    pub iteration: i64,
+    pub task: String,
+}
+
+/// A sub-session as its parent lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChildRow {
+    pub link: ChildLink,
+    /// `queued`, `running`, `done`, `failed: …`, `cancelled`, `iteration limit` or
+    /// `interrupted` (its gateway stopped while it ran).
+    pub status: String,
+    /// The final answer (`None` until it ends).
+    pub answer: Option<String>,
+    /// Reported tokens over its requests.
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub requests: i64,
+}
+
+/// Sub-sessions: the parent link of a session a block spawned, and how it stands.
+pub trait ChildRecords {
+    /// Marks the existing session `link.child` as a sub-session of `link.parent`, `queued`.
+    fn link_child(&self, link: &ChildLink) -> Result<()>;
+    /// Records how the sub-session stands (and its answer, once it has one).
+    fn set_child_state(&self, child: &str, status: &str, answer: Option<&str>) -> Result<()>;
+    /// The sub-sessions `parent` spawned, oldest first, with their token totals.
+    fn children_of(&self, parent: &str) -> Result<Vec<ChildRow>>;
+    /// The sub-session `child` as its parent lists it (`None`: not a sub-session).
+    fn child(&self, child: &str) -> Result<Option<ChildRow>>;
+}
+
 /// A complete store backend: every concern above. Implemented for every type that implements
 /// them all.
 pub trait SessionStore:
-    SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + Send
+    SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + ChildRecords + Send
 {
 }
 
 impl<T> SessionStore for T where
-    T: SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + Send
+    T: SessionRecords
+        + Conversation
+        + FoldRecords
+        + CatalogSnapshots
+        + McpRecords
+        + ChildRecords
+        + Send
 {
 }
 

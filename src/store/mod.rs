@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use api::{
-    CatalogSnapshots, ChatPrefix, Conversation, Counts, FoldRecords, FoldRow, ForkCopied,
-    ForkRequest, HistoryKind, HistoryRow, InputLimit, McpRecords, NewHistoryItem, RequestRecord,
-    RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
-    ToolAnswer, TurnRange,
+    CatalogSnapshots, ChatPrefix, ChildLink, ChildRecords, ChildRow, Conversation, Counts,
+    FoldRecords, FoldRow, ForkCopied, ForkRequest, HistoryKind, HistoryRow, InputLimit, McpRecords,
+    NewHistoryItem, RequestRecord, RequestTotals, SessionModel, SessionRecords, SessionRow,
+    SessionStore, SessionSummary, Store, ToolAnswer, TurnRange,
 };
 pub use cost::CostTotals;
 // The records the store keeps for turns and iterations are protocol types (every layer

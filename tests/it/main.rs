@@ -43,6 +43,7 @@ mod servers;
 mod servers_chat;
 mod servers_views;
 mod shell;
+mod spawn;
 mod startup;
 mod store;
 mod structure;

@@ -66,6 +66,7 @@ pub fn open_session(
             let hub = mcp_hub(config, &root, db, &id, &*store)?;
             let mut session = ChatSession::create(store, db, &id, vec![root_string], settings)
                 .map_err(gateway)?;
+            session.set_spawn(super::settings::spawn_settings(config));
             let mut notes = vec![format!(
                 "vis: new session {id} (resume it with vis chat --resume {id})"
             )];
@@ -101,6 +102,7 @@ pub fn open_session(
             let hub = mcp_hub(config, &ws, db, &id, &*store)?;
             let (mut session, mut notes) =
                 ChatSession::open(store, db, &id, settings).map_err(gateway)?;
+            session.set_spawn(super::settings::spawn_settings(config));
             notes.insert(0, format!("vis: resuming session {id}"));
             if let Some(hub) = hub {
                 notes.extend(hub.notices());

@@ -14,7 +14,8 @@
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
 //! - `restore`: bringing a session's definitions back in a new worker;
 //! - `tail`: a running block's output as it arrives, for display (read by `exec`);
-//! - `promote`: the one file the host writes for `promote()`.
+//! - `promote`: the one file the host writes for `promote()`;
+//! - `subs`: sub-sessions (`spawn()`) as the runner sees them ([`SubSessions`]).
 
 mod blocking;
 pub mod channel;
@@ -27,6 +28,7 @@ mod restore;
 mod runner;
 mod settle;
 mod spawn;
+mod subs;
 mod supervisor;
 mod tail;
 
@@ -39,5 +41,6 @@ pub use runner::{
     ToolFuture, ToolHub,
 };
 pub use spawn::Launched;
+pub use subs::{CallOrigin, SubSessions};
 pub use supervisor::Supervisor;
 pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

@@ -35,6 +35,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::{ended, HostCall};
+use super::subs::{CallOrigin, SubSessions};
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
 use crate::checkpoints::{
@@ -111,6 +112,19 @@ pub struct NoConversation {
 impl HostCalls for NoConversation {
     fn answer(&mut self, _store: &mut Store, request: HostRequest) -> Answered {
         let method = request.method();
+        if matches!(
+            request,
+            HostRequest::Spawn(_)
+                | HostRequest::SubWait { .. }
+                | HostRequest::SubStatus { .. }
+                | HostRequest::SubCancel { .. }
+                | HostRequest::SubList {}
+        ) {
+            return Answered::from(Err(CallError(format!(
+                "{method}: sub-sessions need a model, and {} has none; run the work from `vis chat` or `vis serve` (with a provider configured), or do it in this block",
+                self.what
+            ))));
+        }
         Answered::from(Err(CallError(format!(
             "{method}() is not available in {}, which has no conversation to fold (it is kept by `vis chat` and `vis serve`)",
             self.what
@@ -163,6 +177,8 @@ pub struct BlockRunner {
     store: Box<Store>,
     supervisor: Supervisor,
     tools: Option<Arc<dyn ToolHub>>,
+    /// The session's children (`spawn()`); `None` where there is no model.
+    subs: Option<Arc<dyn SubSessions>>,
     artifact_dir: PathBuf,
     roots: Vec<String>,
     limits: BlockLimits,
@@ -188,6 +204,7 @@ impl BlockRunner {
             store,
             supervisor,
             tools: None,
+            subs: None,
             artifact_dir,
             roots,
             limits,
@@ -218,6 +235,11 @@ impl BlockRunner {
     /// The session's checkpoints (a rewind in `vis chat` or `vis serve` goes through them).
     pub fn checkpoints_mut(&mut self) -> Option<&mut Recorder> {
         self.checkpoints.as_mut()
+    }
+
+    /// Gives the session its children: `spawn()` and `Sub` calls go to them.
+    pub fn set_subs(&mut self, subs: Arc<dyn SubSessions>) {
+        self.subs = Some(subs);
     }
 
     pub fn tools(&self) -> Option<&Arc<dyn ToolHub>> {
@@ -353,6 +375,12 @@ impl BlockRunner {
                     Some(call) = calls.recv() => {
                         if let Some(task) = dispatch(
                             call,
+                            Origin {
+                                turn,
+                                iteration,
+                                subs: self.subs.as_ref(),
+                                live: live.as_ref(),
+                            },
                             self.tools.as_ref(),
                             workspace.as_deref(),
                             &mut *self.store,
@@ -378,6 +406,14 @@ impl BlockRunner {
         let _ = self.keep_tool_lists();
         let wall = started.elapsed();
         self.checkpoint(turn, iteration, true);
+        // Children end with the block that started them when it is interrupted or times out.
+        let cut_short = stop.is_cancelled()
+            || outcome
+                .as_ref()
+                .is_ok_and(|r| matches!(r.status, Status::Interrupted | Status::Timeout));
+        if let (true, Some(subs)) = (cut_short, &self.subs) {
+            subs.block_interrupted(turn, iteration);
+        }
         let (status, mut output, result, failure) = match outcome {
             Ok(result) => (
                 IterationStatus::from(result.status),
@@ -580,10 +616,20 @@ impl BlockRunner {
     }
 }
 
-/// Answers one host call, in one `match` over what blocks can ask. An MCP call becomes a task
-/// of its own (returned, so it can be cancelled when the block ends).
+/// The block a host call comes from, for the calls that need it (sub-sessions).
+struct Origin<'a> {
+    turn: i64,
+    iteration: i64,
+    subs: Option<&'a Arc<dyn SubSessions>>,
+    live: Option<&'a mpsc::UnboundedSender<Event>>,
+}
+
+/// Answers one host call, in one `match` over what blocks can ask. An MCP call or a
+/// sub-session call becomes a task of its own (returned, so it can be cancelled when the
+/// block ends).
 fn dispatch(
     call: HostCall,
+    origin: Origin<'_>,
     tools: Option<&Arc<dyn ToolHub>>,
     workspace: Option<&Path>,
     store: &mut Store,
@@ -620,6 +666,28 @@ fn dispatch(
                 workspace, &extension, &text,
             ));
             None
+        }
+        request @ (HostRequest::Spawn(_)
+        | HostRequest::SubWait { .. }
+        | HostRequest::SubStatus { .. }
+        | HostRequest::SubCancel { .. }
+        | HostRequest::SubList {}) => {
+            let Some(subs) = origin.subs else {
+                let answered = host_calls.answer(store, request);
+                call.reply(answered.reply);
+                return None;
+            };
+            let answer = subs.answer(
+                CallOrigin {
+                    turn: origin.turn,
+                    iteration: origin.iteration,
+                    live: origin.live.cloned(),
+                },
+                request,
+            );
+            Some(tokio::spawn(async move {
+                call.reply(answer.await);
+            }))
         }
         request @ (HostRequest::FoldSession { .. } | HostRequest::ReadSession { .. }) => {
             let answered = host_calls.answer(store, request);

@@ -132,8 +132,9 @@ pub struct PageQuery {
 
 /// A page of a session: its turns `from_turn` on, with their iterations, folds, conversation
 /// items and requests; `page.next_turn` is where the next page starts (`null`: no more).
-/// `session`, `status`, `model`, `defs` and `cost` (the whole session's cost totals and cache
-/// shares) come with every page.
+/// `session`, `status`, `model`, `defs`, `cost` (the whole session's cost totals and cache
+/// shares), `parent` (the sub-session's link, `null` for a top-level session) and `children`
+/// (its sub-sessions with their status, answer and tokens) come with every page.
 #[utoipa::path(get, path = "/api/sessions/{id}", params(("id" = String, Path), PageQuery),
     responses((status = 200, body = Value), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
 pub async fn get_session(
@@ -177,6 +178,9 @@ pub async fn get_session(
         "history": store.history_in(&id, range).map_err(e)?,
         "requests": store.requests_in(&id, range).map_err(e)?,
         "cost": cost_of(&store.requests(&id).map_err(e)?),
+        // Sub-sessions (issue 27 §3): the one that spawned this session, and its own.
+        "parent": store.child(&id).map_err(e)?,
+        "children": store.children_of(&id).map_err(e)?,
     })))
 }
 

@@ -2,7 +2,7 @@
 // transcript with a live turn at its end, and the composer's buttons.
 
 import { $, badge, el, tokens } from './dom.js';
-import { plural } from './format.js';
+import { enc, plural } from './format.js';
 import { state } from './state.js';
 import { chart } from './chart.js';
 import { transcript } from './transcript.js';
@@ -19,6 +19,24 @@ function totals(d) {
   return t;
 }
 
+// Sub-sessions (spawn()): a link to the session that spawned this one, and one to each of
+// its own children with its status and answer's first line (all inserted as text).
+function family(d) {
+  const link = (id) => el('a', { href: `#${enc(id)}`, class: 'sid' }, id);
+  const parts = [];
+  if (d.parent) {
+    parts.push(el('div', { class: 'meta parent' }, 'sub-session of ', link(d.parent.link.parent),
+      ` (t${d.parent.link.turn}/i${d.parent.link.iteration}) · ${d.parent.status}`));
+  }
+  const children = d.children || [];
+  if (children.length) {
+    parts.push(el('div', { class: 'meta children' }, `${plural(children.length, 'sub-session')}: `,
+      ...children.map((c) => el('span', { class: 'child' }, link(c.link.child),
+        ` ${c.status}${c.answer ? ` — ${c.answer.split('\n')[0].slice(0, 80)}` : ''} `))));
+  }
+  return parts;
+}
+
 export function renderHead(d) {
   const t = totals(d);
   const m = d.model || {};
@@ -29,7 +47,8 @@ export function renderHead(d) {
     el('div', { class: 'meta' },
       `${(d.session.workspace_roots || []).join(', ')} · ${m.provider || '?'} ${m.model || ''} · `,
       tokens(t.input, t.cached, t.output),
-      ` · ${plural(t.requests, 'request')}${t.failed ? ` (${t.failed} failed)` : ''} · ${plural(folds, 'fold')}`));
+      ` · ${plural(t.requests, 'request')}${t.failed ? ` (${t.failed} failed)` : ''} · ${plural(folds, 'fold')}`),
+    ...family(d));
 }
 
 export function renderDetail(d) {

@@ -176,6 +176,7 @@ impl Conversation for SqliteStore {
         let mut stmt = self.conn.prepare(
             "SELECT s.id, s.workspace_roots FROM sessions s
              WHERE EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.kind = 'chat')
+               AND s.parent_session IS NULL
              ORDER BY s.updated_at DESC, s.id",
         )?;
         let mut rows = stmt.query([])?;

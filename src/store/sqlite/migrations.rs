@@ -204,6 +204,20 @@ INSERT INTO def_changes (session_id, seq, turn, iteration, name, kind, source, s
     SELECT session_id, seq, turn, iteration, name, kind, source, signature, doc FROM defs;
 "#,
     ),
+    // Sub-sessions (issue 27 §3): a session a block started with `spawn()` names the session,
+    // turn and iteration that started it, its task, how it stands and its final answer.
+    (
+        9,
+        r#"
+ALTER TABLE sessions ADD COLUMN parent_session TEXT;    -- NULL: not a sub-session
+ALTER TABLE sessions ADD COLUMN parent_turn INTEGER;
+ALTER TABLE sessions ADD COLUMN parent_iteration INTEGER;
+ALTER TABLE sessions ADD COLUMN sub_task TEXT;
+ALTER TABLE sessions ADD COLUMN sub_status TEXT;        -- queued, running, done, failed: …, cancelled, iteration limit, interrupted
+ALTER TABLE sessions ADD COLUMN sub_answer TEXT;
+CREATE INDEX sessions_by_parent ON sessions(parent_session);
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

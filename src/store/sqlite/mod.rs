@@ -8,6 +8,7 @@
 
 mod catalog;
 mod chat;
+mod children;
 mod fork;
 mod mcp;
 mod migrations;

@@ -263,7 +263,8 @@ impl SessionRecords for SqliteStore {
             "SELECT s.id, s.created_at, s.updated_at, s.workspace_roots,
                     (SELECT count(*) FROM turns t WHERE t.session_id = s.id),
                     (SELECT count(*) FROM iterations i WHERE i.session_id = s.id),
-                    (SELECT count(*) FROM defs d WHERE d.session_id = s.id)
+                    (SELECT count(*) FROM defs d WHERE d.session_id = s.id),
+                    s.parent_session
              FROM sessions s ORDER BY s.updated_at DESC, s.id",
             [],
             |r| {
@@ -275,6 +276,7 @@ impl SessionRecords for SqliteStore {
                     turns: r.get(4)?,
                     iterations: r.get(5)?,
                     defs: r.get(6)?,
+                    parent_session: r.get(7)?,
                 })
             },
         )

@@ -104,6 +104,64 @@ pub struct Reply {
     pieces: Vec<Piece>,
     /// Wait before sending the headers.
     delay: Duration,
+    /// Hold the reply until this many requests reached the gate (see [`Gate`]).
+    gate: Option<Gate>,
+}
+
+/// A meeting point for concurrent requests: a reply behind a gate of `n` is sent only once
+/// `n` requests have reached it, so a script proves its requests were in flight together (if
+/// they come one after another, the first never gets its answer and fails after 30 s with a
+/// reply saying so, instead of hanging the test).
+#[derive(Debug, Clone)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+#[derive(Debug)]
+struct GateInner {
+    n: usize,
+    arrived: std::sync::atomic::AtomicUsize,
+    notify: tokio::sync::Notify,
+}
+
+impl Gate {
+    pub fn new(n: usize) -> Gate {
+        Gate {
+            inner: Arc::new(GateInner {
+                n,
+                arrived: std::sync::atomic::AtomicUsize::new(0),
+                notify: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// How many requests have reached the gate.
+    pub fn arrived(&self) -> usize {
+        self.inner.arrived.load(Ordering::SeqCst)
+    }
+
+    /// Counts one arrival and waits for the rest; `false` if they did not come in 30 s.
+    async fn pass(&self) -> bool {
+        let inner = &self.inner;
+        let notified = inner.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if inner.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= inner.n {
+            inner.notify.notify_waiters();
+            return true;
+        }
+        loop {
+            let waited = tokio::time::timeout(Duration::from_secs(30), notified.as_mut()).await;
+            if inner.arrived.load(Ordering::SeqCst) >= inner.n {
+                return true;
+            }
+            if waited.is_err() {
+                return false;
+            }
+            notified.set(inner.notify.notified());
+            notified.as_mut().enable();
+        }
+    }
 }
 
 /// Splits an SSE body after each blank line, so each event is its own write.
@@ -201,6 +259,7 @@ impl Reply {
             headers,
             pieces: split_events(body),
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -211,6 +270,7 @@ impl Reply {
             headers: sse_headers(),
             pieces,
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -224,6 +284,7 @@ impl Reply {
                 .collect(),
             pieces: vec![Piece::Bytes(body.into())],
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -245,6 +306,14 @@ impl Reply {
     }
 
     /// `reply`, after waiting `wait` before the headers.
+    /// `reply`, sent once `gate` has seen all its requests.
+    pub fn gated(gate: &Gate, reply: Reply) -> Reply {
+        Reply {
+            gate: Some(gate.clone()),
+            ..reply
+        }
+    }
+
     pub fn delay(wait: Duration, reply: Reply) -> Reply {
         Reply {
             delay: reply.delay + wait,
@@ -679,6 +748,9 @@ enum Scripted {
 #[derive(Default)]
 struct Shared {
     queue: Mutex<VecDeque<Scripted>>,
+    /// Scripts of conversations told apart by a marker in their first user message:
+    /// `(marker, replies)`, in the order they were added.
+    conversations: Mutex<Vec<(String, VecDeque<Scripted>)>>,
     requests: Mutex<Vec<RecordedRequest>>,
     responder: Mutex<Option<Responder>>,
     /// Fixed answers to other paths (`GET /props`, ...), by `(method, path)`.
@@ -762,6 +834,27 @@ impl FakeProvider {
     pub fn push(&self, reply: Reply) -> &Self {
         lock(&self.shared.queue).push_back(Scripted::Fixed(reply));
         self
+    }
+
+    /// Scripts a conversation of its own: a request whose first user message contains
+    /// `marker` is answered from `replies`, in order (several conversations are served at
+    /// once, e.g. sub-sessions); other requests use the main queue.
+    pub fn conversation(&self, marker: &str, replies: Vec<Reply>) -> &Self {
+        let mut conversations = lock(&self.shared.conversations);
+        let script = replies.into_iter().map(Scripted::Fixed);
+        match conversations.iter_mut().find(|(m, _)| m == marker) {
+            Some((_, queue)) => queue.extend(script),
+            None => conversations.push((marker.to_string(), script.collect())),
+        }
+        self
+    }
+
+    /// The model requests of the conversation `marker` names, in order.
+    pub fn requests_of(&self, marker: &str) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| first_user_text(&r.body).is_some_and(|t| t.contains(marker)))
+            .collect()
     }
 
     /// Queues a reply computed from the request it answers.
@@ -916,7 +1009,32 @@ async fn handle(
             ),
         )
     } else {
-        let next = lock(&shared.queue).pop_front();
+        let first_user = first_user_text(&recorded.body).unwrap_or_default();
+        let mut own = None;
+        {
+            let mut conversations = lock(&shared.conversations);
+            if let Some((marker, queue)) = conversations
+                .iter_mut()
+                .find(|(m, _)| first_user.contains(m.as_str()))
+            {
+                own = Some(match queue.pop_front() {
+                    Some(scripted) => Ok(scripted),
+                    None => Err(marker.clone()),
+                });
+            }
+        }
+        let next = match own {
+            Some(Ok(scripted)) => Some(scripted),
+            Some(Err(marker)) => Some(Scripted::Fixed(
+                Reply::error(
+                    500,
+                    "fake_script_exhausted",
+                    &format!("fake provider: the script of conversation {marker:?} ran out of replies at request {number}; add more"),
+                )
+                .with_header("x-should-retry", "false"),
+            )),
+            None => lock(&shared.queue).pop_front(),
+        };
         match next {
             Some(Scripted::Fixed(reply)) => reply,
             Some(Scripted::Computed(f)) => f(&recorded),
@@ -937,7 +1055,35 @@ async fn handle(
     Ok(respond(reply).await)
 }
 
+/// The text of a request body's first user message (both wire formats), for routing.
+pub fn first_user_text(body: &[u8]) -> Option<String> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let first = json["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "user")?;
+    Some(match &first["content"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
 async fn respond(reply: Reply) -> Response<Body> {
+    if let Some(gate) = &reply.gate {
+        if !gate.pass().await {
+            return Box::pin(respond(Reply::error(
+                500,
+                "fake_gate_timeout",
+                &format!(
+                    "fake provider: only {} of the {} requests expected together arrived within 30 s",
+                    gate.arrived(),
+                    gate.inner.n
+                ),
+            )
+            .with_header("x-should-retry", "false")))
+            .await;
+        }
+    }
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }

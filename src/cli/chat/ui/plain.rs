@@ -79,6 +79,9 @@ impl Transcript {
             Event::Error { message, .. } => {
                 line(&format!("[vis] error: {}", escape_controls(message)))
             }
+            Event::ChildStarted { .. } | Event::ChildFinished { .. } => {
+                line(&child_line(event).unwrap_or_default())
+            }
             Event::TurnFinished { turn, status, .. } => {
                 line(&format!("── turn {turn} {} ──", status.as_str()))
             }
@@ -102,6 +105,37 @@ impl Transcript {
         } else {
             ""
         }
+    }
+}
+
+/// The line a sub-session's start or end shows (escaped: the task and answer are the model's).
+pub(super) fn child_line(event: &Event) -> Option<String> {
+    match event {
+        Event::ChildStarted {
+            turn,
+            iteration,
+            child,
+            task,
+        } => Some(format!(
+            "[vis] t{turn}/i{iteration} started sub-session {}: {}",
+            escape_controls(child),
+            escape_controls(task)
+        )),
+        Event::ChildFinished {
+            child,
+            status,
+            answer,
+        } => Some(format!(
+            "[vis] sub-session {} {}{}",
+            escape_controls(child),
+            escape_controls(status),
+            if answer.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape_controls(answer))
+            }
+        )),
+        _ => None,
     }
 }
 

@@ -305,6 +305,13 @@ impl View {
                 out.push('\n');
                 self.emit(&out);
             }
+            Event::ChildStarted { .. } | Event::ChildFinished { .. } => {
+                let mut out = self.flush_text();
+                let text = super::plain::child_line(event).unwrap_or_default();
+                out.push_str(&WARN.paint(&text));
+                out.push('\n');
+                self.emit(&out);
+            }
             Event::Error { message, .. } => {
                 let mut out = self.flush_text();
                 out.push_str(&BAD.paint(&format!("✗ error: {}", escape_controls(message))));

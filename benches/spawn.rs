@@ -1,0 +1,244 @@
+//! Sub-session benchmarks (issue 27 §3), `cargo bench --bench spawn`:
+//!
+//! 1. the overhead of a sub-session: from the block's `spawn()` call to the child's first
+//!    request arriving at the fake provider (target ≤ 10 ms each; medians);
+//! 2. the input tokens of a 4-file review done with `spawn` (one child per file) against the
+//!    same review done in the parent (four `cat` blocks), summed over every request of every
+//!    session involved (the gateway's o200k estimate of each request).
+
+// Tests and benchmarks may panic on failure and print what they measure.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+#[path = "../tests/it/support/fake_provider.rs"]
+mod fake_provider;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fake_provider::{FakeProvider, Reply};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use vis::gateway::{ChatSession, ChatSettings};
+use vis::providers::ProviderKind;
+use vis::runtime::WorkerOptions;
+use vis::store::Store;
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
+    let mut worker = WorkerOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_vis-worker")));
+    worker.workspace = Some(dir.join("ws"));
+    worker.config_dir = Some(dir.join("config"));
+    worker.trusted = true;
+    let mut provider = fake.settings(ProviderKind::OpenAi);
+    provider.request_timeout = Duration::from_secs(60);
+    ChatSettings {
+        provider,
+        worker,
+        max_iterations: 100,
+        max_output_tokens: 1000,
+        thinking_budget: None,
+        block_timeout: Duration::from_secs(60),
+        output_limit: 20_000,
+        catalog_budget: 2000,
+        folding: Default::default(),
+        cache_prices: vis::providers::pricing::CachePrices::builtin(
+            ProviderKind::OpenAi,
+            "fake-model",
+        ),
+        checkpoints: Default::default(),
+    }
+}
+
+fn call(id: &str, code: &str) -> Reply {
+    Reply::openai()
+        .tool_call(id, "python_execution", &json!({"code": code}).to_string())
+        .build()
+}
+
+fn text(t: &str) -> Reply {
+    Reply::openai().text(t).build()
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn session(dir: &Path, fake: &FakeProvider, id: &str) -> ChatSession {
+    let store = Store::open(&dir.join("vis.db")).unwrap();
+    let roots = vec![dir.join("ws").to_string_lossy().into_owned()];
+    ChatSession::create(store, &dir.join("vis.db"), id, roots, settings(dir, fake)).unwrap()
+}
+
+fn run(rt: &tokio::runtime::Runtime, s: &mut ChatSession, message: &str) {
+    rt.block_on(async {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let end = s
+            .run_turn(message, &tx, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(end.status, vis::protocol::TurnStatus::Done, "{end:?}");
+    });
+}
+
+/// 1: `spawn()` to the child's first request, `rounds` times (a new child each turn).
+fn overhead(rt: &tokio::runtime::Runtime, rounds: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    let fake = FakeProvider::start();
+    let arrivals: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let mut s = session(dir.path(), &fake, "bench-spawn");
+    let mut overheads = Vec::new();
+    for round in 0..rounds {
+        // The parent's block, the child's answer (its arrival noted), the parent's answer.
+        fake.push(call(
+            &format!("p{round}"),
+            "import time\nt0 = time.time()\ns = spawn('BENCH child: answer ok')\nprint('T0', repr(t0))\ns.wait()",
+        ));
+        let noted = arrivals.clone();
+        fake.push_fn(move |_| {
+            noted.lock().unwrap().push(now_secs());
+            text("ok")
+        });
+        fake.push(text("done"));
+        run(rt, &mut s, "spawn one");
+        let body = fake.requests()[fake.request_count() - 1].body_str();
+        let t0: f64 = body
+            .split("T0 ")
+            .nth(1)
+            .and_then(|rest| {
+                rest.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .next()
+            })
+            .and_then(|n| n.parse().ok())
+            .expect("the block printed its spawn time");
+        let arrived = arrivals.lock().unwrap()[round];
+        overheads.push((arrived - t0) * 1000.0);
+    }
+    rt.block_on(s.shutdown());
+    // The first child pays for the parent's first-use costs; report it apart.
+    let first = overheads[0];
+    let rest = overheads[1..].to_vec();
+    println!(
+        "spawn → child's first request: first {first:.2} ms; then median {:.2} ms, max {:.2} ms over {} children",
+        median(rest.clone()),
+        rest.iter().cloned().fold(0.0, f64::max),
+        rest.len()
+    );
+}
+
+/// A Python file of about `lines` lines that reads like real code.
+fn source(k: usize, lines: usize) -> String {
+    let mut s = format!("\"\"\"Module {k}: order handling.\"\"\"\n\nimport json\n\n");
+    let mut n = 0;
+    while s.lines().count() < lines {
+        n += 1;
+        s.push_str(&format!(
+            "def total_{n}(items, discount=0.{k}):\n    \"\"\"Sum of the order's items after the discount.\"\"\"\n    subtotal = sum(i['price'] * i['qty'] for i in items)\n    if subtotal > {n}00:\n        subtotal -= subtotal * discount\n    return round(subtotal, 2)\n\n"
+        ));
+    }
+    s
+}
+
+/// Sum of the requests' o200k estimates of the sessions in the store.
+fn input_tokens(dir: &Path) -> (i64, usize) {
+    let store = Store::open(&dir.join("vis.db")).unwrap();
+    let mut total = 0;
+    let mut requests = 0;
+    for s in store.list_sessions().unwrap() {
+        for r in store.requests(&s.id).unwrap() {
+            total += r.estimate_tokens;
+            requests += 1;
+        }
+    }
+    (total, requests)
+}
+
+/// 2: a 4-file review in the parent, and with one child per file.
+fn review_tokens(rt: &tokio::runtime::Runtime) {
+    let files = 4;
+    let prepare = || {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        for k in 0..files {
+            std::fs::write(dir.path().join(format!("ws/mod{k}.py")), source(k, 300)).unwrap();
+        }
+        dir
+    };
+    // In the parent: one block per file, then the answer.
+    let dir = prepare();
+    let fake = FakeProvider::start();
+    for k in 0..files {
+        fake.push(call(&format!("r{k}"), &format!("cat('mod{k}.py')")));
+    }
+    fake.push(text(
+        "mod0..3: the discount applies only above a threshold; no other bugs",
+    ));
+    let mut s = session(dir.path(), &fake, "bench-inline");
+    run(rt, &mut s, "review the four modules");
+    rt.block_on(s.shutdown());
+    let (inline, inline_requests) = input_tokens(dir.path());
+    // With spawn: the parent fans out; each child reads its file and answers in one line.
+    let dir = prepare();
+    let fake = FakeProvider::start();
+    for k in 0..files {
+        fake.conversation(
+            &format!("REVIEW mod{k}.py"),
+            vec![
+                call(&format!("c{k}"), &format!("cat('mod{k}.py')")),
+                text(&format!(
+                    "mod{k}.py: the discount applies only above a threshold"
+                )),
+            ],
+        );
+    }
+    fake.push(call(
+        "p",
+        "subs = [spawn(f'REVIEW mod{k}.py for bugs; answer in one line') for k in range(4)]\nfor s in subs:\n    print(s.wait())",
+    ));
+    fake.push(text(
+        "mod0..3: the discount applies only above a threshold; no other bugs",
+    ));
+    let mut s = session(dir.path(), &fake, "bench-spawned");
+    run(rt, &mut s, "review the four modules");
+    rt.block_on(s.shutdown());
+    let (spawned, spawned_requests) = input_tokens(dir.path());
+    let store = Store::open(&dir.path().join("vis.db")).unwrap();
+    let parent_only: i64 = store
+        .requests("bench-spawned")
+        .unwrap()
+        .iter()
+        .map(|r| r.estimate_tokens)
+        .sum();
+    println!(
+        "4-file review (300-line files): in the parent {inline} input tokens over {inline_requests} requests; with spawn {spawned} over {spawned_requests} requests, of which the parent's own {parent_only}"
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rounds = std::env::var("SPAWN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(21);
+    overhead(&rt, rounds);
+    review_tokens(&rt);
+}
