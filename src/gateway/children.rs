@@ -361,8 +361,14 @@ impl SubSessions for Children {
                 ready(self.state(&id).and_then(|(s, _)| Self::reply(&id, &s)))
             }
             HostRequest::SubCancel { id } => {
-                let cancelled = lock(&self.running).get(&id).map(|r| r.cancel.cancel());
-                if cancelled.is_none() {
+                let found = match lock(&self.running).get(&id) {
+                    Some(r) => {
+                        r.cancel.cancel();
+                        true
+                    }
+                    None => false,
+                };
+                if !found {
                     // Not running here: it ended (or ran in a process that stopped).
                     if let Err(e) = self.own_child(&id) {
                         return ready(Err(e));
