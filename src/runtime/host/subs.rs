@@ -4,8 +4,13 @@
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::runner::ToolFuture;
+use std::future::Future;
+use std::pin::Pin;
+
 use crate::protocol::{CallAnswer, Event, HostRequest};
+
+/// What a sub-session call answers, when it is ready (the runner's `ToolFuture` of it).
+pub type SubFuture = Pin<Box<dyn Future<Output = CallAnswer> + Send + 'static>>;
 
 /// The block a sub-session call comes from.
 pub struct CallOrigin {
@@ -19,7 +24,7 @@ pub struct CallOrigin {
 pub trait SubSessions: Send + Sync {
     /// Answers one call; the block waits for the answer (a `sub.wait` until the child ends or
     /// its timeout passes; the task is aborted if the block ends first).
-    fn answer(&self, origin: CallOrigin, request: HostRequest) -> ToolFuture<'static, CallAnswer>;
+    fn answer(&self, origin: CallOrigin, request: HostRequest) -> SubFuture;
     /// The block `turn`/`iteration` was interrupted or timed out: the children it started
     /// and that still run are cancelled.
     fn block_interrupted(&self, turn: i64, iteration: i64);
