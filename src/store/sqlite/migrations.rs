@@ -204,6 +204,8 @@ INSERT INTO def_changes (session_id, seq, turn, iteration, name, kind, source, s
     SELECT session_id, seq, turn, iteration, name, kind, source, signature, doc FROM defs;
 "#,
     ),
+    // Many nodes (issue 26 §2): which `vis serve` node runs each session, until when.
+    (9, super::leases::LEASES_SQL),
 ];
 
 pub fn latest_version() -> u32 {

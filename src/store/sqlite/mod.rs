@@ -9,6 +9,7 @@
 mod catalog;
 mod chat;
 mod fork;
+mod leases;
 mod mcp;
 mod migrations;
 mod sessions;
