@@ -296,7 +296,11 @@ vistest!(
             );
             let evs = turn(&on_b, &id, "print(f())").await;
             assert_eq!(finished(&evs), "done", "{evs:?}");
-            assert_eq!(outputs(&evs), ["7\n"], "definitions restored: {evs:?}");
+            assert_eq!(
+                outputs(&evs),
+                ["[vis] new worker: restored 1 definition: f\n7\n"],
+                "definitions restored: {evs:?}"
+            );
             let requests = fake.requests();
             let first_of_b = requests[requests.len() - 2].json();
             let mut expected = context["body"].clone();
