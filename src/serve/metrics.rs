@@ -434,6 +434,12 @@ fn with_node_label(text: &str, node: &str) -> String {
     out
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -443,11 +449,5 @@ mod tests {
             super::with_node_label(text, "a:1\"x"),
             "# HELP vis_x X\n# TYPE vis_x gauge\nvis_x{node=\"a:1\\\"x\"} 3\nvis_y{node=\"a:1\\\"x\",session=\"s-1\"} 2\n# EOF\n"
         );
-    }
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
     }
 }
