@@ -5,7 +5,10 @@
 //! live worker, throughput, and verifies from the store that no iteration was lost or crossed
 //! between sessions.
 //!
-//! Options: `--sessions N` (default 50), `--turns N` (default 20).
+//! Options: `--sessions N` (default 50), `--turns N` (default 20), `--nodes N` (default 1):
+//! N nodes (servers with their own registry) over the one database file; session i is made
+//! on node i mod N and its turn t goes through node (i + t) mod N, as behind a load balancer
+//! that does not route by session, so most turns are proxied to the node holding the lease.
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -82,6 +85,7 @@ fn main() {
     }
     let sessions = arg("--sessions", 50);
     let turns = arg("--turns", 20);
+    let nodes = arg("--nodes", 1).max(1);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("vis.db");
@@ -135,15 +139,19 @@ fn main() {
             folding: Default::default(),
         })
     });
-    let registry = Arc::new(Registry::new(RegistryOptions {
-        db: db.clone(),
-        providers: ServeProviders::new(provider, Vec::new()),
-        settings_for,
-        workspaces: WorkspacePolicy::for_server(&[], &db),
-        max_live_workers: sessions,
-        idle_park_after: Duration::from_secs(3600),
-        event_log_bytes: vis::serve::DEFAULT_LOG_BYTES,
-    }));
+    let registries: Vec<Arc<Registry>> = (0..nodes)
+        .map(|_| {
+            Arc::new(Registry::new(RegistryOptions {
+                db: db.clone(),
+                providers: ServeProviders::new(provider.clone(), Vec::new()),
+                settings_for: settings_for.clone(),
+                workspaces: WorkspacePolicy::for_server(&[], &db),
+                max_live_workers: sessions,
+                idle_park_after: Duration::from_secs(3600),
+                event_log_bytes: vis::serve::DEFAULT_LOG_BYTES,
+            }))
+        })
+        .collect();
     let token = ServeToken::generate().unwrap();
     let bearer = format!("Bearer {}", token.as_str());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -151,24 +159,31 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = rt.spawn(vis::serve::serve_on(
-        listener,
-        ServeOptions {
-            access: Arc::new(Access::new(token, None, addr.port())),
-            registry: registry.clone(),
-            grace: Duration::from_secs(5),
-            limits: Default::default(),
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let url = format!("http://{addr}");
+    let mut stops = Vec::new();
+    let mut servers = Vec::new();
+    let mut urls = Vec::new();
+    for registry in &registries {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        servers.push(rt.spawn(vis::serve::serve_on(
+            listener,
+            ServeOptions {
+                access: Arc::new(Access::new(token.clone(), None, addr.port())),
+                registry: registry.clone(),
+                grace: Duration::from_secs(5),
+                limits: Default::default(),
+                node: Default::default(),
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+        )));
+        stops.push(stop_tx);
+        urls.push(format!("http://{addr}"));
+    }
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     let peak_rss = Arc::new(Mutex::new((0usize, 0u64, 0u64))); // (workers, total KiB, max KiB)
@@ -199,13 +214,13 @@ fn main() {
             .build()
             .unwrap();
         let mut tasks = Vec::new();
-        for _ in 0..sessions {
+        for i in 0..sessions {
             let http = http.clone();
-            let url = url.clone();
+            let urls = urls.clone();
             let ws = ws.clone();
             tasks.push(tokio::spawn(async move {
                 let resp = http
-                    .post(format!("{url}/api/sessions"))
+                    .post(format!("{}/api/sessions", urls[i % urls.len()]))
                     .header("content-type", "application/json")
                     .body(json!({"workspace": ws}).to_string())
                     .send()
@@ -221,6 +236,7 @@ fn main() {
                 for t in 0..turns {
                     use eventsource_stream::Eventsource;
                     let t0 = Instant::now();
+                    let url = &urls[(i + t) % urls.len()];
                     let resp = http
                         .post(format!("{url}/api/sessions/{id}/turns"))
                         .header("content-type", "application/json")
@@ -285,8 +301,12 @@ fn main() {
         all
     });
     let elapsed = started.elapsed();
-    let _ = stop_tx.send(());
-    let _ = rt.block_on(server);
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    for server in servers {
+        let _ = rt.block_on(server);
+    }
     let (workers, total_kib, max_kib) = *peak_rss.lock().unwrap();
     drop(peak_rss);
     let _ = sampler.join();
@@ -294,7 +314,7 @@ fn main() {
     sorted.sort_by(|a, b| a.total_cmp(b));
     let iterations = sessions * turns;
     println!(
-        "{sessions} sessions × {turns} turns concurrently (1 block, 2 model requests per turn) in {:.1} s: {:.0} turns/s, {:.0} model requests/s",
+        "{nodes} node(s), {sessions} sessions × {turns} turns concurrently (1 block, 2 model requests per turn) in {:.1} s: {:.0} turns/s, {:.0} model requests/s",
         elapsed.as_secs_f64(),
         iterations as f64 / elapsed.as_secs_f64(),
         2.0 * iterations as f64 / elapsed.as_secs_f64()

@@ -16,7 +16,7 @@ use super::CliError;
 use crate::config::Config;
 use crate::providers::{ProviderKind, ProviderSettings};
 use crate::serve::{
-    Access, ConnectionLimits, Registry, RegistryOptions, ServeOptions, ServeProviders,
+    Access, ConnectionLimits, NodeConfig, Registry, RegistryOptions, ServeOptions, ServeProviders,
     SettingsError, SettingsFor, WorkspacePolicy,
 };
 
@@ -108,6 +108,14 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             .map_or(defaults.header_timeout, Duration::from_secs_f64),
     };
     let grace = Duration::from_secs_f64(config.serve.shutdown_grace.unwrap_or(30.0));
+    let node = NodeConfig {
+        id: config.serve.node_id.clone(),
+        advertise: config.serve.advertise.clone(),
+        lease_ttl: config
+            .serve
+            .lease_ttl
+            .map_or(crate::serve::DEFAULT_LEASE_TTL, Duration::from_secs_f64),
+    };
     let public_name = config.serve.public_name.clone();
     let events = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -139,6 +147,7 @@ pub fn run(args: ServeArgs, db: &Path) -> Result<i32, CliError> {
             registry,
             grace,
             limits: connection_limits,
+            node,
         };
         crate::serve::serve_on(listener, opts, crate::serve::shutdown_signal()).await;
         Ok::<(), CliError>(())

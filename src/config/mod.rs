@@ -80,6 +80,10 @@ pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};
 /// max_connections = 256           # open HTTP connections; more are refused with 503
 /// header_timeout = 30             # seconds a client has to send a request's headers
 /// event_log_mb = 8                # events kept per session for replay (Last-Event-ID)
+/// node_id = "gw-1"                # this node among those sharing one store (default
+///                                 # HOSTNAME:PORT); see docs/serve.md, "Many nodes"
+/// advertise = "http://10.0.0.5:7878"  # where other nodes reach this one (default: --listen)
+/// lease_ttl = 15                  # seconds a node's hold on a session lasts unless renewed
 /// [serve.providers.fast]          # providers a client may choose by name; the server's own
 /// provider = "anthropic"          # settings ([provider], flags, env) are the one named
 /// model = "claude-haiku-4-5"      # "default"
@@ -218,6 +222,12 @@ pub struct ServeConfig {
     pub max_connections: Option<usize>,
     pub header_timeout: Option<f64>,
     pub event_log_mb: Option<u64>,
+    /// This node's id among the nodes sharing one store (default `HOSTNAME:PORT`).
+    pub node_id: Option<String>,
+    /// Where other nodes reach this one, `http://host:port` (default: the listening address).
+    pub advertise: Option<String>,
+    /// Seconds a session's lease lasts unless renewed (default 15).
+    pub lease_ttl: Option<f64>,
     /// `[serve.providers.NAME]`, by name.
     #[serde(default)]
     pub providers: std::collections::BTreeMap<String, ServeProviderConfig>,
@@ -478,6 +488,32 @@ impl Config {
                 at(&["serve", "header_timeout"])
             )));
         }
+        if let Some(id) = &typed.serve.node_id {
+            validate_node_id(id).map_err(|why| {
+                invalid(format!(
+                    "{}`serve.node_id` is {id:?}: {why}; e.g. node_id = \"gw-1\"",
+                    at(&["serve", "node_id"])
+                ))
+            })?;
+        }
+        if let Some(address) = &typed.serve.advertise {
+            validate_advertise(address).map_err(|why| {
+                invalid(format!(
+                    "{}`serve.advertise` is {address:?}: {why}; write the address other nodes reach this one at, e.g. advertise = \"http://10.0.0.5:7878\"",
+                    at(&["serve", "advertise"])
+                ))
+            })?;
+        }
+        if let Some(v) = typed
+            .serve
+            .lease_ttl
+            .filter(|v| !(v.is_finite() && (MIN_LEASE_TTL..=3600.0).contains(v)))
+        {
+            return Err(invalid(format!(
+                "{}`serve.lease_ttl` must be between {MIN_LEASE_TTL} and 3600 seconds, got {v}: a node stops a session it cannot renew after half of it, and that half must cover stopping a block; e.g. lease_ttl = 15",
+                at(&["serve", "lease_ttl"])
+            )));
+        }
         if let Some(name) = &typed.serve.public_name {
             validate_public_name(name).map_err(|why| {
                 invalid(format!(
@@ -596,6 +632,50 @@ fn validate_public_name(name: &str) -> Result<(), &'static str> {
     };
     if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
         return Err("not a host name (letters, digits, '-' and '.')");
+    }
+    Ok(())
+}
+
+/// The shortest `[serve] lease_ttl`: half of it must cover interrupting a block (2 s).
+pub const MIN_LEASE_TTL: f64 = 5.0;
+
+/// `[serve] node_id`: 1–64 letters, digits, `.`, `_`, `:` or `-` (it is a metrics label and
+/// a column, and shows in messages).
+fn validate_node_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 64 {
+        return Err("it must be 1 to 64 characters long".into());
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(format!(
+            "{c:?} is not allowed (only letters, digits, '.', '_', ':' and '-')"
+        ));
+    }
+    Ok(())
+}
+
+/// `[serve] advertise`: `http://HOST:PORT` (or `https://`), nothing else.
+fn validate_advertise(address: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(address).map_err(|e| format!("it is not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "the scheme must be http or https, not {}",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("it names no host".into());
+    }
+    if url.port().is_none() {
+        return Err("it names no port".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("it must not carry a user or password".into());
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err("it must be a bare address, without a path, query or fragment".into());
     }
     Ok(())
 }

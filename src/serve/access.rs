@@ -57,6 +57,8 @@ pub struct Access {
     codes: Mutex<VecDeque<[u8; 32]>>,
     /// blake3 hashes of the cookies of logged-in browsers, oldest first.
     cookies: Mutex<VecDeque<[u8; 32]>>,
+    /// The host of `[serve] advertise`: the name other nodes send requests to.
+    peer_host: std::sync::OnceLock<String>,
 }
 
 impl Access {
@@ -68,7 +70,15 @@ impl Access {
             cookie_name: format!("vis-session-{port}"),
             codes: Mutex::new(VecDeque::new()),
             cookies: Mutex::new(VecDeque::new()),
+            peer_host: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Accepts `host` (the advertised address's) in `Host`, as other nodes send it.
+    pub fn answer_to_peer_name(&self, host: &str) {
+        let _ = self
+            .peer_host
+            .set(host_name(&host.to_ascii_lowercase()).to_string());
     }
 
     pub fn token(&self) -> &ServeToken {
@@ -158,6 +168,7 @@ impl Access {
             return ip.is_loopback() || Some(ip) == local.map(|l| l.to_canonical());
         }
         self.public_host.as_deref() == Some(name)
+            || self.peer_host.get().map(String::as_str) == Some(name)
     }
 
     /// An `Origin` of this server: the scheme and the very `Host` the request came to (port

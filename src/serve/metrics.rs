@@ -60,6 +60,11 @@ pub struct Metrics {
     error_kinds: Mutex<HashMap<String, HashSet<String>>>,
     pub http_requests: Counter<u64, AtomicU64>,
     pub event_log_bytes: Gauge,
+    pub leases_held: Gauge,
+    pub leases_lost: Counter,
+    pub requests_proxied: Counter,
+    /// This server's node id: every sample is labelled `node="…"`.
+    node: std::sync::OnceLock<String>,
 }
 
 impl Metrics {
@@ -92,6 +97,10 @@ impl Metrics {
             error_kinds: Mutex::new(HashMap::new()),
             http_requests: Counter::default(),
             event_log_bytes: Gauge::default(),
+            leases_held: Gauge::default(),
+            leases_lost: Counter::default(),
+            requests_proxied: Counter::default(),
+            node: std::sync::OnceLock::new(),
             registry: Registry::default(),
         };
         registry.register(
@@ -154,6 +163,21 @@ impl Metrics {
             "http_requests",
             "HTTP requests served",
             m.http_requests.clone(),
+        );
+        registry.register(
+            "leases_held",
+            "Session leases this node holds",
+            m.leases_held.clone(),
+        );
+        registry.register(
+            "leases_lost",
+            "Leases this node stopped using because it could not renew them in time",
+            m.leases_lost.clone(),
+        );
+        registry.register(
+            "requests_proxied",
+            "Requests passed to the node that runs their session",
+            m.requests_proxied.clone(),
         );
         registry.register(
             "event_log_bytes",
@@ -367,17 +391,63 @@ impl Metrics {
         }
     }
 
+    /// Labels every sample with this node's id from now on.
+    pub fn set_node(&self, node: &str) {
+        let _ = self.node.set(node.to_string());
+    }
+
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
-        out
+        match self.node.get() {
+            Some(node) => with_node_label(&out, node),
+            None => out,
+        }
     }
+}
+
+/// `text` (the exposition format) with `node="NODE"` first in every sample's labels, so the
+/// figures of several nodes aggregate under the same names.
+fn with_node_label(text: &str, node: &str) -> String {
+    let escaped = node
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for line in text.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            out.push_str(line);
+        } else if let Some(brace) = line.find('{').filter(|b| !line[..*b].contains(' ')) {
+            let (name, rest) = line.split_at(brace);
+            let rest = &rest[1..];
+            let sep = if rest.starts_with('}') { "" } else { "," };
+            out.push_str(&format!("{name}{{node=\"{escaped}\"{sep}{rest}"));
+        } else if let Some((name, value)) = line.split_once(' ') {
+            out.push_str(&format!("{name}{{node=\"{escaped}\"}} {value}"));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_sample_is_labelled_by_node() {
+        let text = "# HELP vis_x X\n# TYPE vis_x gauge\nvis_x 3\nvis_y{session=\"s-1\"} 2\n# EOF\n";
+        assert_eq!(
+            super::with_node_label(text, "a:1\"x"),
+            "# HELP vis_x X\n# TYPE vis_x gauge\nvis_x{node=\"a:1\\\"x\"} 3\nvis_y{node=\"a:1\\\"x\",session=\"s-1\"} 2\n# EOF\n"
+        );
     }
 }

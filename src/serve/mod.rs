@@ -26,8 +26,10 @@ mod events;
 mod listener;
 mod login;
 mod metrics;
+mod node;
 mod providers;
 mod registry;
+pub(crate) mod route;
 mod token;
 mod web;
 mod workspaces;
@@ -47,6 +49,7 @@ use utoipa_axum::routes;
 pub use access::Access;
 pub use events::DEFAULT_LOG_BYTES;
 pub use listener::ConnectionLimits;
+pub use node::{NodeConfig, DEFAULT_LEASE_TTL};
 pub use providers::{ProviderInfo, ServeProviders, UnknownProvider};
 pub use registry::{HubFor, Registry, RegistryError, RegistryOptions, SettingsError, SettingsFor};
 pub use token::{ServeToken, TokenError};
@@ -59,6 +62,9 @@ pub struct ServeOptions {
     /// How long running blocks get to finish at shutdown.
     pub grace: Duration,
     pub limits: ConnectionLimits,
+    /// This server as a node over the shared store (`[serve] node_id`, `advertise`,
+    /// `lease_ttl`).
+    pub node: NodeConfig,
 }
 
 #[derive(Clone)]
@@ -118,6 +124,11 @@ fn router(app: App) -> axum::Router {
         .route("/", axum::routing::get(web::index))
         .route("/login", axum::routing::get(login::login_with_code))
         .fallback(not_found)
+        // Layers run outside in: access first, then routing to the node that runs a session.
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            route::to_holder,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             access::guard,
@@ -170,6 +181,22 @@ pub async fn serve_on(
         access: opts.access.clone(),
     };
     let registry = opts.registry.clone();
+    if let Ok(bound) = listener.local_addr() {
+        let (id, address) = node::resolve(&opts.node, bound);
+        if let Some(host) = reqwest::Url::parse(&address)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            opts.access.answer_to_peer_name(&host);
+        }
+        registry.set_node(Arc::new(node::Node::new(
+            id,
+            address,
+            opts.node.lease_ttl,
+            registry.db.clone(),
+        )));
+    }
+    let renewal = tokio::spawn(renew_leases(registry.clone()));
     let sweeper = tokio::spawn({
         let registry = registry.clone();
         async move {
@@ -197,6 +224,37 @@ pub async fn serve_on(
     sweeper.abort();
     let _ = drain_task.await;
     registry.shutdown_all().await;
+    renewal.abort();
+}
+
+/// Renews this node's leases every `ttl / 6`; a session whose lease was lost, or not kept
+/// within half the ttl, is stopped here (`Registry::lose`) before any other node may take it.
+async fn renew_leases(registry: Arc<Registry>) {
+    let Some(node) = registry.node().cloned() else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(node.renew_every()).await;
+        let sent = std::time::Instant::now();
+        let renewing = {
+            let node = node.clone();
+            tokio::task::spawn_blocking(move || node.renew_in_store())
+        };
+        // A store that hangs must not hold the check back: past the wait the leases are
+        // judged by their age alone.
+        let outcome = match tokio::time::timeout(node.renew_every(), renewing).await {
+            Ok(Ok(Ok(kept))) => Some(kept),
+            _ => None,
+        };
+        for id in node.renew(outcome, sent) {
+            let registry = registry.clone();
+            tokio::spawn(async move { registry.lose(&id).await });
+        }
+        registry
+            .metrics
+            .leases_held
+            .set(i64::try_from(node.held_count()).unwrap_or(i64::MAX));
+    }
 }
 
 /// Stop taking work, let running blocks finish within `grace`, then interrupt the rest.

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::EventLog;
 use super::metrics::Metrics;
+use super::node::{Claim, Node};
 use super::providers::{ServeProviders, UnknownProvider};
 use super::workspaces::{WorkspaceError, WorkspacePolicy};
 use crate::gateway::{ChatSession, ChatSettings};
@@ -60,6 +61,12 @@ pub enum RegistryError {
     Gateway(#[from] crate::gateway::GatewayError),
     #[error(transparent)]
     Mcp(#[from] crate::mcp::HubError),
+    /// Another node runs the session now (the request goes there).
+    #[error("session '{session}' is run by node '{}' now; retry the request", .holder.node_id)]
+    Elsewhere {
+        session: String,
+        holder: crate::store::LeaseHolder,
+    },
 }
 
 pub struct Slot {
@@ -74,6 +81,9 @@ pub struct Slot {
     pub live: AtomicBool,
     /// The number of the first event of what runs now (or ran last).
     pub work_start: std::sync::atomic::AtomicU64,
+    /// The lease epoch the loaded session was last used under (0: none): a later epoch than
+    /// the next after it means another node ran the session meanwhile.
+    epoch: std::sync::atomic::AtomicI64,
 }
 
 impl Slot {
@@ -164,6 +174,8 @@ pub struct Registry {
     pub metrics: Metrics,
     /// `[spawn]` for the sessions' sub-sessions.
     spawn: crate::gateway::SpawnSettings,
+    /// This server as a node over the shared store (set once it listens).
+    node: std::sync::OnceLock<Arc<Node>>,
 }
 
 impl Registry {
@@ -186,7 +198,58 @@ impl Registry {
             log_bytes: Arc::new(AtomicU64::new(0)),
             metrics: Metrics::new(),
             spawn: Default::default(),
+            node: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Makes this server the node `node` (once, when it listens).
+    pub fn set_node(&self, node: Arc<Node>) {
+        self.metrics.set_node(&node.id);
+        let _ = self.node.set(node);
+    }
+
+    pub fn node(&self) -> Option<&Arc<Node>> {
+        self.node.get()
+    }
+
+    /// Takes the lease of session `id` for this node, or says which node runs it.
+    pub fn claim(&self, id: &str) -> Result<i64, RegistryError> {
+        let Some(node) = self.node() else {
+            return Ok(0);
+        };
+        match node.claim(id)? {
+            Claim::Mine { epoch } => Ok(epoch),
+            Claim::Elsewhere(holder) => Err(RegistryError::Elsewhere {
+                session: id.to_string(),
+                holder,
+            }),
+        }
+    }
+
+    /// Gives the lease of a session back when nothing runs in it and it has no worker.
+    pub fn release_if_idle(&self, slot: &Slot) {
+        if let Some(node) = self.node() {
+            if !slot.is_busy() && !slot.live.load(Ordering::SeqCst) {
+                node.release(&slot.id);
+            }
+        }
+    }
+
+    /// This node can no longer use session `id` (its lease was lost or not renewed in time):
+    /// interrupts what runs, stops the worker and forgets the loaded session, so the next
+    /// request loads it afresh from the store.
+    pub async fn lose(&self, id: &str) {
+        self.metrics.leases_lost.inc();
+        let slot = self.slot(id);
+        slot.interrupt();
+        let mut guard = slot.session.lock().await;
+        if let Some(session) = guard.as_mut() {
+            session.shutdown().await;
+        }
+        *guard = None;
+        slot.epoch.store(0, Ordering::SeqCst);
+        slot.live.store(false, Ordering::SeqCst);
+        self.update_live_gauge();
     }
 
     /// Sessions get their MCP servers from `hub_for`.
@@ -228,6 +291,7 @@ impl Registry {
                     last_used: Mutex::new(Instant::now()),
                     live: AtomicBool::new(false),
                     work_start: std::sync::atomic::AtomicU64::new(0),
+                    epoch: std::sync::atomic::AtomicI64::new(0),
                 })
             })
             .clone()
@@ -237,6 +301,9 @@ impl Registry {
     pub fn forget(&self, id: &str) {
         if let Ok(mut slots) = self.slots.lock() {
             slots.remove(id);
+        }
+        if let Some(node) = self.node() {
+            node.release(id);
         }
         self.metrics.forget_session(id);
     }
@@ -294,9 +361,16 @@ impl Registry {
         id: &str,
         guard: &mut Option<ChatSession>,
     ) -> Result<Vec<String>, RegistryError> {
+        let epoch = self.claim(id)?;
         if guard.is_some() {
-            return Ok(Vec::new());
+            let before = self.slot(id).epoch.swap(epoch, Ordering::SeqCst);
+            if self.node().is_none() || epoch == before || epoch == before + 1 {
+                return Ok(Vec::new());
+            }
+            // Another node ran the session since this one last did: what is loaded is stale.
+            *guard = None;
         }
+        self.slot(id).epoch.store(epoch, Ordering::SeqCst);
         let store = Store::open(&self.db)?;
         let row = store.require_session(id)?;
         let stored = store.session_model(id)?;
@@ -361,6 +435,7 @@ impl Registry {
             }
         }
         slot.end(false);
+        self.release_if_idle(slot);
         parked
     }
 
@@ -394,6 +469,9 @@ impl Registry {
                 session.shutdown().await;
             }
             slot.live.store(false, Ordering::SeqCst);
+        }
+        if let Some(node) = self.node() {
+            node.release_all();
         }
         self.update_live_gauge();
     }

@@ -2,8 +2,8 @@
 //! (the gateway, the commands, `vis mcp`, `vis serve`) is written against.
 //!
 //! The interface is split by concern, one trait each, and [`SessionStore`] is all of them:
-//! a backend implements the five traits and is a `SessionStore` by the blanket impl. Callers
-//! hold a [`Store`] (`dyn SessionStore`), so a second backend (PostgreSQL, see
+//! a backend implements the six traits (`Leases` since issue 26) and is a `SessionStore` by
+//! the blanket impl. Callers hold a [`Store`] (`dyn SessionStore`), so a second backend (PostgreSQL, see
 //! `docs/scaling.md`) is a new implementation plus a case in [`open`](super::open), not a
 //! change to any caller.
 //!
@@ -497,10 +497,74 @@ pub trait ChildRecords {
     fn child(&self, child: &str) -> Result<Option<ChildRow>>;
 }
 
+/// A node of `vis serve` as a lease holder: its configured id, this process (a restarted
+/// node is a new instance), and where other nodes reach it.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseNode<'a> {
+    pub node_id: &'a str,
+    pub instance: &'a str,
+    pub address: &'a str,
+}
+
+/// Who holds a session's lease now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeaseHolder {
+    pub node_id: String,
+    pub instance: String,
+    pub address: String,
+    pub epoch: i64,
+    /// Milliseconds until it expires, on the store's clock (always positive).
+    pub expires_in_ms: i64,
+}
+
+/// What [`Leases::acquire_lease`] got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseClaim {
+    /// The caller holds the lease until the ttl passes (unless renewed), with this epoch.
+    Granted { epoch: i64 },
+    /// Another instance holds an unexpired lease.
+    Held(LeaseHolder),
+}
+
+/// Session leases: which `vis serve` node runs a session (docs/serve.md, "Many nodes").
+///
+/// Every operation is an atomic compare-and-set on one row per session. Expiry is computed and
+/// compared on the store's clock (the database server's for PostgreSQL; for SQLite, whose
+/// processes share one machine, that machine's), never on the nodes' clocks, so clock skew
+/// between nodes does not matter; a holder stays safe by measuring its own margin from before
+/// it sent the renewal. The epoch grows by one at each change of holder, so it can serve as a
+/// fencing token.
+pub trait Leases {
+    /// Takes (or, for its holder, extends) the lease of `session_id` for `ttl`. Granted when
+    /// there is none, it expired or was released, `me` holds it, or its epoch is
+    /// `replacing_epoch` (a holder the caller knows to be dead); else who holds it.
+    fn acquire_lease(
+        &self,
+        session_id: &str,
+        me: &LeaseNode<'_>,
+        ttl: std::time::Duration,
+        replacing_epoch: Option<i64>,
+    ) -> Result<LeaseClaim>;
+    /// Extends every unexpired lease of `instance` by `ttl` from now; returns those it holds
+    /// still, as `(session, epoch)` (one missing from the answer was lost).
+    fn renew_leases(&self, instance: &str, ttl: std::time::Duration) -> Result<Vec<(String, i64)>>;
+    /// Ends the lease if `instance` still holds it with `epoch`; true when it did.
+    fn release_lease(&self, session_id: &str, instance: &str, epoch: i64) -> Result<bool>;
+    /// The unexpired holder of the lease, if any.
+    fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>>;
+}
+
 /// A complete store backend: every concern above. Implemented for every type that implements
 /// them all.
 pub trait SessionStore:
-    SessionRecords + Conversation + FoldRecords + CatalogSnapshots + McpRecords + ChildRecords + Send
+    SessionRecords
+        + Conversation
+        + FoldRecords
+        + CatalogSnapshots
+        + McpRecords
+        + ChildRecords
+        + Leases
+        + Send
 {
 }
 
@@ -511,6 +575,7 @@ impl<T> SessionStore for T where
         + CatalogSnapshots
         + McpRecords
         + ChildRecords
+        + Leases
         + Send
 {
 }

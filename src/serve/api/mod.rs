@@ -30,7 +30,7 @@ use crate::store::Store;
 /// An error as the API reports it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApiError {
-    /// Stable, machine-readable: `not_found`, `bad_request`, `busy`, `idle`, `unauthorized`,
+    /// Stable, machine-readable: `not_found`, `bad_request`, `busy`, `idle`, `unauthorized`, `moved`,
     /// `conflict`, `host_not_allowed`, `origin_not_allowed`, `unsupported_media_type`, `shutting_down`,
     /// `too_many_connections`, `runtime`, `internal`.
     pub code: &'static str,
@@ -79,11 +79,17 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
+        let moved = self.code == "moved";
+        let mut response = (
             self.status,
             Json(json!({"code": self.code, "message": self.message})),
         )
-            .into_response()
+            .into_response();
+        if moved {
+            // The router retries such a request at the node that runs the session now.
+            response.extensions_mut().insert(crate::serve::route::Moved);
+        }
+        response
     }
 }
 
@@ -97,6 +103,9 @@ impl From<crate::serve::RegistryError> for ApiError {
         match e {
             RegistryError::Provider(e) => ApiError::bad(e.to_string()),
             RegistryError::Workspace(e) => ApiError::bad(e.to_string()),
+            e @ RegistryError::Elsewhere { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "moved", e.to_string())
+            }
             RegistryError::Store(StoreError::UnknownSession(id))
             | RegistryError::Gateway(GatewayError::Store(StoreError::UnknownSession(id))) => {
                 ApiError::not_found(&id)
@@ -163,5 +172,7 @@ fn begin(app: &App, id: &str) -> ApiResult<Arc<Slot>> {
     app.registry
         .allows(&row)
         .map_err(|e| ApiError::bad(e.to_string()))?;
+    // This node runs the session from here on (or says which node does).
+    app.registry.claim(id)?;
     Ok(app.registry.slot(id))
 }

@@ -65,10 +65,12 @@ pub async fn post_rewind(
         Ok(done) => done,
         Err(e) => {
             slot.end(false);
+            app.registry.release_if_idle(&slot);
             return Err(e);
         }
     };
     slot.end(live);
+    app.registry.release_if_idle(&slot);
     let files = &outcome.files;
     Ok(Json(json!({
         "turn": outcome.turn,

@@ -221,6 +221,8 @@ pub async fn delete_session(
             )))
         }
     };
+    // No other node may run it while it goes.
+    app.registry.claim(&id)?;
     let slot = app.registry.slot(&id);
     if slot.try_begin().is_none() {
         return Err(ApiError::busy(&id));

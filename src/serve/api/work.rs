@@ -114,6 +114,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
     let Some(session) = guard.as_mut().filter(|_| notes.is_ok()) else {
         drop(guard);
         slot.end(false);
+        registry.release_if_idle(&slot);
         let message = notes
             .err()
             .map(|e| e.to_string())
@@ -183,6 +184,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
     let live = session.supervisor().is_running();
     drop(guard);
     slot.end(live);
+    registry.release_if_idle(&slot);
     registry.update_live_gauge();
     for event in finished {
         slot.log.push(event);
@@ -222,7 +224,9 @@ pub async fn get_context(State(app): State<App>, Path(id): Path<String>) -> ApiR
     let Some(session) = guard.as_mut() else {
         return Err(ApiError::internal("the session could not be opened"));
     };
-    let body = session.next_request_body().map_err(ApiError::internal)?;
+    let body = session.next_request_body();
+    registry.release_if_idle(&slot);
+    let body = body.map_err(ApiError::internal)?;
     let body: Value = if body.is_empty() {
         Value::Null
     } else {

@@ -218,6 +218,8 @@ ALTER TABLE sessions ADD COLUMN sub_answer TEXT;
 CREATE INDEX sessions_by_parent ON sessions(parent_session);
 "#,
     ),
+    // Many nodes (issue 26 §2): which `vis serve` node runs each session, until when.
+    (10, super::leases::LEASES_SQL),
 ];
 
 pub fn latest_version() -> u32 {

@@ -10,6 +10,7 @@ mod catalog;
 mod chat;
 mod children;
 mod fork;
+mod leases;
 mod mcp;
 mod migrations;
 mod sessions;

@@ -7,6 +7,7 @@ mod api;
 mod command;
 mod limits;
 mod local;
+mod nodes;
 
 use serde_json::{json, Value};
 use vis::providers::ProviderKind;

@@ -115,6 +115,7 @@ impl TestServer {
                     registry: reg,
                     grace: config.grace,
                     limits: config.limits,
+                    node: Default::default(),
                 };
                 vis::serve::serve_on(listener, opts, async move {
                     let _ = rx.await;
