@@ -30,6 +30,7 @@
 mod atomic;
 mod blobs;
 mod diff;
+mod feed;
 mod log;
 mod record;
 mod restore;

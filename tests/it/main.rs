@@ -16,6 +16,7 @@ mod chat;
 mod chat_transcript;
 mod chat_tui;
 mod checkpoints;
+mod checkpoints_feed;
 mod cli;
 mod cost;
 mod defs;
