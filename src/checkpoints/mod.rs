@@ -28,6 +28,7 @@
 //!   in place, atomically (staged temp files, then renames, rolled back on failure).
 
 mod atomic;
+mod beneath;
 mod blobs;
 mod diff;
 mod feed;

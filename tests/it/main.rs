@@ -38,6 +38,7 @@ mod mcp;
 mod outside;
 mod providers;
 mod replay;
+mod rewind_beneath;
 mod sandbox;
 mod serve;
 mod servers;
