@@ -3,132 +3,161 @@
 //! its new version renamed into place; a failure there renames everything back. The moved
 //! aside versions are removed only when all are in place.
 
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
+use rustix::fs::{Mode, OFlags};
+
+use super::beneath::{place, remove_at, Place};
 use super::log::FileState;
 use super::CheckpointError;
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn unique_beside(target: &Path, tag: &str) -> PathBuf {
+fn unique_name(tag: &str) -> OsString {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = format!(".vis-rewind-{}-{n}.{tag}", std::process::id());
-    target.parent().unwrap_or(Path::new(".")).join(name)
+    OsString::from(format!(".vis-rewind-{}-{n}.{tag}", std::process::id()))
 }
 
 enum Done {
-    MovedAside { target: PathBuf, aside: PathBuf },
-    Placed(PathBuf),
+    MovedAside { at: usize, aside: OsString },
+    Placed(usize),
 }
 
-pub(crate) fn apply_all(moves: &[Move]) -> Result<(), CheckpointError> {
-    let mut created_dirs: Vec<PathBuf> = Vec::new();
-    let mut staged: Vec<Option<PathBuf>> = Vec::new();
-    let staging = stage(moves, &mut created_dirs, &mut staged);
+/// Puts every move in place beneath its root among `roots`, or none (see the module doc).
+/// Every directory is opened beneath the root without following links, and every write,
+/// rename and removal is relative to it.
+pub(crate) fn apply_all(roots: &[String], moves: &[Move]) -> Result<(), CheckpointError> {
+    let mut created_dirs: Vec<Place> = Vec::new();
+    let mut places: Vec<Place> = Vec::new();
+    let mut staged: Vec<Option<OsString>> = Vec::new();
+    let staging = stage(roots, moves, &mut created_dirs, &mut places, &mut staged);
     if let Err(e) = staging {
-        discard(&staged, &created_dirs);
+        discard(&places, &staged, &created_dirs);
         return Err(e);
     }
     let mut done: Vec<Done> = Vec::new();
-    let committed = commit(moves, &staged, &mut done);
+    let committed = commit(&places, &staged, &mut done);
     if let Err(e) = committed {
         for step in done.iter().rev() {
             match step {
-                Done::Placed(target) => {
-                    let _ = std::fs::remove_file(target);
+                Done::Placed(at) => {
+                    let p = &places[*at];
+                    let _ = rustix::fs::unlinkat(&p.dir.fd, &p.name, rustix::fs::AtFlags::empty());
                 }
-                Done::MovedAside { target, aside } => {
-                    let _ = std::fs::rename(aside, target);
+                Done::MovedAside { at, aside } => {
+                    let p = &places[*at];
+                    let _ = rustix::fs::renameat(&p.dir.fd, aside, &p.dir.fd, &p.name);
                 }
             }
         }
-        discard(&staged, &created_dirs);
+        discard(&places, &staged, &created_dirs);
         return Err(e);
     }
     for step in &done {
-        if let Done::MovedAside { aside, .. } = step {
-            let removed = match aside.symlink_metadata() {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(aside),
-                _ => std::fs::remove_file(aside),
-            };
-            let _ = removed;
+        if let Done::MovedAside { at, aside } = step {
+            let _ = remove_at(&places[*at].dir.fd, aside);
         }
     }
     Ok(())
 }
 
 fn stage(
+    roots: &[String],
     moves: &[Move],
-    created_dirs: &mut Vec<PathBuf>,
-    staged: &mut Vec<Option<PathBuf>>,
+    created_dirs: &mut Vec<Place>,
+    places: &mut Vec<Place>,
+    staged: &mut Vec<Option<OsString>>,
 ) -> Result<(), CheckpointError> {
+    // Every target's directory first: a refused one changes nothing.
     for m in moves {
+        places.push(place(roots, &m.target, created_dirs)?);
+    }
+    for (m, p) in moves.iter().zip(places.iter()) {
         let Some(state) = &m.state else {
             staged.push(None);
             continue;
         };
-        if let Some(parent) = m.target.parent() {
-            let mut missing = Vec::new();
-            let mut dir = parent;
-            while !dir.exists() {
-                missing.push(dir.to_path_buf());
-                match dir.parent() {
-                    Some(p) => dir = p,
-                    None => break,
-                }
-            }
-            for dir in missing.into_iter().rev() {
-                std::fs::create_dir(&dir).map_err(|e| CheckpointError::io("create", &dir, e))?;
-                created_dirs.push(dir);
-            }
-        }
-        let temp = unique_beside(&m.target, "new");
+        let temp = unique_name("new");
         staged.push(Some(temp.clone()));
         // The error names the file being restored, not the temp file.
-        write_state(&temp, state, m.content.as_deref()).map_err(|e| match e {
-            CheckpointError::Io { source, .. } => {
-                CheckpointError::io("write the restored version of", &m.target, source)
+        write_state_at(&p.dir.fd, &temp, &m.target, state, m.content.as_deref()).map_err(|e| {
+            match e {
+                CheckpointError::Io { source, .. } => {
+                    CheckpointError::io("write the restored version of", &m.target, source)
+                }
+                other => other,
             }
-            other => other,
         })?;
     }
     Ok(())
 }
 
 fn commit(
-    moves: &[Move],
-    staged: &[Option<PathBuf>],
+    places: &[Place],
+    staged: &[Option<OsString>],
     done: &mut Vec<Done>,
 ) -> Result<(), CheckpointError> {
-    for (m, temp) in moves.iter().zip(staged) {
-        if m.target.symlink_metadata().is_ok() {
-            let aside = unique_beside(&m.target, "old");
-            std::fs::rename(&m.target, &aside)
-                .map_err(|e| CheckpointError::io("move aside", &m.target, e))?;
-            done.push(Done::MovedAside {
-                target: m.target.clone(),
-                aside,
-            });
+    for (at, (p, temp)) in places.iter().zip(staged).enumerate() {
+        let exists =
+            rustix::fs::statat(&p.dir.fd, &p.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok();
+        if exists {
+            let aside = unique_name("old");
+            rustix::fs::renameat(&p.dir.fd, &p.name, &p.dir.fd, &aside)
+                .map_err(|e| CheckpointError::io("move aside", &p.shown(), e.into()))?;
+            done.push(Done::MovedAside { at, aside });
         }
         if let Some(temp) = temp {
-            std::fs::rename(temp, &m.target)
-                .map_err(|e| CheckpointError::io("put back", &m.target, e))?;
-            done.push(Done::Placed(m.target.clone()));
+            rustix::fs::renameat(&p.dir.fd, temp, &p.dir.fd, &p.name)
+                .map_err(|e| CheckpointError::io("put back", &p.shown(), e.into()))?;
+            done.push(Done::Placed(at));
         }
     }
     Ok(())
 }
 
-fn discard(staged: &[Option<PathBuf>], created_dirs: &[PathBuf]) {
-    for temp in staged.iter().flatten() {
-        let _ = std::fs::remove_file(temp);
+fn discard(places: &[Place], staged: &[Option<OsString>], created_dirs: &[Place]) {
+    for (p, temp) in places.iter().zip(staged) {
+        if let Some(temp) = temp {
+            let _ = rustix::fs::unlinkat(&p.dir.fd, temp, rustix::fs::AtFlags::empty());
+        }
     }
     for dir in created_dirs.iter().rev() {
-        let _ = std::fs::remove_dir(dir);
+        let _ = rustix::fs::unlinkat(&dir.dir.fd, &dir.name, rustix::fs::AtFlags::REMOVEDIR);
+    }
+}
+
+/// Creates `name` in `dir` (it must not exist) holding `state`; `shown` names it in errors.
+fn write_state_at(
+    dir: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+    state: &FileState,
+    content: Option<&[u8]>,
+) -> Result<(), CheckpointError> {
+    match state {
+        FileState::Symlink { target: link } => rustix::fs::symlinkat(link.as_str(), dir, name)
+            .map_err(|e| CheckpointError::io("create", shown, e.into())),
+        FileState::File { mode, .. } => {
+            let fd = rustix::fs::openat(
+                dir,
+                name,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(|e| CheckpointError::io("create", shown, e.into()))?;
+            let mut file = std::fs::File::from(fd);
+            file.write_all(content.unwrap_or_default())
+                .and_then(|()| file.flush())
+                .map_err(|e| CheckpointError::io("write", shown, e))?;
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(*mode))
+                .map_err(|e| CheckpointError::io("set the mode of", shown, e.into()))
+        }
     }
 }
 

@@ -108,7 +108,7 @@ pub struct Checkpoint {
 /// One item of the timeline.
 #[derive(Debug, Clone, Copy)]
 pub enum Step<'a> {
-    Begin { turn: i64 },
+    Begin { turn: i64, iteration: i64 },
     Checkpoint(&'a Checkpoint),
 }
 
@@ -274,7 +274,10 @@ impl Log {
         for record in &self.records {
             match record {
                 Record::Baseline { .. } => {}
-                Record::Begin { turn, .. } => steps.push(Step::Begin { turn: *turn }),
+                Record::Begin { turn, iteration } => steps.push(Step::Begin {
+                    turn: *turn,
+                    iteration: *iteration,
+                }),
                 Record::Checkpoint(c) => {
                     if let Some(cut) = c.cut_from_turn {
                         steps.retain(|s| match s {

@@ -28,8 +28,11 @@
 //!   in place, atomically (staged temp files, then renames, rolled back on failure).
 
 mod atomic;
+mod beneath;
 mod blobs;
 mod diff;
+mod feed;
+mod fork;
 mod log;
 mod record;
 mod restore;
@@ -39,6 +42,7 @@ mod session;
 use std::path::{Path, PathBuf};
 
 pub use diff::{render_diff, DiffOptions};
+pub use fork::{fork_history, ForkedHistory};
 pub use log::{Change, FileState, Origin};
 pub use record::{CheckpointSettings, Recorder};
 pub use restore::{

@@ -6,13 +6,15 @@
 //! block (the person edits between turns; changes made within a turn are the blocks'), after
 //! a gateway was killed mid-block, and at a session's first block (the baseline).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use super::blobs::Blobs;
+use super::feed::Feed;
 use super::log::{apply, Change, Checkpoint, Entry, FileState, Log, Origin, Record};
-use super::scan::{scan, Meta, ScanRules};
+use super::scan::{recorded_names_in, scan, Meta, ScanRules};
 use super::CheckpointError;
 
 /// `[checkpoints]` in config.toml.
@@ -51,6 +53,9 @@ pub struct Recorder {
     prepared: Option<i64>,
 }
 
+/// The paths a scan looked at, and what each holds now (`None`: absent).
+type Looked = BTreeMap<String, Option<Meta>>;
+
 /// What a scanning thread gives back: the log, and whether the scan was recorded.
 type Scanned = (Option<Loaded>, Result<(), CheckpointError>);
 
@@ -59,6 +64,8 @@ pub(crate) struct Loaded {
     pub manifest: BTreeMap<String, Entry>,
     pub blobs: Blobs,
     pub kept_bytes: u64,
+    /// What changed since the last full walk (`None`: the next scan walks in full).
+    pub feed: Option<Feed>,
 }
 
 /// What a scan walks and keeps (cloned onto the scanning thread).
@@ -262,6 +269,7 @@ impl Recorder {
                     kept_bytes: log.kept_bytes(),
                     blobs: Blobs::new(&self.dir),
                     log,
+                    feed: None,
                 }),
                 None => None,
             };
@@ -305,7 +313,7 @@ impl Recorder {
 impl Rules {
     /// The baseline: every file's metadata and content as the first block finds them.
     fn baseline(&self, dir: &Path) -> Result<Loaded, CheckpointError> {
-        let found = self.walk();
+        let (found, feed) = self.walk();
         let blobs = Blobs::new(dir);
         let mut kept_bytes = 0;
         let mut files = BTreeMap::new();
@@ -344,15 +352,73 @@ impl Rules {
             log,
             blobs,
             kept_bytes,
+            feed,
         })
     }
 
-    fn walk(&self) -> super::scan::Scan {
-        scan(&ScanRules {
+    fn scan_rules(&self) -> ScanRules<'_> {
+        ScanRules {
             roots: &self.roots,
             include_ignored: self.settings.include_ignored,
             exclude: &self.exclude,
-        })
+        }
+    }
+
+    /// A full walk, and a change feed watching what it walked.
+    fn walk(&self) -> (super::scan::Scan, Option<Feed>) {
+        let mut feed = Feed::new();
+        let found = scan(&self.scan_rules(), &mut |dir| {
+            if let Some(feed) = feed.as_mut() {
+                feed.watch(dir);
+            }
+        });
+        if let Some(feed) = feed.as_mut() {
+            for file in &found.linked {
+                feed.linked(file);
+            }
+        }
+        (found, feed)
+    }
+
+    /// What the paths that changed since the last walk hold now (`None`: absent, or no
+    /// longer a file or a symlink), as a full walk would find them; `None` when only a full
+    /// walk can tell (see [`Feed`]).
+    fn narrowed(&self, feed: &mut Feed, manifest: &BTreeMap<String, Entry>) -> Option<Looked> {
+        let rules = self.scan_rules();
+        let mut recorded_in: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+        let mut looked = Looked::new();
+        for path in feed.changed()? {
+            let Some(name) = path.to_str() else {
+                continue;
+            };
+            let metadata = path.symlink_metadata().ok();
+            if metadata.as_ref().is_some_and(|m| m.is_dir()) {
+                return None;
+            }
+            if metadata
+                .as_ref()
+                .is_some_and(|m| m.is_file() && m.nlink() > 1)
+            {
+                feed.linked(&path);
+            }
+            let meta = metadata.as_ref().map(Meta::of);
+            let meta = meta.filter(|m| {
+                let kind = m.mode & libc::S_IFMT;
+                kind == libc::S_IFREG || kind == libc::S_IFLNK
+            });
+            if meta.is_some() && !manifest.contains_key(name) {
+                // New here: recorded only if a walk would find it (not ignored).
+                let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+                let names = recorded_in
+                    .entry(dir)
+                    .or_insert_with_key(|dir| recorded_names_in(&rules, dir));
+                if !names.contains(&path) {
+                    continue;
+                }
+            }
+            looked.insert(name.to_string(), meta);
+        }
+        Some(looked)
     }
 
     /// What `path` holds now, its content kept when the limits allow (the note says why
@@ -415,10 +481,32 @@ impl Rules {
         always: bool,
         cut_from_turn: Option<i64>,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        let found = self.walk();
+        let narrowed = match (origin, loaded.feed.as_mut()) {
+            (Origin::Block, Some(feed)) => self.narrowed(feed, &loaded.manifest),
+            _ => None,
+        };
+        let looked = match narrowed {
+            Some(looked) => looked,
+            None => {
+                let (found, feed) = self.walk();
+                loaded.feed = feed;
+                let mut looked: Looked = found
+                    .files
+                    .into_iter()
+                    .map(|(path, meta)| (path, Some(meta)))
+                    .collect();
+                for path in loaded.manifest.keys() {
+                    looked.entry(path.clone()).or_insert(None);
+                }
+                looked
+            }
+        };
         let mut changes = Vec::new();
         let mut seen = BTreeMap::new();
-        for (path, meta) in &found.files {
+        for (path, meta) in &looked {
+            let Some(meta) = meta else {
+                continue;
+            };
             let before = loaded.manifest.get(path);
             if before.is_some_and(|e| e.meta == *meta) {
                 continue;
@@ -441,15 +529,16 @@ impl Rules {
                 });
             }
         }
-        for (path, entry) in &loaded.manifest {
-            if !found.files.contains_key(path) {
-                changes.push(Change {
-                    path: path.clone(),
-                    before: Some(entry.state.clone()),
-                    after: None,
-                    note: None,
-                });
-            }
+        for (path, meta) in &looked {
+            let Some(entry) = loaded.manifest.get(path).filter(|_| meta.is_none()) else {
+                continue;
+            };
+            changes.push(Change {
+                path: path.clone(),
+                before: Some(entry.state.clone()),
+                after: None,
+                note: None,
+            });
         }
         if changes.is_empty() && seen.is_empty() && !always {
             return Ok(None);

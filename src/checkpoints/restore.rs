@@ -293,10 +293,12 @@ pub fn rewind_files(
             content,
         });
     }
-    super::atomic::apply_all(&moves).map_err(|e| {
-        CheckpointError::Refused(format!(
+    super::atomic::apply_all(recorder.roots(), &moves).map_err(|e| match e {
+        // A directory swapped for a link: the message says what to look at.
+        refused @ CheckpointError::Refused(_) => refused,
+        e => CheckpointError::Refused(format!(
             "could not put the files back ({e}); nothing was changed — free some space (a full disk?) and run the rewind again"
-        ))
+        )),
     })?;
     for m in &moves {
         let name = m.target.to_string_lossy().into_owned();

@@ -4,7 +4,7 @@
 //! target text. Paths that are not UTF-8 are skipped (and counted), as are the store's own
 //! files when they lie beneath a root.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +48,8 @@ pub struct Scan {
     pub files: BTreeMap<String, Meta>,
     /// Paths skipped because their names are not UTF-8.
     pub unreadable_names: usize,
+    /// Files with more than one name (a write through one name changes them all).
+    pub linked: Vec<PathBuf>,
 }
 
 /// What to walk and what to leave out.
@@ -58,32 +60,20 @@ pub struct ScanRules<'a> {
     pub exclude: &'a [PathBuf],
 }
 
-pub fn scan(rules: &ScanRules<'_>) -> Scan {
+/// Walks the roots; `on_dir` is called with each directory before its files are looked at
+/// (the change feed watches it there).
+pub fn scan(rules: &ScanRules<'_>, on_dir: &mut dyn FnMut(&Path)) -> Scan {
     let mut out = Scan::default();
     for root in rules.roots {
-        let mut builder = ignore::WalkBuilder::new(root);
-        builder
-            .follow_links(false)
-            .hidden(false)
-            .git_global(false)
-            .require_git(false)
-            .standard_filters(!rules.include_ignored);
-        // One predicate (a second `filter_entry` would replace the first): the store's own
-        // files, and `.git/` unless ignored files are included.
-        let exclude = rules.exclude.to_vec();
-        let skip_git = !rules.include_ignored;
-        builder.filter_entry(move |e| {
-            let git = skip_git && e.file_name() == ".git";
-            !(git
-                || exclude
-                    .iter()
-                    .any(|x| e.path().as_os_str() == x.as_os_str()))
-        });
-        for entry in builder.build().flatten() {
+        for entry in walker(rules, Path::new(root)).build().flatten() {
             let Some(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() || !(kind.is_file() || kind.is_symlink()) {
+            if kind.is_dir() {
+                on_dir(entry.path());
+                continue;
+            }
+            if !(kind.is_file() || kind.is_symlink()) {
                 continue;
             }
             let Some(path) = entry.path().to_str() else {
@@ -93,10 +83,49 @@ pub fn scan(rules: &ScanRules<'_>) -> Scan {
             let Ok(metadata) = entry.path().symlink_metadata() else {
                 continue;
             };
+            if metadata.nlink() > 1 && !kind.is_symlink() {
+                out.linked.push(entry.path().to_path_buf());
+            }
             out.files.insert(path.to_string(), Meta::of(&metadata));
         }
     }
     out
+}
+
+/// The walk of `start` with the rules' filters (ignore files of `start`'s parents apply too,
+/// so a walk of one directory deep in a root leaves out what the root's walk leaves out).
+fn walker(rules: &ScanRules<'_>, start: &Path) -> ignore::WalkBuilder {
+    let mut builder = ignore::WalkBuilder::new(start);
+    builder
+        .follow_links(false)
+        .hidden(false)
+        .git_global(false)
+        .require_git(false)
+        .standard_filters(!rules.include_ignored);
+    // One predicate (a second `filter_entry` would replace the first): the store's own
+    // files, and `.git/` unless ignored files are included.
+    let exclude = rules.exclude.to_vec();
+    let skip_git = !rules.include_ignored;
+    builder.filter_entry(move |e| {
+        let git = skip_git && e.file_name() == ".git";
+        !(git
+            || exclude
+                .iter()
+                .any(|x| e.path().as_os_str() == x.as_os_str()))
+    });
+    builder
+}
+
+/// The names in `dir` the walk records (not ignored, not the store's), without their
+/// metadata: what a walk of the roots would find there.
+pub fn recorded_names_in(rules: &ScanRules<'_>, dir: &Path) -> BTreeSet<PathBuf> {
+    let mut walk = walker(rules, dir);
+    walk.max_depth(Some(1));
+    walk.build()
+        .flatten()
+        .filter(|e| e.depth() == 1)
+        .map(|e| e.into_path())
+        .collect()
 }
 
 /// The metadata of one path now (`None`: absent), without following a symlink.

@@ -367,6 +367,25 @@ fn fork(
         }
         None => (session.workspace_roots.clone(), None),
     };
+    // The checkpoints through turn N come along, so diff and rewind on the fork reach back
+    // before the fork point.
+    let undo = |made: Option<std::path::PathBuf>| {
+        let _ = std::fs::remove_dir_all(crate::checkpoints::session_dir(db, &new_id));
+        if let Some(dest) = made {
+            let _ = std::fs::remove_dir_all(dest);
+        }
+    };
+    let history = crate::checkpoints::fork_history(db, id, &new_id, through, &roots);
+    let history = match history {
+        Ok(history) => history,
+        Err(e) => {
+            undo(made);
+            return Err(CliError {
+                code: 1,
+                message: format!("vis sessions fork: cannot copy the checkpoints of {id}: {e}; nothing was created"),
+            });
+        }
+    };
     let copied = store.fork_session(&crate::store::ForkRequest {
         source: id,
         through,
@@ -376,9 +395,7 @@ fn fork(
     let copied = match copied {
         Ok(copied) => copied,
         Err(e) => {
-            if let Some(dest) = made {
-                let _ = std::fs::remove_dir_all(dest);
-            }
+            undo(made);
             return Err(e.into());
         }
     };
@@ -390,6 +407,12 @@ fn fork(
         copied.defs
     );
     outln!("  workspace {}", roots.join(", "));
+    if let Some(history) = history {
+        outln!(
+            "  checkpoints through t{through}: {} (diff and rewind on the fork reach back to the start)",
+            history.checkpoints
+        );
+    }
     outln!("  continue it with: vis chat --resume {new_id}  (or vis exec --session {new_id} CODE)");
     Ok(0)
 }

@@ -239,3 +239,60 @@ vistest!(bad_fork_inputs_are_refused_and_nothing_is_created, |env| {
         vec![("keep.txt".to_string(), "mine".to_string())]
     );
 });
+
+vistest!(
+    a_fork_carries_the_checkpoints_before_its_fork_point,
+    |env| {
+        let ws = env.workspace();
+        std::fs::write(ws.join("f.txt"), "v0\n").unwrap();
+        env.exec("h", "print(1)");
+        env.exec("h", "open('f.txt', 'w').write('v2\\n')");
+        env.exec("h", "open('f.txt', 'w').write('v3\\n')");
+        env.exec("h", "open('f.txt', 'w').write('v4\\n')");
+        let copy = env.path().join("copy");
+
+        // In a copy of the workspace as it was after t3.
+        let run = env.vis(&[
+            "sessions",
+            "fork",
+            "h",
+            "--at",
+            "t3",
+            "--workspace",
+            copy.to_str().unwrap(),
+        ]);
+        let fork = forked_id(&run);
+        assert!(
+            run.stdout.contains("checkpoints through t3"),
+            "{}",
+            run.stdout
+        );
+        assert_eq!(std::fs::read_to_string(copy.join("f.txt")).unwrap(), "v3\n");
+        // Turns before the fork point: diff and rewind, with paths in the copy.
+        let diff = env.vis(&["diff", &fork, "t2"]);
+        assert_eq!(diff.code, 0, "{}", diff.stderr);
+        assert!(diff.stdout.contains("-v0\n+v2\n"), "{}", diff.stdout);
+        // The original's workspace and history are untouched by the fork.
+        let original = env.vis(&["diff", "h", "t4"]);
+        assert!(
+            original.stdout.contains("-v3\n+v4\n"),
+            "{}",
+            original.stdout
+        );
+
+        // In the original's workspace: what the original did after t2 is the fork's
+        // outside change, and its history reaches back to the start.
+        let shared = forked_id(&env.vis(&["sessions", "fork", "h", "--at", "t2"]));
+        exec_in(&env, &shared, "print('go on')");
+        let rewound = env.vis(&["rewind", &shared, "t2", "--force"]);
+        assert_eq!(rewound.code, 0, "{}\n{}", rewound.stdout, rewound.stderr);
+        assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), "v0\n");
+
+        // Removing the original's checkpoints leaves the fork's whole (its blobs are links).
+        let checkpoints = env.db().parent().unwrap().join("checkpoints");
+        std::fs::remove_dir_all(checkpoints.join("h")).unwrap();
+        let rewound = env.vis(&["rewind", &fork, "t2"]);
+        assert_eq!(rewound.code, 0, "{}\n{}", rewound.stdout, rewound.stderr);
+        assert_eq!(std::fs::read_to_string(copy.join("f.txt")).unwrap(), "v0\n");
+    }
+);

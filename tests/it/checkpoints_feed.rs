@@ -1,0 +1,115 @@
+//! The scan after a block looks only at what the change feed names (issue 25 §1's 5 ms):
+//! through the real binary, what it records must be what a full walk records — new files
+//! the ignore rules exclude are left out, new directories are walked, a file with two names
+//! changed through one is recorded under both, deletes and renames are seen.
+
+use std::path::Path;
+
+use crate::support::TestEnv;
+use crate::vistest;
+
+fn ok(run: &crate::support::Run) {
+    assert_eq!(
+        run.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+}
+
+fn diff(env: &TestEnv, session: &str, key: &str) -> String {
+    let run = env.vis(&["diff", session, key]);
+    ok(&run);
+    run.stdout
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+vistest!(
+    the_scan_after_a_block_records_what_a_full_walk_would,
+    |env| {
+        let ws = env.workspace();
+        std::fs::create_dir_all(ws.join("src/deep")).unwrap();
+        std::fs::write(ws.join("src/.gitignore"), "*.o\n").unwrap();
+        std::fs::write(ws.join("src/deep/kept.txt"), "k0\n").unwrap();
+        std::fs::write(ws.join("src/deep/gone.txt"), "g0\n").unwrap();
+        std::fs::write(ws.join("src/deep/old.txt"), "o0\n").unwrap();
+        ok(&env.exec("f", "print(1)"));
+        // t2: edits, a delete, a rename, a new file, a new ignored file (nested rule), a
+        // new directory with a file in it.
+        ok(&env.exec(
+            "f",
+            "import os\n\
+             open('src/deep/kept.txt', 'w').write('k1\\n')\n\
+             os.remove('src/deep/gone.txt')\n\
+             os.rename('src/deep/old.txt', 'src/deep/new.txt')\n\
+             open('src/deep/made.txt', 'w').write('m\\n')\n\
+             open('src/deep/obj.o', 'w').write('object\\n')\n\
+             os.makedirs('src/fresh/inner')\n\
+             open('src/fresh/inner/n.txt', 'w').write('n\\n')",
+        ));
+        let t2 = diff(&env, "f", "t2");
+        for needle in [
+            "src/deep/kept.txt",
+            "+k1",
+            "src/deep/gone.txt",
+            "src/deep/old.txt",
+            "src/deep/new.txt",
+            "src/deep/made.txt",
+            "src/fresh/inner/n.txt",
+        ] {
+            assert!(t2.contains(needle), "missing {needle:?} in\n{t2}");
+        }
+        assert!(!t2.contains("obj.o"), "an ignored file was recorded:\n{t2}");
+        // t3: the new directory is watched from now on (its first walk named it).
+        ok(&env.exec("f", "open('src/fresh/inner/n.txt', 'w').write('n2\\n')"));
+        let t3 = diff(&env, "f", "t3");
+        assert!(t3.contains("+n2"), "{t3}");
+        // And all of it rewinds.
+        ok(&env.vis(&["rewind", "f", "t2"]));
+        assert_eq!(read(&ws.join("src/deep/kept.txt")), "k0\n");
+        assert_eq!(read(&ws.join("src/deep/gone.txt")), "g0\n");
+        assert_eq!(read(&ws.join("src/deep/old.txt")), "o0\n");
+        assert!(!ws.join("src/deep/new.txt").exists());
+        assert!(!ws.join("src/fresh/inner/n.txt").exists());
+        assert_eq!(read(&ws.join("src/deep/obj.o")), "object\n");
+    }
+);
+
+vistest!(
+    a_file_with_two_names_written_through_one_is_the_blocks_change_under_both,
+    |env| {
+        let ws = env.workspace();
+        std::fs::create_dir_all(ws.join("a")).unwrap();
+        std::fs::create_dir_all(ws.join("b")).unwrap();
+        std::fs::write(ws.join("a/one.txt"), "same0\n").unwrap();
+        std::fs::hard_link(ws.join("a/one.txt"), ws.join("b/two.txt")).unwrap();
+        ok(&env.exec("h", "print(1)"));
+        // Written in place through b/two.txt: inotify names only b/.
+        ok(&env.exec(
+            "h",
+            "f = open('b/two.txt', 'r+')\nf.write('same1')\nf.close()",
+        ));
+        let t2 = diff(&env, "h", "t2");
+        assert!(t2.contains("a/one.txt"), "{t2}");
+        assert!(t2.contains("b/two.txt"), "{t2}");
+        ok(&env.vis(&["rewind", "h", "t2"]));
+        assert_eq!(read(&ws.join("a/one.txt")), "same0\n");
+    }
+);
+
+vistest!(a_changed_ignore_file_makes_the_scan_walk_again, |env| {
+    let ws = env.workspace();
+    std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(ws.join("app.log"), "l0\n").unwrap();
+    ok(&env.exec("g", "print(1)"));
+    // The block stops ignoring *.log and changes app.log: both are its changes.
+    ok(&env.exec(
+        "g",
+        "open('.gitignore', 'w').write('')\nopen('app.log', 'w').write('l1\\n')",
+    ));
+    let t2 = diff(&env, "g", "t2");
+    assert!(t2.contains(".gitignore"), "{t2}");
+    assert!(t2.contains("app.log"), "{t2}");
+});
