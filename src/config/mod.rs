@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 mod checkpoints;
 mod errors;
+mod jobs;
 mod mcp;
 mod paths;
 mod pricing;
@@ -23,6 +24,7 @@ pub use checkpoints::CheckpointsConfig;
 pub(crate) use errors::line_of_key;
 pub use errors::ConfigError;
 use errors::{line_number, plain_serde_message};
+pub use jobs::{JobsConfig, MAX_JOBS_LIMIT};
 pub use mcp::{
     expand_env, load_workspace_servers, parse_mcp_table, validate_server_name, ExpandError,
     McpConfig, McpConfigError, ServerNameError, ServerProblem, ServerSource, ServerSpec, Transport,
@@ -111,6 +113,10 @@ pub use provider::ProviderConfig;
 /// budget_mb = 512                 # content kept per session
 /// max_file_mb = 16                # larger files are recorded as changed, content not kept
 ///
+/// [jobs]                         # background jobs, sh.background (docs/jobs.md)
+/// max = 8                         # running at once per session
+/// output_mb = 64                  # output one job's artifact keeps
+///
 /// [pricing]                       # relative input prices (docs/providers.md); built-in
 /// cache_read = 0.1                # table when absent. A cached token against an uncached one
 /// cache_write = 1.25              # a token written to the cache
@@ -158,6 +164,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[checkpoints]`.
     pub checkpoints: CheckpointsConfig,
+    /// `[jobs]`.
+    pub jobs: JobsConfig,
     /// `[pricing]`: overrides of the built-in cache prices.
     pub pricing: PricingConfig,
 }
@@ -291,6 +299,8 @@ struct ConfigFile {
     #[serde(default)]
     checkpoints: CheckpointsConfig,
     #[serde(default)]
+    jobs: JobsConfig,
+    #[serde(default)]
     pricing: PricingConfig,
 }
 
@@ -423,6 +433,11 @@ impl Config {
         config.provider = typed.provider;
         config.gateway = typed.gateway;
         config.checkpoints = typed.checkpoints;
+        typed
+            .jobs
+            .check(|key| at(&["jobs", key]))
+            .map_err(invalid)?;
+        config.jobs = typed.jobs;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),
