@@ -408,6 +408,26 @@ fn expand(session: &ChatSession, args: &str) {
     let _ = print_styled(&full_block(k, &rows[k - 1]));
 }
 
+/// `/jobs`: the session's background jobs, newest last.
+fn jobs(session: &ChatSession) {
+    let jobs = session.supervisor().jobs().list();
+    if jobs.is_empty() {
+        show("no background jobs in this session (a block starts one with sh.background(cmd))");
+        return;
+    }
+    for job in jobs {
+        let state = match job.ending_line() {
+            None => "running".to_string(),
+            Some(line) => line,
+        };
+        show(&format!(
+            "{} {}",
+            DIM.paint(&format!("job {:<4}", job.id)),
+            escape_controls(&format!("{}  {}", job.command, state))
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,25 +453,5 @@ mod tests {
             Parsed::Message(Cow::Owned("/etc is".into()))
         );
         assert_eq!(parse("hi /x"), Parsed::Message(Cow::Borrowed("hi /x")));
-    }
-}
-
-/// `/jobs`: the session's background jobs, newest last.
-fn jobs(session: &ChatSession) {
-    let jobs = session.supervisor().jobs().list();
-    if jobs.is_empty() {
-        show("no background jobs in this session (a block starts one with sh.background(cmd))");
-        return;
-    }
-    for job in jobs {
-        let state = match job.ending_line() {
-            None => "running".to_string(),
-            Some(line) => line,
-        };
-        show(&format!(
-            "{} {}",
-            DIM.paint(&format!("job {:<4}", job.id)),
-            escape_controls(&format!("{}  {}", job.command, state))
-        ));
     }
 }
