@@ -26,6 +26,7 @@ from vis.discovery import apropos, doc
 from vis.folding import FoldReceipt, fold_session, read_session
 from vis._mcp import McpContent, McpServerError, McpToolError
 from vis.promote import promote
+from vis.jobs import Job, jobs
 from vis.shell import ShellResult, sh
 from vis.spawn import Sub, SubSessionError, spawn, subs
 from vis.text import AddressError, PatchError, cat, grep, patch
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError", "session", "sh"]
 __all__ += ["apropos", "doc", "promote", "fold_session", "read_session"]
-__all__ += ["McpToolError", "McpServerError", "McpContent"]
+__all__ += ["McpToolError", "McpServerError", "McpContent", "jobs"]
 __all__ += ["spawn", "subs", "Sub", "SubSessionError"]
 
 #: Names of `__all__` imported on first use: name -> (module, attribute).

@@ -49,6 +49,10 @@ def restoring(index: int) -> None:
     """Tell the host which persisted definition (its index in the restore) the worker is about
     to compile or run, so one that kills or hangs the worker is skipped in the next one."""
 
+def job_report(report: dict[str, Any]) -> None:
+    """Tell the host a background job `started`, `finished` or was `observed` to end
+    (`report["event"]`; see `runtime::host::jobs::JobReport` for the fields)."""
+
 #: The largest source one persisted definition may have, in bytes.
 MAX_DEFINITION_BYTES: int
 #: The most source a session's persisted definitions may have in all, in bytes.

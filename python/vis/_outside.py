@@ -168,6 +168,10 @@ def restoring(index: int) -> None:
     """No worker, so no restore to report on."""
 
 
+def job_report(report: dict[str, Any]) -> None:
+    """No worker, so no host keeps a job table."""
+
+
 def embedded_paths() -> list[str]:
     """No worker binary, so nothing is embedded: the package's own files are imported."""
     return []

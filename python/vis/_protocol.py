@@ -150,6 +150,17 @@ class Sandbox(TypedDict):
     trusted: bool
 
 
+class JobsSettings(TypedDict):
+    """`session["jobs"]`: what `sh.background` may do (`[jobs]` in the config)."""
+
+    #: Jobs running at once in the session.
+    max: int
+    #: The id the next job gets (ids are never reused in a session).
+    next_id: int
+    #: The most output one job's artifact keeps, in bytes.
+    output_bytes: int
+
+
 class Session(TypedDict):
     """The `session` dict a block reads (`protocol::SessionInfo`)."""
 
@@ -163,6 +174,7 @@ class Session(TypedDict):
     restored: Restored | None
     mcp: McpStatus
     sandbox: Sandbox | None
+    jobs: NotRequired[JobsSettings | None]
     #: Added by the runner from the block's own `workspace_roots`.
     workspace_roots: NotRequired[list[str]]
 

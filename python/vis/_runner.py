@@ -21,6 +21,7 @@ import os
 # (milliseconds at every worker start).
 import _signal  # type: ignore[import-not-found]  # (no stubs; the same calls as `signal`)
 import sys
+from time import monotonic as _monotonic
 
 from vis import _codecache, _extensions, _mcp, _native, _state
 from vis.defs import DefRegistry, code_names, compile_definition, describe, parse_module, set_current_registry
@@ -139,6 +140,7 @@ class Runner:
         _state.artifact_dir = block["artifact_dir"]
         _state.output_limit = block["output_limit"]
         _state.artifact_seq = 0
+        _state.block_deadline = _monotonic() + block["timeout"]
         if roots and roots != _state.workspace_roots:
             _state.workspace_roots = list(roots)
             try:
@@ -158,6 +160,7 @@ class Runner:
                         original.flush()
                 except (OSError, ValueError):
                     pass
+            _state.block_deadline = None
         return {
             "status": status,
             "defs_set": changes["set"],

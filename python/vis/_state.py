@@ -41,6 +41,9 @@ output_limit: int = 20_000
 workspace_roots: list[str] = []
 #: Counter for artifact names within one block.
 artifact_seq: int = 0
+#: When the running block's timeout expires (`time.monotonic()`), None between blocks:
+#: `Job.wait` returns before it.
+block_deadline: float | None = None
 
 
 def next_artifact(prefix: str) -> str:

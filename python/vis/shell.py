@@ -43,6 +43,9 @@ def sh(cmd: str, timeout: float = 120) -> ShellResult:
     stdout and stderr are captured together (in order) and capped like block output; a cut
     output is saved in full as an artifact whose path the marker names. After `timeout`
     seconds the command's whole process group is killed. Example: `sh("cargo test -q")`.
+
+    `sh.background(cmd, timeout=None)` starts a command that outlives the block and returns
+    a `Job` at once (`.tail()`, `.wait()`, `.kill()`; `jobs()` lists them): see `doc('vis.jobs')`.
     """
     if not isinstance(cmd, str) or not cmd.strip():
         raise ValueError("sh() needs a non-empty command string, e.g. sh('ls -la')")
@@ -140,3 +143,14 @@ def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def _attach_background() -> None:
+    from vis.jobs import background
+
+    # `sh` stays a plain function (its signature and doc are the catalog's); the attribute
+    # makes `sh.background(...)` work.
+    setattr(sh, "background", background)
+
+
+_attach_background()

@@ -205,6 +205,12 @@ pub fn worker_options(
     opts.trusted = workspace.is_some_and(|w| crate::trust::is_trusted(config, w));
     opts.env = config.sandbox.env.clone();
     opts.data_dir = Some(crate::config::vis_home());
+    if let Some(max) = config.jobs.max {
+        opts.jobs_max = max as u32;
+    }
+    if let Some(mb) = config.jobs.output_mb {
+        opts.job_output_bytes = mb as u64 * 1024 * 1024;
+    }
     Ok(opts)
 }
 

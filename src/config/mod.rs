@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 mod checkpoints;
 mod errors;
+mod jobs;
 mod mcp;
 mod paths;
 mod pricing;
@@ -24,6 +25,7 @@ pub use checkpoints::CheckpointsConfig;
 pub(crate) use errors::line_of_key;
 pub use errors::ConfigError;
 use errors::{line_number, plain_serde_message};
+pub use jobs::{JobsConfig, MAX_JOBS_LIMIT};
 pub use mcp::{
     expand_env, load_workspace_servers, parse_mcp_table, validate_server_name, ExpandError,
     McpConfig, McpConfigError, ServerNameError, ServerProblem, ServerSource, ServerSpec, Transport,
@@ -121,6 +123,9 @@ pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};
 /// max_depth = 2                   # nesting: 0 turns spawn() off, 1 children cannot spawn
 /// max_parallel = 4                # children of one session running at once; more queue
 /// models = ["gpt-4.1-mini"]       # models a child may name besides the session's own
+/// [jobs]                         # background jobs, sh.background (docs/jobs.md)
+/// max = 8                         # running at once per session
+/// output_mb = 64                  # output one job's artifact keeps
 ///
 /// [pricing]                       # relative input prices (docs/providers.md); built-in
 /// cache_read = 0.1                # table when absent. A cached token against an uncached one
@@ -169,6 +174,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[checkpoints]`.
     pub checkpoints: CheckpointsConfig,
+    /// `[jobs]`.
+    pub jobs: JobsConfig,
     /// `[pricing]`: overrides of the built-in cache prices.
     pub pricing: PricingConfig,
     /// `[spawn]`: sub-sessions.
@@ -310,6 +317,8 @@ struct ConfigFile {
     #[serde(default)]
     checkpoints: CheckpointsConfig,
     #[serde(default)]
+    jobs: JobsConfig,
+    #[serde(default)]
     pricing: PricingConfig,
     #[serde(default)]
     spawn: SpawnConfig,
@@ -449,6 +458,10 @@ impl Config {
             .check(|key| at(&["spawn", key]))
             .map_err(invalid)?;
         config.spawn = typed.spawn;
+            .jobs
+            .check(|key| at(&["jobs", key]))
+            .map_err(invalid)?;
+        config.jobs = typed.jobs;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),

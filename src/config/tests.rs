@@ -313,3 +313,19 @@ fn bad_pricing_values_are_refused_with_their_line() {
         "{e}"
     );
 }
+
+#[test]
+fn reads_jobs_and_rejects_bad_values_with_the_fix() {
+    let c = parse("[jobs]\nmax = 3\noutput_mb = 10\n").unwrap();
+    assert_eq!((c.jobs.max, c.jobs.output_mb), (Some(3), Some(10)));
+    assert_eq!(parse("").unwrap().jobs, JobsConfig::default());
+    let e = parse("[jobs]\n\nmax = 0\n").unwrap_err().to_string();
+    assert_eq!(e, "invalid config file /c/config.toml: line 3: `jobs.max` must be a whole number from 1 to 256, got 0; e.g. max = 8");
+    let e = parse("[jobs]\noutput_mb = -5\n").unwrap_err().to_string();
+    assert!(
+        e.contains("`jobs.output_mb` must be a whole number of MiB"),
+        "{e}"
+    );
+    let e = parse("[jobs]\nmax = \"many\"\n").unwrap_err().to_string();
+    assert!(e.contains("line 2 (`max = \"many\"`)"), "{e}");
+}

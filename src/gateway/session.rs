@@ -356,7 +356,7 @@ impl ChatSession {
     }
 
     /// Appends what changed since the conversation last showed them: the catalog (only when
-    /// the worker's manifest changed) and `AGENTS.md`.
+    /// the worker's manifest changed), `AGENTS.md`, and background jobs that ended.
     pub(super) fn append_updates(&mut self, turn: i64) -> Result<Vec<String>, GatewayError> {
         let mut notices = Vec::new();
         let supervisor = self.runner.supervisor();
@@ -390,6 +390,18 @@ impl ChatSession {
                 self.conversation.show_agents(now);
                 notices.push(text);
             }
+        }
+        // Background jobs that ended since the model last heard (each said once; stored as
+        // history, so a resumed session sends the same bytes).
+        for line in self.runner.supervisor().jobs().take_announcements() {
+            self.conversation.append(
+                self.runner.store_mut(),
+                &self.id,
+                turn,
+                HistoryItem::Notice { text: line.clone() },
+                None,
+            )?;
+            notices.push(line);
         }
         Ok(notices)
     }

@@ -101,6 +101,9 @@ pub(super) async fn run(
             );
         }
         session.sync_mcp().await?;
+        // Lets the worker channel's reader apply job reports that came while nothing ran
+        // (on a current-thread runtime it runs only when this task yields).
+        tokio::task::yield_now().await;
         for notice in session.append_updates(turn)? {
             let first = notice.lines().next().unwrap_or_default().to_string();
             let _ = events.send(Event::Notice { text: first });

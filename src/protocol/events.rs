@@ -95,6 +95,21 @@ pub enum Event {
         status: String,
         answer: String,
     },
+    /// A background job (`sh.background`) started. `command` and `artifact` are the
+    /// worker's text, untrusted: escape them before showing them.
+    JobStarted {
+        id: u32,
+        command: String,
+        artifact: String,
+    },
+    /// A background job ended, or was lost with its worker (`lost`); `line` is what the
+    /// model is told (`[vis] job 3 finished: exit 0, …`). Sent between turns too.
+    JobFinished {
+        id: u32,
+        line: String,
+        exit_code: Option<i32>,
+        lost: bool,
+    },
     TurnFinished {
         turn: i64,
         /// `done`, `interrupted`, `failed`, `iteration_limit` or `output_limit` on the wire.
@@ -123,6 +138,8 @@ impl Event {
             Event::ChildStarted { .. } => "child_started",
             Event::ChildFinished { .. } => "child_finished",
             Event::TurnFinished { .. } => "turn_finished",
+            Event::JobStarted { .. } => "job_started",
+            Event::JobFinished { .. } => "job_finished",
         }
     }
 }

@@ -214,6 +214,7 @@ fn sessions() -> Vec<SessionInfo> {
     });
     full.restored = Some(notice().to_json());
     full.sandbox = Some(layers().session_json(true, false));
+    full.jobs = Some(json!({"max": 8, "next_id": 3, "output_bytes": 67108864}));
     full.extensions
         .insert("jira".into(), json!({"project": "VIS"}));
     let bare = SessionInfo::new("s-2", 1, 1, counts, Utilization::without_requests());

@@ -30,6 +30,10 @@ pub struct SessionInfo {
     pub mcp: Value,
     /// Which sandbox layers are in force (added by the supervisor).
     pub sandbox: Option<Value>,
+    /// The background jobs' settings (added by the supervisor): `max`, `next_id`,
+    /// `output_bytes`.
+    #[serde(default)]
+    pub jobs: Option<Value>,
 }
 
 /// How much the session holds.
@@ -59,6 +63,7 @@ impl SessionInfo {
             restored: None,
             mcp: serde_json::json!({"servers": {}, "skipped": []}),
             sandbox: None,
+            jobs: None,
         }
     }
 }

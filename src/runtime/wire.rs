@@ -163,6 +163,10 @@ pub enum WorkerMessage {
     },
     /// The worker could not do what was asked and is about to exit.
     Fatal { message: String },
+    /// A background job started, ended or was seen to end (any time, not only in a block).
+    Job {
+        report: super::host::jobs::JobReport,
+    },
 }
 
 impl WorkerMessage {
@@ -177,6 +181,7 @@ impl WorkerMessage {
             WorkerMessage::Request { .. } => "request",
             WorkerMessage::Manifest { .. } => "manifest",
             WorkerMessage::Fatal { .. } => "fatal",
+            WorkerMessage::Job { .. } => "job",
         }
     }
 }

@@ -84,6 +84,8 @@ pub struct Slot {
     /// The lease epoch the loaded session was last used under (0: none): a later epoch than
     /// the next after it means another node ran the session meanwhile.
     epoch: std::sync::atomic::AtomicI64,
+    /// The job table whose starts and ends go to `log` (between turns too).
+    jobs_watched: Mutex<Option<crate::runtime::host::jobs::Jobs>>,
 }
 
 impl Slot {
@@ -135,6 +137,40 @@ impl Slot {
             stop.cancel();
         }
         true
+    }
+
+    /// Sends the session's job starts and ends to the event log as they happen, also
+    /// between turns (`job_started`, `job_finished`); once per job table.
+    pub fn watch_jobs(self: &Arc<Self>, jobs: &crate::runtime::host::jobs::Jobs) {
+        let Ok(mut watched) = self.jobs_watched.lock() else {
+            return;
+        };
+        if watched.as_ref().is_some_and(|w| w.same_table(jobs)) {
+            return;
+        }
+        *watched = Some(jobs.clone());
+        let mut changes = jobs.subscribe();
+        let slot = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let event = match changes.recv().await {
+                    Ok(event) => event,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                let Some(slot) = slot.upgrade() else { break };
+                slot.log.push(event);
+            }
+        });
+    }
+
+    /// Background jobs running in the session now.
+    pub fn jobs_running(&self) -> usize {
+        self.jobs_watched
+            .lock()
+            .ok()
+            .and_then(|w| w.as_ref().map(|j| j.running().len()))
+            .unwrap_or(0)
     }
 
     fn idle_for(&self) -> Duration {
@@ -292,6 +328,7 @@ impl Registry {
                     live: AtomicBool::new(false),
                     work_start: std::sync::atomic::AtomicU64::new(0),
                     epoch: std::sync::atomic::AtomicI64::new(0),
+                    jobs_watched: Mutex::new(None),
                 })
             })
             .clone()
@@ -439,11 +476,13 @@ impl Registry {
         parked
     }
 
-    /// Parks every session idle for longer than `idle_park_after`.
+    /// Parks every session idle for longer than `idle_park_after`, but not one whose
+    /// background jobs still run (parking would kill them; only the live-worker cap does).
     pub async fn sweep(&self) {
         for slot in self.slots() {
             if slot.live.load(Ordering::SeqCst)
                 && !slot.is_busy()
+                && slot.jobs_running() == 0
                 && slot.idle_for() >= self.idle_park_after
             {
                 self.park(&slot).await;

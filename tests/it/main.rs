@@ -33,6 +33,7 @@ mod frames;
 mod gateway;
 mod hostile_git;
 mod jail;
+mod jobs;
 mod live_output;
 mod mcp;
 mod outside;

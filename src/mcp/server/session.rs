@@ -78,6 +78,12 @@ impl Session {
             .run_block(spec, &mut no_conversation, stop)
             .await?;
         let mut text = mcp_problem.unwrap_or_default();
+        // Background jobs that ended unseen since the last call (the client keeps the
+        // conversation, so the result carries the line a chat request would).
+        for line in self.runner.supervisor().jobs().take_announcements() {
+            text.push_str(&line);
+            text.push('\n');
+        }
         if ran.output.is_empty() {
             text.push_str("(no output)\n");
         } else {

@@ -67,6 +67,19 @@ fn restoring(index: usize) -> PyResult<()> {
     super::channel::report_restoring(index).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// Tells the host about a background job: `{"event": "started", "id", "command",
+/// "artifact"}`, `{"event": "finished", "id", "exit_code", "signal", "lines", "bytes",
+/// "dropped_bytes", "timed_out", "killed"}` or `{"event": "observed", "id"}` (see
+/// `runtime::host::jobs`). Works between blocks too (a job's thread reports its end).
+#[pyfunction]
+fn job_report(report: &Bound<'_, PyAny>) -> PyResult<()> {
+    let value = crate::protocol::json_from_py(report)?;
+    let report: crate::runtime::host::jobs::JobReport = serde_json::from_value(value)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("bad job report: {e}")))?;
+    super::channel::send(&crate::runtime::wire::WorkerMessage::Job { report })
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// True when the host asked to interrupt the block now running. The runner checks it right
 /// after arming its SIGINT handler, so an interrupt that came just before is not lost.
 #[pyfunction]
@@ -81,6 +94,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_cache, m)?)?;
     m.add_function(wrap_pyfunction!(digest, m)?)?;
     m.add_function(wrap_pyfunction!(restoring, m)?)?;
+    m.add_function(wrap_pyfunction!(job_report, m)?)?;
     // The limits on persisted definitions (the host enforces them too: `runtime::defs`).
     m.add(
         "MAX_DEFINITION_BYTES",

@@ -7,7 +7,8 @@
 //! `Supervisor::exec`, while a block runs) and writes the reply back under the same id; a
 //! request that arrives while nobody answers (a background thread between blocks) gets an
 //! error reply at once, so it can never be mistaken for the next block's traffic. Everything
-//! else goes to [`HostChannel::recv`] in order.
+//! A `job` report goes to the session's job table (`jobs`) at once. Everything else goes to
+//! [`HostChannel::recv`] in order.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use super::jobs::Jobs;
 use crate::protocol::{CallAnswer, CallError, HostRequest};
 use crate::runtime::wire::{codec, decode_message, HostMessage, WorkerMessage};
 
@@ -82,6 +84,7 @@ pub struct HostChannel {
     outgoing: mpsc::UnboundedSender<HostMessage>,
     incoming: mpsc::UnboundedReceiver<Incoming>,
     calls: Arc<Mutex<Option<HostCallSink>>>,
+    jobs: Arc<Mutex<Option<Jobs>>>,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
@@ -103,11 +106,19 @@ impl HostChannel {
                 }
             }
         });
-        let reader = tokio::spawn(read_loop(stdout, in_tx, out_tx.clone(), calls.clone()));
+        let jobs: Arc<Mutex<Option<Jobs>>> = Arc::new(Mutex::new(None));
+        let reader = tokio::spawn(read_loop(
+            stdout,
+            in_tx,
+            out_tx.clone(),
+            calls.clone(),
+            jobs.clone(),
+        ));
         HostChannel {
             outgoing: out_tx,
             incoming: in_rx,
             calls,
+            jobs,
             reader,
             writer,
         }
@@ -130,6 +141,14 @@ impl HostChannel {
         }
     }
 
+    /// Applies the worker's job reports to `jobs` from now on (they arrive between blocks
+    /// too); reports before this are dropped (no block has run yet).
+    pub fn route_jobs(&self, jobs: Jobs) {
+        if let Ok(mut guard) = self.jobs.lock() {
+            *guard = Some(jobs);
+        }
+    }
+
     pub fn clear_calls(&self) {
         if let Ok(mut guard) = self.calls.lock() {
             *guard = None;
@@ -149,6 +168,7 @@ async fn read_loop(
     incoming: mpsc::UnboundedSender<Incoming>,
     outgoing: mpsc::UnboundedSender<HostMessage>,
     calls: Arc<Mutex<Option<HostCallSink>>>,
+    jobs: Arc<Mutex<Option<Jobs>>>,
 ) {
     let mut frames = FramedRead::new(stdout, codec());
     while let Some(frame) = frames.next().await {
@@ -170,6 +190,11 @@ async fn read_loop(
         match msg {
             WorkerMessage::Request { id, method, params } => {
                 route_request(id, method, params, &calls, &outgoing);
+            }
+            WorkerMessage::Job { report } => {
+                if let Some(jobs) = jobs.lock().ok().and_then(|g| g.clone()) {
+                    jobs.apply(report);
+                }
             }
             other => {
                 if incoming.send(Incoming::Message(other)).is_err() {

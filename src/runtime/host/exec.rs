@@ -63,6 +63,11 @@ impl Supervisor {
             self.isolation
                 .session_json(self.opts.sandbox.network, self.opts.trusted),
         );
+        block.session.jobs = Some(serde_json::json!({
+            "max": self.jobs.max(),
+            "next_id": self.jobs.next_id(),
+            "output_bytes": self.opts.job_output_bytes,
+        }));
         let id = self.next_exec_id;
         self.next_exec_id += 1;
         let grace = self.opts.interrupt_grace;
@@ -102,6 +107,7 @@ impl Supervisor {
         } = settle(ending, cause, &block, &self.opts);
         if let Some(reason) = lost_because {
             self.worker = None;
+            self.lose_jobs(&reason);
             self.restart_reason = Some(reason);
         }
         // The worker is not trusted to say what the block defined: what is persisted is the
@@ -122,6 +128,10 @@ impl Supervisor {
         }
         let mut output = String::new();
         for line in notice.iter().flat_map(RestoreNotice::lines) {
+            output.push_str(&line);
+            output.push('\n');
+        }
+        for line in self.jobs.tell_lost(&std::mem::take(&mut self.lost_jobs)) {
             output.push_str(&line);
             output.push('\n');
         }

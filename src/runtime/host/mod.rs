@@ -14,6 +14,7 @@
 //! - `channel`: the host's end of the pipes (one reader task, host calls routed by id);
 //! - `restore`: bringing a session's definitions back in a new worker;
 //! - `tail`: a running block's output as it arrives, for display (read by `exec`);
+//! - `jobs`: the session's background jobs (`sh.background`) as the worker reports them;
 //! - `promote`: the one file the host writes for `promote()`;
 //! - `subs`: sub-sessions (`spawn()`) as the runner sees them ([`SubSessions`]).
 
@@ -21,6 +22,7 @@ mod blocking;
 pub mod channel;
 mod env;
 mod exec;
+pub mod jobs;
 mod mcp_tools;
 mod options;
 mod promote;

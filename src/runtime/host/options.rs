@@ -37,6 +37,10 @@ pub struct WorkerOptions {
     /// Vis's cache directory (see `runtime::cache`): the worker reads it, the host writes what
     /// the worker rebuilt; `None` caches nothing. Defaults to [`crate::runtime::cache::cache_dir`].
     pub cache_dir: Option<std::path::PathBuf>,
+    /// `[jobs] max`: background jobs running at once in the session.
+    pub jobs_max: u32,
+    /// `[jobs] output_mb` in bytes: what one job's artifact keeps.
+    pub job_output_bytes: u64,
 }
 
 impl WorkerOptions {
@@ -55,6 +59,8 @@ impl WorkerOptions {
             sandbox: crate::sandbox::Policy::default(),
             data_dir: None,
             cache_dir: crate::runtime::cache::cache_dir(),
+            jobs_max: super::jobs::DEFAULT_MAX_JOBS,
+            job_output_bytes: super::jobs::DEFAULT_OUTPUT_MB * 1024 * 1024,
         }
     }
 

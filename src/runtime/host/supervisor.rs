@@ -7,6 +7,7 @@
 //! is `exec.rs` (the loop) and `settle.rs` (the status table); the MCP tools a worker gets
 //! are `mcp_tools.rs`; restores go through `restore.rs`.
 
+use super::jobs::Jobs;
 use super::options::WorkerOptions;
 use super::restore::{await_restored, Outcome, RestorePlan, Stop, MAX_RESTORE_ATTEMPTS};
 use super::spawn::{Launched, WorkerProcess};
@@ -35,12 +36,18 @@ pub struct Supervisor {
     /// A worker process launched before the options were known ([`Supervisor::adopt`]),
     /// started by the next [`Supervisor::start`].
     pub(super) launched: Option<Launched>,
+    /// The session's background jobs (they outlive blocks, not workers).
+    pub(super) jobs: Jobs,
+    /// Jobs lost with a worker, to name in the next block's output (unless the model was
+    /// told already).
+    pub(super) lost_jobs: Vec<u32>,
 }
 
 impl Supervisor {
     /// A supervisor for a session whose persisted definitions are `defs` (in definition
     /// order). The worker starts on first use.
     pub fn new(opts: WorkerOptions, defs: Vec<PersistedDef>) -> Supervisor {
+        let opts_jobs_max = opts.jobs_max;
         Supervisor {
             opts,
             worker: None,
@@ -53,6 +60,8 @@ impl Supervisor {
             isolation: Isolation::default(),
             mcp: None,
             launched: None,
+            jobs: Jobs::new(opts_jobs_max),
+            lost_jobs: Vec::new(),
         }
     }
 
@@ -103,6 +112,16 @@ impl Supervisor {
         &self.isolation
     }
 
+    /// The session's background jobs (`sh.background`).
+    pub fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    /// Marks the jobs of a worker that ended lost (`why` it ended), for the next block.
+    pub(super) fn lose_jobs(&mut self, why: &str) {
+        self.lost_jobs.extend(self.jobs.lose_running(why));
+    }
+
     pub fn is_running(&self) -> bool {
         self.worker.is_some()
     }
@@ -112,6 +131,12 @@ impl Supervisor {
         if self.worker.is_some() {
             return Ok(());
         }
+        // Whatever ended the last worker ended its jobs.
+        let why = self
+            .restart_reason
+            .clone()
+            .unwrap_or_else(|| "the worker ended".to_string());
+        self.lose_jobs(&why);
         // An extension that kills or hangs the worker while it loads must not lock the
         // session out: start again with only the bundled extensions and say why.
         // The definitions go with the start, so the worker restores them right after `ready`.
@@ -146,6 +171,7 @@ impl Supervisor {
         self.manifest = std::mem::take(&mut worker.manifest);
         self.manifest_version += 1;
         self.isolation = worker.isolation.clone();
+        worker.channel.route_jobs(self.jobs.clone());
         self.worker = Some(worker);
         if self.mcp.is_some() {
             self.send_mcp().await?;
@@ -211,6 +237,7 @@ impl Supervisor {
         let mut worker = self.worker.take()?;
         let exit = worker.kill().await;
         self.restart_reason = Some(reason.to_string());
+        self.lose_jobs(reason);
         Some(exit)
     }
     /// Stops the worker and everything it started.
@@ -218,6 +245,7 @@ impl Supervisor {
         if let Some(mut worker) = self.worker.take() {
             worker.channel.send(HostMessage::Shutdown);
             worker.kill().await;
+            self.lose_jobs("the session ended");
         }
     }
 

@@ -139,6 +139,7 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
     for note in notes.unwrap_or_default() {
         push(Event::Notice { text: note }, &mut open);
     }
+    slot.watch_jobs(session.supervisor().jobs());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     // The turn's end is published only after the slot is free again, so a client that saw
     // `turn_finished` can start the next turn at once.

@@ -169,6 +169,15 @@ function onEvent(view, ev, follow) {
     case 'notice':
       liveAppend(view, notice(ev.text));
       break;
+    case 'job_started':
+      // Background jobs (sh.background): their starts and ends, between turns too.
+      view.jobs = (view.jobs || new Set()).add(ev.id);
+      liveAppend(view, notice(`job ${ev.id} started: ${ev.command} (${view.jobs.size} running)`));
+      break;
+    case 'job_finished':
+      if (view.jobs) view.jobs.delete(ev.id);
+      liveAppend(view, notice(`${ev.line} (${view.jobs ? view.jobs.size : 0} running)`));
+      break;
     case 'error':
       liveAppend(view, el('div', { class: 'turn-error' }, `${ev.kind}: ${ev.message}`));
       break;

@@ -31,6 +31,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "recent sessions (resume one with vis chat --resume ID)",
     ),
     (
+        "/jobs",
+        "",
+        "the session's background jobs (sh.background): running, finished, lost",
+    ),
+    (
         "/context",
         "",
         "the next model request: system, tool, messages (as vis context prints it)",
@@ -129,6 +134,7 @@ pub async fn run(name: &str, args: &str, session: &mut ChatSession, db: &Path) -
             }
         }
         "/defs" => defs(session),
+        "/jobs" => jobs(session),
         "/sessions" => sessions(session, db),
         "/context" => {
             if session.prefix().is_none() {
@@ -400,6 +406,26 @@ fn expand(session: &ChatSession, args: &str) {
         }
     };
     let _ = print_styled(&full_block(k, &rows[k - 1]));
+}
+
+/// `/jobs`: the session's background jobs, newest last.
+fn jobs(session: &ChatSession) {
+    let jobs = session.supervisor().jobs().list();
+    if jobs.is_empty() {
+        show("no background jobs in this session (a block starts one with sh.background(cmd))");
+        return;
+    }
+    for job in jobs {
+        let state = match job.ending_line() {
+            None => "running".to_string(),
+            Some(line) => line,
+        };
+        show(&format!(
+            "{} {}",
+            DIM.paint(&format!("job {:<4}", job.id)),
+            escape_controls(&format!("{}  {}", job.command, state))
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ impl Transcript {
             Event::ReasoningDelta { .. }
             | Event::RequestStarted { .. }
             | Event::TurnStarted { .. }
+            | Event::JobStarted { .. }
+            | Event::JobFinished { .. }
             | Event::ResponseFinished { .. } => return String::new(),
             Event::Retrying {
                 attempt,

@@ -166,7 +166,8 @@ impl View {
         }
         let width = term_width();
         match event {
-            Event::TurnStarted { .. } => {}
+            // Job ends reach the model (and the screen) as the notice of the next request.
+            Event::TurnStarted { .. } | Event::JobStarted { .. } | Event::JobFinished { .. } => {}
             Event::RequestStarted { .. } => {
                 self.drew_this_attempt = false;
                 self.activity = Activity::Request {

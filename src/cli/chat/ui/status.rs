@@ -148,6 +148,13 @@ pub fn line(session: &ChatSession) -> String {
         line.push_str(" · ");
         line.push_str(&m);
     }
+    let running = session.supervisor().jobs().running().len();
+    if running > 0 {
+        line.push_str(&format!(
+            " · {} running (/jobs)",
+            plural(running as i64, "job")
+        ));
+    }
     line
 }
 
