@@ -53,6 +53,13 @@ pub enum HostRequest {
     /// `promote()`'s one write: `.vis/extensions/<extension>.py`.
     #[serde(rename = "write_extension")]
     WriteExtension { extension: String, text: String },
+    /// `show(image, caption)`: the image's bytes (base64, untrusted: checked, decoded and
+    /// scaled down on the host), attached to the block's tool result.
+    #[serde(rename = "show_image")]
+    ShowImage {
+        data: String,
+        caption: Option<String>,
+    },
 }
 
 impl HostRequest {
@@ -63,6 +70,7 @@ impl HostRequest {
         "mcp.call",
         "mcp.status",
         "write_extension",
+        "show_image",
     ];
 
     /// Parses the call the worker sent; the error is for the block.
@@ -107,6 +115,18 @@ impl HostRequest {
                 extension: text("extension")?,
                 text: text("text")?,
             },
+            "show_image" => HostRequest::ShowImage {
+                data: text("data")?,
+                caption: match fields.get("caption") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(CallError(
+                            "show_image: `caption` must be a string or None".to_string(),
+                        ))
+                    }
+                },
+            },
             other => {
                 return Err(CallError(format!(
                     "the host has no '{}' call; see doc('vis') for what blocks can call",
@@ -124,6 +144,7 @@ impl HostRequest {
             HostRequest::McpCall { .. } => "mcp.call",
             HostRequest::McpStatus {} => "mcp.status",
             HostRequest::WriteExtension { .. } => "write_extension",
+            HostRequest::ShowImage { .. } => "show_image",
         }
     }
 
@@ -135,6 +156,9 @@ impl HostRequest {
             HostRequest::McpCall { server, tool, .. } => server.len() + tool.len(),
             HostRequest::McpStatus {} => 0,
             HostRequest::WriteExtension { extension, text } => extension.len() + text.len(),
+            HostRequest::ShowImage { data, caption } => {
+                data.len() + caption.as_ref().map_or(0, String::len)
+            }
         }
     }
 }
@@ -152,6 +176,8 @@ pub enum HostReply {
     Written {
         path: String,
     },
+    /// What `show_image` attached.
+    Image(super::ImageRef),
 }
 
 impl HostReply {
@@ -186,6 +212,7 @@ mod tests {
                 "write_extension",
                 json!({"extension": "h", "text": "x = 1\n"}),
             ),
+            ("show_image", json!({"data": "iVBO", "caption": "c"})),
         ];
         assert_eq!(cases.len(), HostRequest::METHODS.len());
         for (method, params) in cases {

@@ -19,9 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use api::{
     CatalogSnapshots, ChatPrefix, Conversation, Counts, FoldRecords, FoldRow, ForkCopied,
-    ForkRequest, HistoryKind, HistoryRow, InputLimit, McpRecords, NewHistoryItem, RequestRecord,
-    RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
-    ToolAnswer, TurnRange,
+    ForkRequest, HistoryKind, HistoryRow, ImageStore, InputLimit, McpRecords, NewHistoryItem,
+    RequestRecord, RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore,
+    SessionSummary, Store, ToolAnswer, TurnRange,
 };
 pub use cost::CostTotals;
 // The records the store keeps for turns and iterations are protocol types (every layer

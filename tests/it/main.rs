@@ -31,6 +31,7 @@ mod fork;
 mod frames;
 mod gateway;
 mod hostile_git;
+mod images;
 mod jail;
 mod live_output;
 mod mcp;

@@ -336,6 +336,7 @@ fn contract(store: &mut Store) {
         .finish_iteration(
             &iteration("s", t3, 1, &[], &[]),
             Some(&ToolAnswer {
+                images: Vec::new(),
                 call_id: "call_1".into(),
                 tokens: 3,
             }),

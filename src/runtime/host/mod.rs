@@ -26,6 +26,7 @@ mod promote;
 mod restore;
 mod runner;
 mod settle;
+mod show;
 mod spawn;
 mod supervisor;
 mod tail;

@@ -204,6 +204,22 @@ INSERT INTO def_changes (session_id, seq, turn, iteration, name, kind, source, s
     SELECT session_id, seq, turn, iteration, name, kind, source, signature, doc FROM defs;
 "#,
     ),
+    // Images to the model (issue 27 §2): the bytes of each image a block showed, once per
+    // content (blake3), and the images of each tool result (a JSON list of references).
+    (
+        9,
+        r#"
+CREATE TABLE images (
+    hash       TEXT PRIMARY KEY,            -- blake3 of data, hex
+    media_type TEXT NOT NULL,               -- image/png, image/jpeg, image/gif, image/webp
+    width      INTEGER NOT NULL,
+    height     INTEGER NOT NULL,
+    data       BLOB NOT NULL,               -- the bytes as sent to the model
+    created_at INTEGER NOT NULL
+);
+ALTER TABLE history ADD COLUMN images TEXT;   -- JSON [ImageRef]; NULL: none
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

@@ -9,6 +9,7 @@
 mod catalog;
 mod chat;
 mod fork;
+mod images;
 mod mcp;
 mod migrations;
 mod sessions;
