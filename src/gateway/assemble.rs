@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use super::history::Entry;
 use crate::protocol::HistoryItem;
-use crate::providers::images::ImagePolicy;
+use crate::providers::ImagePolicy;
 use crate::providers::{anthropic_request, openai_request};
 
 /// Which provider's wire format to assemble.
