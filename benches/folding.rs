@@ -78,6 +78,7 @@ fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
             "fake-model",
         ),
         checkpoints: Default::default(),
+        images: Default::default(),
     }
 }
 
@@ -166,6 +167,7 @@ fn iteration(i: usize) -> [Entry; 2] {
         call_id: format!("call_{i}"),
         output,
         is_error: false,
+        images: Vec::new(),
     };
     let e = |seq: usize, item: HistoryItem| Entry {
         seq: seq as i64,

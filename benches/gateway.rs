@@ -74,6 +74,7 @@ fn iteration(i: usize) -> [Entry; 2] {
         call_id: format!("call_{i}"),
         output: output(i),
         is_error: false,
+        images: Vec::new(),
     };
     let entry = |seq: usize, item: HistoryItem| Entry {
         seq: seq as i64,
@@ -172,6 +173,7 @@ fn settings(dir: &Path, fake: &FakeProvider, kind: ProviderKind) -> ChatSettings
         folding: Default::default(),
         cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
         checkpoints: Default::default(),
+        images: Default::default(),
     }
 }
 

@@ -128,6 +128,7 @@ fn main() {
                 &provider.model,
             ),
             checkpoints: Default::default(),
+            images: Default::default(),
             provider,
             worker,
             max_iterations: 100,

@@ -16,6 +16,7 @@ pub mod checkpoints;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod images;
 pub mod mcp;
 pub mod protocol;
 pub mod providers;

@@ -226,6 +226,7 @@ fn settings(dir: &Path, fake: &FakeProvider, scenario: &Scenario) -> ChatSetting
             lifetime_secs: LIFETIME_SECS,
         },
         checkpoints: Default::default(),
+        images: Default::default(),
     }
 }
 

@@ -24,6 +24,7 @@ from vis._state import session
 from vis.defs import DefRegistry, defs
 from vis.discovery import apropos, doc
 from vis.folding import FoldReceipt, fold_session, read_session
+from vis.images import ShownImage, show
 from vis._mcp import McpContent, McpServerError, McpToolError
 from vis.promote import promote
 from vis.jobs import Job, jobs
@@ -39,6 +40,7 @@ __all__ = ["Path", "cat", "defs", "grep", "patch", "PatchError", "AddressError",
 __all__ += ["apropos", "doc", "promote", "fold_session", "read_session"]
 __all__ += ["McpToolError", "McpServerError", "McpContent", "jobs"]
 __all__ += ["spawn", "subs", "Sub", "SubSessionError"]
+__all__ += ["show", "ShownImage"]
 
 #: Names of `__all__` imported on first use: name -> (module, attribute).
 LAZY = {"Path": ("pathlib", "Path")}

@@ -182,6 +182,9 @@ def text_grep(
     no_ignore: bool = False,
 ) -> GrepResult: ...
 
+def text_read_bytes(path: str, limit: int) -> bytes:
+    """A file's bytes, confined like text_cat; over `limit` bytes is refused (ValueError)."""
+
 def text_patch(
     path: str | PathLike[str],
     edits: list[tuple[str, ...]],

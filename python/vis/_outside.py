@@ -219,6 +219,11 @@ def text_patch(path: Any, edits: Any, **options: Any) -> PatchResult:
     _needs_worker("patch()", _RUST)
 
 
+def text_read_bytes(path: str, limit: int) -> bytes:
+    """Worker only."""
+    _needs_worker("show()", _RUST)
+
+
 def line_address(line_no: int, text: str) -> str:
     """Worker only (line addresses use the hash of vis's Rust core)."""
     _needs_worker("line addresses (line_address)", _RUST)

@@ -169,6 +169,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
                 output_limit: limits.output_limit,
                 timeout: limits.timeout,
                 artifact_quota: limits.sandbox.artifact_quota,
+                images: limits.images,
             },
         );
         runner.set_checkpoints(recorder);

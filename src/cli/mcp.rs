@@ -180,6 +180,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             output_limit: limits.output_limit,
             timeout: limits.timeout,
             artifact_quota: limits.sandbox.artifact_quota,
+            images: limits.images,
         },
     );
     runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));

@@ -186,6 +186,7 @@ fn offered_providers(config: &Config) -> Result<Vec<(String, ProviderSettings)>,
         super::settings::apply_request_limits(&mut settings, config);
         settings.tool_choice = p.tool_choice.clone();
         settings.stream = p.stream.unwrap_or(true);
+        settings.images = p.images;
         out.push((name.clone(), settings));
     }
     Ok(out)

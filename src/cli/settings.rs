@@ -112,6 +112,8 @@ pub struct Limits {
     pub output_limit: usize,
     pub memory_limit_mb: u64,
     pub sandbox: crate::sandbox::Policy,
+    /// `[images]`.
+    pub images: crate::images::ImageLimits,
 }
 
 pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
@@ -190,6 +192,7 @@ pub fn limits(args: &LimitArgs, config: &Config) -> Result<Limits, CliError> {
         output_limit,
         memory_limit_mb,
         sandbox,
+        images: config.images.limits(),
     })
 }
 
@@ -411,6 +414,7 @@ pub fn provider_settings(
     apply_request_limits(&mut settings, config);
     settings.tool_choice = config.provider.tool_choice.clone();
     settings.stream = config.provider.stream.unwrap_or(true);
+    settings.images = config.provider.images;
     Ok(settings)
 }
 
@@ -479,6 +483,7 @@ pub fn chat_settings(
         },
         cache_prices,
         checkpoints: checkpoint_settings(config),
+        images: limits.images,
     })
 }
 

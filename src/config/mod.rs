@@ -180,6 +180,31 @@ pub struct Config {
     pub pricing: PricingConfig,
     /// `[spawn]`: sub-sessions.
     pub spawn: SpawnConfig,
+    /// `[images]`: what `show()` sends.
+    pub images: ImagesConfig,
+}
+
+/// `[images]`: the images blocks show the model (`show()`); `None` keeps the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct ImagesConfig {
+    /// Longest edge sent, pixels (default 1568; larger images are scaled down).
+    pub max_edge: Option<u32>,
+    /// Largest image sent, bytes (default 3,750,000; larger ones are re-encoded smaller).
+    pub max_bytes: Option<u64>,
+    /// Images one block may show (default 8).
+    pub max_per_block: Option<usize>,
+}
+
+impl ImagesConfig {
+    /// The limits, defaults filled in.
+    pub fn limits(&self) -> crate::images::ImageLimits {
+        let default = crate::images::ImageLimits::default();
+        crate::images::ImageLimits {
+            max_edge: self.max_edge.unwrap_or(default.max_edge),
+            max_bytes: self.max_bytes.unwrap_or(default.max_bytes),
+            max_per_block: self.max_per_block.unwrap_or(default.max_per_block),
+        }
+    }
 }
 
 /// `[trust]`.
@@ -254,6 +279,8 @@ pub struct ServeProviderConfig {
     pub tool_choice: Option<crate::providers::ToolChoice>,
     /// As `[provider] stream`, for this provider.
     pub stream: Option<bool>,
+    /// As `[provider] images`, for this provider.
+    pub images: Option<bool>,
 }
 
 /// `[folding]`: context folding and its limits.
@@ -322,6 +349,7 @@ struct ConfigFile {
     pricing: PricingConfig,
     #[serde(default)]
     spawn: SpawnConfig,
+    images: ImagesConfig,
 }
 
 impl Config {
@@ -458,10 +486,34 @@ impl Config {
             .check(|key| at(&["spawn", key]))
             .map_err(invalid)?;
         config.spawn = typed.spawn;
+        typed
             .jobs
             .check(|key| at(&["jobs", key]))
             .map_err(invalid)?;
         config.jobs = typed.jobs;
+        if let Some(edge) = typed.images.max_edge.filter(|e| !(16..=8000).contains(e)) {
+            return Err(invalid(format!(
+                "{}`images.max_edge` must be between 16 and 8000 pixels (Anthropic's hard limit), got {edge}",
+                at(&["images", "max_edge"])
+            )));
+        }
+        if let Some(bytes) = typed
+            .images
+            .max_bytes
+            .filter(|b| !(1024..=20_000_000).contains(b))
+        {
+            return Err(invalid(format!(
+                "{}`images.max_bytes` must be between 1024 and 20000000 bytes, got {bytes}",
+                at(&["images", "max_bytes"])
+            )));
+        }
+        if typed.images.max_per_block == Some(0) {
+            return Err(invalid(format!(
+                "{}`images.max_per_block` must be at least 1",
+                at(&["images", "max_per_block"])
+            )));
+        }
+        config.images = typed.images;
         for (key, value) in [
             ("idle_park_after", typed.serve.idle_park_after),
             ("shutdown_grace", typed.serve.shutdown_grace),

@@ -25,6 +25,8 @@ pub struct ProviderConfig {
     /// `false`: ask for whole answers instead of streams (for servers that cannot stream
     /// what is asked, e.g. llama-cpp-python with `tool_choice`).
     pub stream: Option<bool>,
+    /// Whether the model takes images (`show()`); unset: decided by the model's family.
+    pub images: Option<bool>,
 }
 
 /// `tool_choice` checked while it is read, so the error carries the line.

@@ -9,6 +9,7 @@ use std::ops::Range;
 
 use super::history::Entry;
 use crate::protocol::HistoryItem;
+use crate::providers::ImagePolicy;
 use crate::providers::{anthropic_request, openai_request};
 
 /// Which provider's wire format to assemble.
@@ -21,8 +22,12 @@ pub enum Wire {
 pub struct Assembler {
     wire: Wire,
     header: Vec<u8>,
-    /// OpenAI: one encoded message per entry.
-    messages: Vec<Vec<u8>>,
+    /// Whether images are sent, and the model named in the note when they are not.
+    send_images: bool,
+    model: String,
+    /// OpenAI: one encoded message per entry, with whether it closed a run of tool results
+    /// (then the run's images follow it, in the same bytes).
+    messages: Vec<(bool, Vec<u8>)>,
     /// Anthropic: encoded groups (without breakpoints), by item range.
     groups: Vec<(Range<usize>, Vec<u8>)>,
 }
@@ -34,8 +39,24 @@ impl Assembler {
         Assembler {
             wire,
             header,
+            send_images: true,
+            model: String::new(),
             messages: Vec::new(),
             groups: Vec::new(),
+        }
+    }
+
+    /// Whether `model` gets images (else a note names it); images are sent by default.
+    pub fn with_images(mut self, send: bool, model: &str) -> Assembler {
+        self.send_images = send;
+        self.model = model.to_string();
+        self
+    }
+
+    fn image_policy(&self) -> ImagePolicy<'_> {
+        ImagePolicy {
+            send: self.send_images,
+            model: &self.model,
         }
     }
 
@@ -61,15 +82,39 @@ impl Assembler {
         if self.messages.len() > entries.len() {
             self.messages.truncate(entries.len());
         }
-        for entry in &entries[self.messages.len()..] {
-            self.messages.push(openai_request::encode_item(&entry.item));
+        let items: Vec<&HistoryItem> = entries.iter().map(|e| &e.item).collect();
+        // The newest cached tool result may have closed its run when it was encoded and no
+        // longer does (another result followed): encode it again, without the images.
+        while let Some((closed, _)) = self.messages.last() {
+            let index = self.messages.len() - 1;
+            if *closed == openai_request::closes_tool_run(&items, index) {
+                break;
+            }
+            self.messages.pop();
+        }
+        let policy = ImagePolicy {
+            send: self.send_images,
+            model: &self.model,
+        };
+        for index in self.messages.len()..entries.len() {
+            let mut bytes = openai_request::encode_item(items[index], &policy);
+            if let Some(images) = openai_request::encode_images_after(&items, index, &policy) {
+                bytes.push(b',');
+                bytes.extend_from_slice(&images);
+            }
+            self.messages
+                .push((openai_request::closes_tool_run(&items, index), bytes));
         }
         let size = self.header.len()
-            + self.messages.iter().map(|m| m.len() + 1).sum::<usize>()
+            + self
+                .messages
+                .iter()
+                .map(|(_, m)| m.len() + 1)
+                .sum::<usize>()
             + openai_request::FOOTER.len();
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(&self.header);
-        for message in &self.messages {
+        for (_, message) in &self.messages {
             out.push(b',');
             out.extend_from_slice(message);
         }
@@ -92,9 +137,15 @@ impl Assembler {
                 Some((r, _)) if r == range => cached.next().map(|(_, bytes)| bytes),
                 _ => None,
             }
-            .unwrap_or_else(|| encode(entries, range, false, keep_thinking));
+            .unwrap_or_else(|| encode(entries, range, false, keep_thinking, &self.image_policy()));
             if breakpoints.contains(&n) {
-                parts.push(encode(entries, range, true, keep_thinking));
+                parts.push(encode(
+                    entries,
+                    range,
+                    true,
+                    keep_thinking,
+                    &self.image_policy(),
+                ));
             } else {
                 parts.push(plain.clone());
             }
@@ -161,12 +212,13 @@ fn encode(
     range: &Range<usize>,
     breakpoint: bool,
     keep_thinking: bool,
+    images: &ImagePolicy<'_>,
 ) -> Vec<u8> {
     let items: Vec<HistoryItem> = entries[range.clone()]
         .iter()
         .map(|e| e.item.clone())
         .collect();
-    anthropic_request::encode_group(&items, breakpoint, keep_thinking)
+    anthropic_request::encode_group(&items, breakpoint, keep_thinking, images)
 }
 
 #[cfg(test)]
@@ -202,6 +254,7 @@ mod tests {
             call_id: id.into(),
             output: format!("out {id}"),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -255,7 +308,10 @@ mod tests {
         for n in 1..=all.len() {
             let entries = &all[..n];
             let items: Vec<HistoryItem> = entries.iter().map(|e| e.item.clone()).collect();
-            assert_eq!(openai.body(entries), openai_request::body(&oreq, &items));
+            assert_eq!(
+                openai.body(entries),
+                openai_request::body(&oreq, &items, &ImagePolicy::SEND)
+            );
             let body: Value = serde_json::from_slice(&anthropic.body(entries)).unwrap();
             assert!(body["messages"].is_array());
         }

@@ -3,7 +3,7 @@
 //! output when it ends (a spent budget, the context hint).
 
 use super::fold::{hint, thousands, Limits};
-use crate::protocol::{HistoryItem, HostReply, HostRequest, IterationStatus};
+use crate::protocol::{HistoryItem, HostReply, HostRequest, IterationStatus, ShownImage};
 use crate::runtime::{Answered, HostCalls};
 use crate::store::{Store, ToolAnswer};
 
@@ -118,7 +118,12 @@ impl HostCalls for ConversationCalls<'_> {
         reply.into()
     }
 
-    fn finish(&mut self, output: &mut String, status: IterationStatus) -> Option<ToolAnswer> {
+    fn finish(
+        &mut self,
+        output: &mut String,
+        status: IterationStatus,
+        images: &[ShownImage],
+    ) -> Option<ToolAnswer> {
         // The model always gets something back.
         if output.is_empty() {
             output.push_str("(no output)");
@@ -136,10 +141,12 @@ impl HostCalls for ConversationCalls<'_> {
             call_id: call_id.clone(),
             output: output.clone(),
             is_error: !status.is_ok(),
+            images: images.to_vec(),
         };
         Some(ToolAnswer {
             call_id,
             tokens: history::estimate_item(&item) as i64,
+            images: images.iter().map(|i| i.meta.clone()).collect(),
         })
     }
 }

@@ -81,7 +81,7 @@ impl Conversation {
         prices: CachePrices,
     ) -> Result<(Conversation, Vec<String>), GatewayError> {
         let prefix = store.chat_prefix(id)?;
-        let mut entries = history::from_rows(store.history(id)?)?;
+        let mut entries = history::from_rows(store, id, store.history(id)?)?;
         let notes = super::repair::repair_running_turns(store, id, &mut entries)?;
         let marks: Vec<Mark> = entries.iter().map(Mark::of).collect();
         let folds = fold::load(store, id, &mut entries)?;
@@ -540,7 +540,8 @@ fn new_assembler(prefix: &ChatPrefix, settings: &ChatSettings, session_id: &str)
                 stream: settings.provider.stream,
                 tool_choice: settings.provider.tool_choice.as_ref(),
             }),
-        ),
+        )
+        .with_images(settings.provider.accepts_images(), &settings.provider.model),
         ProviderKind::Anthropic => Assembler::new(
             Wire::Anthropic {
                 keep_thinking: settings.thinking_budget.is_some(),
@@ -554,7 +555,8 @@ fn new_assembler(prefix: &ChatPrefix, settings: &ChatSettings, session_id: &str)
                 stream: settings.provider.stream,
                 tool_choice: settings.provider.tool_choice.as_ref(),
             }),
-        ),
+        )
+        .with_images(settings.provider.accepts_images(), &settings.provider.model),
     }
 }
 

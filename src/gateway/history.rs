@@ -4,8 +4,11 @@
 use serde_json::Value;
 
 use super::GatewayError;
-use crate::protocol::{AssistantMessage, HistoryItem};
-use crate::store::{HistoryKind, HistoryRow};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::protocol::{AssistantMessage, HistoryItem, ShownImage};
+use crate::store::{HistoryKind, HistoryRow, Store};
 
 /// One conversation item and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,12 +59,25 @@ pub enum NoticeMeta {
     },
 }
 
-/// Rebuilds the items from stored rows.
-pub fn from_rows(rows: Vec<HistoryRow>) -> Result<Vec<Entry>, GatewayError> {
-    rows.into_iter().map(from_row).collect()
+/// Rebuilds the items from stored rows, with the bytes of the images they show (each loaded
+/// once, shared by the items that show it).
+pub fn from_rows(
+    store: &Store,
+    session_id: &str,
+    rows: Vec<HistoryRow>,
+) -> Result<Vec<Entry>, GatewayError> {
+    let mut loaded: HashMap<String, Arc<[u8]>> = HashMap::new();
+    rows.into_iter()
+        .map(|row| from_row(store, session_id, &mut loaded, row))
+        .collect()
 }
 
-fn from_row(row: HistoryRow) -> Result<Entry, GatewayError> {
+fn from_row(
+    store: &Store,
+    session_id: &str,
+    loaded: &mut HashMap<String, Arc<[u8]>>,
+    row: HistoryRow,
+) -> Result<Entry, GatewayError> {
     let corrupt = |what: String| GatewayError::CorruptHistory {
         seq: row.seq,
         detail: what,
@@ -85,6 +101,28 @@ fn from_row(row: HistoryRow) -> Result<Entry, GatewayError> {
                 .ok_or_else(|| corrupt("tool result without a call id".into()))?,
             output: row.body.clone(),
             is_error: !row.status.is_some_and(|s| s.is_ok()),
+            images: row
+                .images
+                .iter()
+                .map(|meta| {
+                    let data = match loaded.get(&meta.hash) {
+                        Some(data) => data.clone(),
+                        None => {
+                            let (_, bytes) =
+                                store.image(session_id, &meta.hash)?.ok_or_else(|| {
+                                    corrupt(format!("image {} is not in the store", meta.hash))
+                                })?;
+                            let data: Arc<[u8]> = bytes.into();
+                            loaded.insert(meta.hash.clone(), data.clone());
+                            data
+                        }
+                    };
+                    Ok(ShownImage {
+                        meta: meta.clone(),
+                        data,
+                    })
+                })
+                .collect::<Result<_, GatewayError>>()?,
         },
     };
     let meta = match &row.meta {
@@ -117,7 +155,13 @@ pub fn estimate_item(item: &HistoryItem) -> u64 {
     FRAMING
         + match item {
             HistoryItem::User { text } | HistoryItem::Notice { text } => count(text),
-            HistoryItem::ToolResult { output, .. } => count(output),
+            HistoryItem::ToolResult { output, images, .. } => {
+                count(output)
+                    + images
+                        .iter()
+                        .map(|i| i.meta.estimated_tokens())
+                        .sum::<u64>()
+            }
             HistoryItem::Assistant(message) => {
                 let mut n = count(&message.text());
                 for call in message.tool_calls() {
@@ -190,6 +234,7 @@ mod tests {
                     call_id: "a".into(),
                     output: "ok".into(),
                     is_error: false,
+                    images: Vec::new(),
                 },
             ),
         ];

@@ -75,6 +75,8 @@ pub struct ChatSettings {
     pub cache_prices: CachePrices,
     /// `[checkpoints]` (issue 25): what the session records of its workspace.
     pub checkpoints: crate::checkpoints::CheckpointSettings,
+    /// `[images]`: what `show()` may attach.
+    pub images: crate::images::ImageLimits,
 }
 
 /// `[folding]` settings (and `vis chat --introspection`).

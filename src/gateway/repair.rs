@@ -68,6 +68,7 @@ pub fn repair_running_turns(
                     call_id: call.id.clone(),
                     output: output.clone(),
                     is_error: true,
+                    images: Vec::new(),
                 };
                 let tokens = history::estimate_item(&item);
                 let seq = store.finish_iteration(
@@ -83,6 +84,7 @@ pub fn repair_running_turns(
                     Some(&ToolAnswer {
                         call_id: call.id.clone(),
                         tokens: tokens as i64,
+                        images: Vec::new(),
                     }),
                 )?;
                 entries.push(Entry::new(

@@ -79,6 +79,7 @@ impl ChatSession {
             output_limit: settings.output_limit,
             timeout: settings.block_timeout,
             artifact_quota: settings.worker.sandbox.artifact_quota,
+            images: settings.images,
         };
         let mut runner = BlockRunner::new(
             id,
@@ -531,6 +532,7 @@ impl ChatSession {
             output: ran.output.clone(),
             wall_ms: ran.wall.as_millis() as u64,
             code: None,
+            images: ran.images.iter().map(|i| i.meta.clone()).collect(),
         });
         self.runner
             .store()

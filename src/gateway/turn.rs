@@ -369,6 +369,7 @@ async fn run_call(
         ran.seq,
         &ran.output,
         ran.status,
+        ran.images.clone(),
     );
     let _ = events.send(Event::BlockFinished {
         turn,
@@ -377,6 +378,7 @@ async fn run_call(
         output: ran.output,
         wall_ms: ran.wall.as_millis() as u64,
         code: None,
+        images: ran.images.iter().map(|i| i.meta.clone()).collect(),
     });
     Ok(ran.failure)
 }
@@ -397,16 +399,27 @@ fn record_not_run(
         call_id: call.id.clone(),
         output: output.clone(),
         is_error: !status.is_ok(),
+        images: Vec::new(),
     };
     let answer = ToolAnswer {
         call_id: call.id.clone(),
         tokens: super::history::estimate_item(&item) as i64,
+        images: Vec::new(),
     };
     let seq =
         session
             .runner
             .record_not_run(turn, iteration, code, &output, status, Some(&answer))?;
-    push_result(session, turn, iteration, call, seq, &output, status);
+    push_result(
+        session,
+        turn,
+        iteration,
+        call,
+        seq,
+        &output,
+        status,
+        Vec::new(),
+    );
     let _ = events.send(Event::BlockFinished {
         turn,
         iteration,
@@ -414,11 +427,13 @@ fn record_not_run(
         output,
         wall_ms: 0,
         code: Some(code.to_string()),
+        images: Vec::new(),
     });
     Ok(())
 }
 
 /// Appends a recorded tool result to the conversation.
+#[allow(clippy::too_many_arguments)]
 fn push_result(
     session: &mut ChatSession,
     turn: i64,
@@ -427,11 +442,13 @@ fn push_result(
     seq: Option<i64>,
     output: &str,
     status: IterationStatus,
+    images: Vec<crate::protocol::ShownImage>,
 ) {
     let item = HistoryItem::ToolResult {
         call_id: call.id.clone(),
         output: output.to_string(),
         is_error: !status.is_ok(),
+        images,
     };
     let tokens = super::history::estimate_item(&item);
     let entry = super::history::Entry::new(seq.unwrap_or(0), turn, Some(iteration), item, tokens);

@@ -135,6 +135,9 @@ pub enum HistoryItem {
         call_id: String,
         output: String,
         is_error: bool,
+        /// Images the block showed (`show()`), in order; sent after the output.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<super::ShownImage>,
     },
     /// A note from the gateway to the model (a catalog update, an interrupted turn), sent on
     /// the user side.

@@ -69,6 +69,9 @@ pub enum Event {
         /// `block_started` showed it: for a rejected call, its arguments as the model sent them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<String>,
+        /// The images the block showed (`show()`); the web view fetches each by its hash.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<super::ImageRef>,
     },
     /// Something the person should know that is not model output (a catalog update was
     /// sent, the provider changed on resume, …).
@@ -215,6 +218,7 @@ mod tests {
                 output: text(),
                 wall_ms: 0,
                 code: Some(text()),
+                images: Vec::new(),
             },
             Event::Notice { text: text() },
             Event::Error {
@@ -276,6 +280,7 @@ mod tests {
             output: String::new(),
             wall_ms: 5,
             code: None,
+            images: Vec::new(),
         };
         let json = serde_json::to_value(&block).unwrap();
         assert_eq!(json["status"], "timeout");

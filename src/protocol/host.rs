@@ -68,6 +68,13 @@ pub enum HostRequest {
     /// `subs()`: the session's children.
     #[serde(rename = "sub.list")]
     SubList {},
+    /// `show(image, caption)`: the image's bytes (base64, untrusted: checked, decoded and
+    /// scaled down on the host), attached to the block's tool result.
+    #[serde(rename = "show_image")]
+    ShowImage {
+        data: String,
+        caption: Option<String>,
+    },
 }
 
 /// What `spawn()` asks for, as the worker sent it (checked by the gateway, which knows the
@@ -99,6 +106,7 @@ impl HostRequest {
         "sub.status",
         "sub.cancel",
         "sub.list",
+        "show_image",
     ];
 
     /// Parses the call the worker sent; the error is for the block.
@@ -205,6 +213,18 @@ impl HostRequest {
             "sub.status" => HostRequest::SubStatus { id: text("id")? },
             "sub.cancel" => HostRequest::SubCancel { id: text("id")? },
             "sub.list" => HostRequest::SubList {},
+            "show_image" => HostRequest::ShowImage {
+                data: text("data")?,
+                caption: match fields.get("caption") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(CallError(
+                            "show_image: `caption` must be a string or None".to_string(),
+                        ))
+                    }
+                },
+            },
             other => {
                 return Err(CallError(format!(
                     "the host has no '{}' call; see doc('vis') for what blocks can call",
@@ -227,6 +247,7 @@ impl HostRequest {
             HostRequest::SubStatus { .. } => "sub.status",
             HostRequest::SubCancel { .. } => "sub.cancel",
             HostRequest::SubList {} => "sub.list",
+            HostRequest::ShowImage { .. } => "show_image",
         }
     }
 
@@ -243,6 +264,9 @@ impl HostRequest {
             | HostRequest::SubStatus { id }
             | HostRequest::SubCancel { id } => id.len(),
             HostRequest::SubList {} => 0,
+            HostRequest::ShowImage { data, caption } => {
+                data.len() + caption.as_ref().map_or(0, String::len)
+            }
         }
     }
 }
@@ -262,6 +286,8 @@ pub enum HostReply {
     Written {
         path: String,
     },
+    /// What `show_image` attached.
+    Image(super::ImageRef),
 }
 
 impl HostReply {
@@ -304,6 +330,7 @@ mod tests {
             ("sub.status", json!({"id": "s-1"})),
             ("sub.cancel", json!({"id": "s-1"})),
             ("sub.list", json!({})),
+            ("show_image", json!({"data": "iVBO", "caption": "c"})),
         ];
         assert_eq!(cases.len(), HostRequest::METHODS.len());
         for (method, params) in cases {

@@ -12,6 +12,7 @@ mod conversation;
 mod events;
 mod fold;
 mod host;
+mod image;
 mod mcp;
 mod pyjson;
 #[cfg(test)]
@@ -29,6 +30,7 @@ pub use conversation::{
 pub use events::{Event, TurnStatus};
 pub use fold::{Before, FoldReceipt, FoldSpan, Measurement, SessionRead};
 pub use host::{CallAnswer, CallError, HostReply, HostRequest, SpawnParams};
+pub use image::{human_size, ImageFormat, ImageRef, ShownImage};
 pub use mcp::{McpFunction, McpNamespace, McpParam};
 pub use pyjson::{json_from_py, json_into_py};
 pub use restore::{RestoreNotice, RestoreReport};

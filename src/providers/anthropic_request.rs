@@ -12,6 +12,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
+use super::images::{anthropic_block, text_with_notes, ImagePolicy};
 use super::openai_request::canonical_arguments;
 use super::ToolChoice;
 use crate::protocol::{ContentBlock, HistoryItem, ToolSpec};
@@ -80,7 +81,12 @@ pub fn groups(items: &[HistoryItem]) -> Vec<Range<usize>> {
 }
 
 /// One message from the items of one group.
-pub fn encode_group(items: &[HistoryItem], cache_breakpoint: bool, keep_thinking: bool) -> Vec<u8> {
+pub fn encode_group(
+    items: &[HistoryItem],
+    cache_breakpoint: bool,
+    keep_thinking: bool,
+    images: &ImagePolicy<'_>,
+) -> Vec<u8> {
     let user_side = items.first().is_none_or(HistoryItem::is_user_side);
     let mut blocks: Vec<Value> = Vec::new();
     if user_side {
@@ -90,9 +96,19 @@ pub fn encode_group(items: &[HistoryItem], cache_breakpoint: bool, keep_thinking
                 call_id,
                 output,
                 is_error,
+                images: shown,
             } = item
             {
-                let mut b = json!({"type": "tool_result", "tool_use_id": tool_id(call_id), "content": non_empty(output, "(no output)")});
+                let text = text_with_notes(output, shown, images);
+                let text = non_empty(&text, "(no output)");
+                let content = if images.send && !shown.is_empty() {
+                    let mut parts = vec![json!({"type": "text", "text": text})];
+                    parts.extend(shown.iter().map(anthropic_block));
+                    Value::Array(parts)
+                } else {
+                    json!(text)
+                };
+                let mut b = json!({"type": "tool_result", "tool_use_id": tool_id(call_id), "content": content});
                 if *is_error {
                     b["is_error"] = json!(true);
                 }
@@ -190,7 +206,11 @@ fn tool_input(arguments: &str) -> Value {
 }
 
 /// A whole body with the breakpoint on the newest message (tests and `vis context --json`).
-pub fn body(req: &AnthropicRequest<'_>, items: &[HistoryItem]) -> Vec<u8> {
+pub fn body(
+    req: &AnthropicRequest<'_>,
+    items: &[HistoryItem],
+    images: &ImagePolicy<'_>,
+) -> Vec<u8> {
     let mut out = header(req);
     let groups = groups(items);
     for (n, range) in groups.iter().enumerate() {
@@ -201,6 +221,7 @@ pub fn body(req: &AnthropicRequest<'_>, items: &[HistoryItem]) -> Vec<u8> {
             &items[range.clone()],
             n + 1 == groups.len(),
             req.thinking_budget.is_some(),
+            images,
         ));
     }
     out.extend_from_slice(FOOTER);
@@ -254,6 +275,7 @@ mod tests {
                 call_id: "call.1".into(),
                 output: "\n".into(),
                 is_error: false,
+                images: Vec::new(),
             },
             HistoryItem::Notice {
                 text: "catalog update".into(),
@@ -262,9 +284,10 @@ mod tests {
                 call_id: "c2".into(),
                 output: "boom".into(),
                 is_error: true,
+                images: Vec::new(),
             },
         ];
-        let body: Value = serde_json::from_slice(&body(&req, &items)).unwrap();
+        let body: Value = serde_json::from_slice(&body(&req, &items, &ImagePolicy::SEND)).unwrap();
         let messages = body["messages"].as_array().unwrap();
         assert_eq!(messages.len(), 3);
         assert_eq!(messages[1]["role"], "assistant");
@@ -297,7 +320,8 @@ mod tests {
                 tool_choice: Some(&choice),
                 ..req.clone()
             };
-            let body: Value = serde_json::from_slice(&super::body(&req, &items)).unwrap();
+            let body: Value =
+                serde_json::from_slice(&super::body(&req, &items, &ImagePolicy::SEND)).unwrap();
             assert_eq!(
                 (&body["tool_choice"], &body["stream"]),
                 (&json, &json!(false))

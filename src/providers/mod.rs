@@ -46,6 +46,7 @@ pub mod anthropic_request;
 mod client;
 mod discover;
 mod error;
+pub mod images;
 mod openai;
 pub mod openai_request;
 pub mod pricing;
@@ -63,6 +64,7 @@ use serde::{Deserialize, Serialize};
 pub use client::{ModelResponse, Provider};
 pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;
+pub use images::ImagePolicy;
 pub use pricing::{
     expected_cached, is_cache_miss, CachePrices, InputCost, CACHE_MISS_SHARE, MIN_CACHED_PREFIX,
 };
@@ -135,6 +137,17 @@ pub struct ProviderSettings {
     /// Streamed answers (the default) or one JSON answer per request (`[provider] stream =
     /// false`, for servers that cannot stream what is asked, e.g. tools with `tool_choice`).
     pub stream: bool,
+    /// `[provider] images`: whether requests carry images; `None` decides by the model's
+    /// family ([`images::model_accepts_images`]).
+    pub images: Option<bool>,
+}
+
+impl ProviderSettings {
+    /// Whether this model gets the images blocks show (else a one-line note each).
+    pub fn accepts_images(&self) -> bool {
+        self.images
+            .unwrap_or_else(|| images::model_accepts_images(self.kind, &self.model))
+    }
 }
 
 /// `[provider] tool_choice`: whether the model may, must or must not call the tool.
@@ -227,6 +240,7 @@ impl ProviderSettings {
             retry_max_delay: Duration::from_secs(20),
             tool_choice: None,
             stream: true,
+            images: None,
         }
     }
 

@@ -7,8 +7,9 @@
 
 use serde_json::{json, Value};
 
+use super::images::{openai_message, text_with_notes, ImagePolicy};
 use super::ToolChoice;
-use crate::protocol::{ContentBlock, HistoryItem, ToolSpec};
+use crate::protocol::{ContentBlock, HistoryItem, ShownImage, ToolSpec};
 
 /// Everything of a request but the conversation.
 #[derive(Debug, Clone)]
@@ -63,15 +64,22 @@ pub fn header(req: &OpenAiRequest<'_>) -> Vec<u8> {
 /// Closes what [`header`] opened.
 pub const FOOTER: &[u8] = b"]}";
 
-/// One item as one message.
-pub fn encode_item(item: &HistoryItem) -> Vec<u8> {
+/// One item as one message (a tool result's images are sent by [`encode_images_after`]).
+pub fn encode_item(item: &HistoryItem, images: &ImagePolicy<'_>) -> Vec<u8> {
     let message = match item {
         HistoryItem::User { text } | HistoryItem::Notice { text } => {
             json!({"role": "user", "content": text})
         }
         HistoryItem::ToolResult {
-            call_id, output, ..
-        } => json!({"role": "tool", "tool_call_id": call_id, "content": output}),
+            call_id,
+            output,
+            images: shown,
+            ..
+        } => json!({
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": text_with_notes(output, shown, images),
+        }),
         HistoryItem::Assistant(message) => {
             let text = message.text();
             let calls: Vec<Value> = message
@@ -101,6 +109,37 @@ pub fn encode_item(item: &HistoryItem) -> Vec<u8> {
     encode(&message)
 }
 
+/// Whether item `index` is the last tool result of a run of them (the next item, if any, is
+/// not a tool result): the run's images go right after it.
+pub fn closes_tool_run(items: &[&HistoryItem], index: usize) -> bool {
+    matches!(items[index], HistoryItem::ToolResult { .. })
+        && !matches!(items.get(index + 1), Some(HistoryItem::ToolResult { .. }))
+}
+
+/// The user message holding the images of the run of tool results that ends at `index`
+/// (`None` when they showed none, or the model does not take them).
+pub fn encode_images_after(
+    items: &[&HistoryItem],
+    index: usize,
+    policy: &ImagePolicy<'_>,
+) -> Option<Vec<u8>> {
+    if !policy.send || !closes_tool_run(items, index) {
+        return None;
+    }
+    let start = items[..=index]
+        .iter()
+        .rposition(|i| !matches!(i, HistoryItem::ToolResult { .. }))
+        .map_or(0, |p| p + 1);
+    let shown: Vec<&ShownImage> = items[start..=index]
+        .iter()
+        .flat_map(|item| match item {
+            HistoryItem::ToolResult { images, .. } => images.iter().collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    (!shown.is_empty()).then(|| encode(&openai_message(&shown)))
+}
+
 /// Tool-call arguments as sent back: the text the model produced when it is valid JSON;
 /// otherwise a JSON object holding it, because servers that parse the history (vLLM,
 /// llama.cpp) would reject the whole request over one malformed call.
@@ -118,11 +157,16 @@ fn encode(value: &Value) -> Vec<u8> {
 }
 
 /// A whole body from its parts (used by tests and `vis context --json`).
-pub fn body(req: &OpenAiRequest<'_>, items: &[HistoryItem]) -> Vec<u8> {
+pub fn body(req: &OpenAiRequest<'_>, items: &[HistoryItem], images: &ImagePolicy<'_>) -> Vec<u8> {
     let mut out = header(req);
-    for item in items {
+    let refs: Vec<&HistoryItem> = items.iter().collect();
+    for (index, item) in items.iter().enumerate() {
         out.push(b',');
-        out.extend_from_slice(&encode_item(item));
+        out.extend_from_slice(&encode_item(item, images));
+        if let Some(message) = encode_images_after(&refs, index, images) {
+            out.push(b',');
+            out.extend_from_slice(&message);
+        }
     }
     out.extend_from_slice(FOOTER);
     out
@@ -167,9 +211,10 @@ mod tests {
                 call_id: "c1".into(),
                 output: "1\n".into(),
                 is_error: false,
+                images: Vec::new(),
             },
         ];
-        let body: Value = serde_json::from_slice(&body(&req, &items)).unwrap();
+        let body: Value = serde_json::from_slice(&body(&req, &items, &ImagePolicy::SEND)).unwrap();
         let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
         assert_eq!(keys.last().unwrap().as_str(), "messages");
         assert_eq!(body["prompt_cache_key"], "s-1");
@@ -212,7 +257,7 @@ mod tests {
                 stream: false,
                 tool_choice: Some(&choice),
             };
-            let body: Value = serde_json::from_slice(&body(&req, &[])).unwrap();
+            let body: Value = serde_json::from_slice(&body(&req, &[], &ImagePolicy::SEND)).unwrap();
             assert_eq!(body["tool_choice"], json);
             assert_eq!(body["stream"], false);
             assert!(body.get("stream_options").is_none());

@@ -108,6 +108,7 @@ fn router(app: App) -> axum::Router {
         .routes(routes!(api::work::post_exec))
         .routes(routes!(api::work::get_context))
         .routes(routes!(api::rewind::post_rewind))
+        .routes(routes!(api::images::get_image))
         .routes(routes!(login::login_with_token))
         .routes(routes!(login::logout))
         .split_for_parts();

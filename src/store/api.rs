@@ -147,6 +147,8 @@ pub struct HistoryRow {
     pub status: Option<IterationStatus>,
     pub tokens: i64,
     pub meta: Option<String>,
+    /// A tool result's images (`show()`), in order; their bytes by [`ImageStore::image`].
+    pub images: Vec<crate::protocol::ImageRef>,
 }
 
 /// A conversation item to append (tool results go through
@@ -234,6 +236,8 @@ pub struct FoldRow {
 pub struct ToolAnswer {
     pub call_id: String,
     pub tokens: i64,
+    /// Images the block showed; their bytes are already stored ([`ImageStore::put_image`]).
+    pub images: Vec<crate::protocol::ImageRef>,
 }
 
 /// What [`SessionRecords::fork_session`] copies: session `source` through turn `through`
@@ -554,6 +558,20 @@ pub trait Leases {
     fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>>;
 }
 
+/// Images blocks showed the model, content-addressed: one row per distinct image (its blake3
+/// hash), shared by every history item (and fork) that shows it.
+pub trait ImageStore {
+    /// Stores `data` under `meta.hash` (already there: nothing changes).
+    fn put_image(&mut self, meta: &crate::protocol::ImageRef, data: &[u8]) -> Result<()>;
+    /// The stored image `hash` if a tool result of session `session_id` shows it: its format
+    /// and bytes (`None`: no such image in that session; hashes of other sessions stay theirs).
+    fn image(
+        &self,
+        session_id: &str,
+        hash: &str,
+    ) -> Result<Option<(crate::protocol::ImageFormat, Vec<u8>)>>;
+}
+
 /// A complete store backend: every concern above. Implemented for every type that implements
 /// them all.
 pub trait SessionStore:
@@ -564,6 +582,7 @@ pub trait SessionStore:
         + McpRecords
         + ChildRecords
         + Leases
+        + ImageStore
         + Send
 {
 }
@@ -576,6 +595,7 @@ impl<T> SessionStore for T where
         + McpRecords
         + ChildRecords
         + Leases
+        + ImageStore
         + Send
 {
 }

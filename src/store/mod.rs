@@ -19,10 +19,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use api::{
     CatalogSnapshots, ChatPrefix, ChildLink, ChildRecords, ChildRow, Conversation, Counts,
-    FoldRecords, FoldRow, ForkCopied, ForkRequest, HistoryKind, HistoryRow, InputLimit, LeaseClaim,
-    LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RequestRecord, RequestTotals,
-    SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store, ToolAnswer,
-    TurnRange,
+    FoldRecords, FoldRow, ForkCopied, ForkRequest, HistoryKind, HistoryRow, ImageStore, InputLimit,
+    LeaseClaim, LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RequestRecord,
+    RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
+    ToolAnswer, TurnRange,
 };
 pub use cost::CostTotals;
 // The records the store keeps for turns and iterations are protocol types (every layer

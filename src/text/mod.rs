@@ -33,6 +33,7 @@
 
 mod address;
 mod atomic;
+mod binary;
 mod cat;
 mod confine;
 mod grep;
@@ -45,6 +46,7 @@ use std::path::PathBuf;
 
 pub use address::{Address, AddressParseError, LineHash, HASH_SPACE};
 pub use atomic::{is_temp_name, Hook};
+pub use binary::read_bytes;
 pub use cat::{cat, CatLine, CatOptions, CatOutput, LineRef};
 pub use confine::{Access, Kind, Resolved, Workspace};
 pub use grep::{grep, FileHits, GrepLine, GrepMatch, GrepOptions, GrepOutput};

@@ -16,7 +16,7 @@ use pyo3::exceptions::{
     PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 
 use crate::text::cat::{cat, CatOptions, CatOutput, LineRef};
 use crate::text::confine::Workspace;
@@ -396,6 +396,20 @@ fn text_grep(
     Ok(PyGrepResult { output, text })
 }
 
+/// A file's bytes, confined like `cat` (read-only roots included): what `show()` reads.
+#[pyfunction]
+fn text_read_bytes(py: Python<'_>, path: PathBuf, limit: u64) -> PyResult<Py<PyBytes>> {
+    let ws = workspace();
+    let bytes = py
+        .detach(|| {
+            crate::text::read_bytes(&ws, &path, limit, |path, size| {
+                format!("{path} is {size} bytes; show() takes images up to {limit} bytes (save a smaller one, or crop it)")
+            })
+        })
+        .map_err(to_pyerr)?;
+    Ok(PyBytes::new(py, &bytes).unbind())
+}
+
 /// Edits arrive canonical from `vis/text.py`: ("replace", first, last, text), ("before", at,
 /// text), ("after", at, text), ("start", text) or ("end", text).
 fn edit_from_tuple(item: &Bound<'_, PyAny>) -> PyResult<Edit> {
@@ -448,6 +462,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(text_cat, m)?)?;
     m.add_function(wrap_pyfunction!(text_grep, m)?)?;
     m.add_function(wrap_pyfunction!(text_patch, m)?)?;
+    m.add_function(wrap_pyfunction!(text_read_bytes, m)?)?;
     m.add_class::<PyCatResult>()?;
     m.add_class::<PyGrepResult>()?;
     m.add_class::<PyGrepMatch>()?;

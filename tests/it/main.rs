@@ -32,6 +32,7 @@ mod fork;
 mod frames;
 mod gateway;
 mod hostile_git;
+mod images;
 mod jail;
 mod jobs;
 mod live_output;

@@ -336,6 +336,7 @@ fn contract(store: &mut Store) {
         .finish_iteration(
             &iteration("s", t3, 1, &[], &[]),
             Some(&ToolAnswer {
+                images: Vec::new(),
                 call_id: "call_1".into(),
                 tokens: 3,
             }),
@@ -583,7 +584,7 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
              ALTER TABLE requests DROP COLUMN weighted_tokens;
              ALTER TABLE requests DROP COLUMN expected_cached_tokens;
              ALTER TABLE requests DROP COLUMN cache_miss;
-             PRAGMA user_version = 5;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 5;",
         )
         .unwrap();
     }
@@ -632,7 +633,7 @@ fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
         // As schema 6 had it: no cost columns (and without what schema 9 added).
         let raw = Connection::open(&db).unwrap();
         raw.execute_batch(&format!(
-            "{}PRAGMA user_version = 6;",
+            "{}DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 6;",
             "
 ALTER TABLE sessions DROP COLUMN forked_from;
 ALTER TABLE sessions DROP COLUMN cache_key;
@@ -735,7 +736,7 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
              ALTER TABLE requests DROP COLUMN weighted_tokens;
              ALTER TABLE requests DROP COLUMN expected_cached_tokens;
              ALTER TABLE requests DROP COLUMN cache_miss;
-             PRAGMA user_version = 4;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 4;",
         )
         .unwrap();
     }
@@ -772,7 +773,7 @@ fn a_schema_6_database_starts_its_log_of_definitions_with_those_it_has() {
              INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
              INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
                  VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);
-             PRAGMA user_version = 6;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 6;",
         )
         .unwrap();
     }

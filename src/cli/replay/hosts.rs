@@ -60,7 +60,12 @@ impl HostCalls for ReplayCalls {
         Answered::from(Err(refusal(&format!("{method}()"))))
     }
 
-    fn finish(&mut self, output: &mut String, _status: IterationStatus) -> Option<ToolAnswer> {
+    fn finish(
+        &mut self,
+        output: &mut String,
+        _status: IterationStatus,
+        _images: &[crate::protocol::ShownImage],
+    ) -> Option<ToolAnswer> {
         if self.chat && output.is_empty() {
             output.push_str("(no output)");
         }

@@ -202,6 +202,7 @@ pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
             output_limit: limits.output_limit,
             timeout: limits.timeout,
             artifact_quota: limits.sandbox.artifact_quota,
+            images: limits.images,
         },
     );
     // The scratch copy is thrown away: recording its changes would cost a scan and a hash

@@ -19,6 +19,7 @@ pub fn mechanical_gist(view: &[Entry], turns: &[i64]) -> String {
         let mut tests: Vec<String> = Vec::new();
         let mut conclusion = String::new();
         let mut codes: Vec<String> = Vec::new();
+        let mut shown: Vec<String> = Vec::new();
         for e in &items {
             match &e.item {
                 HistoryItem::User { text } => asked = clip_line(text, 100),
@@ -33,7 +34,20 @@ pub fn mechanical_gist(view: &[Entry], turns: &[i64]) -> String {
                         }
                     }
                 }
-                HistoryItem::ToolResult { output, .. } => {
+                HistoryItem::ToolResult { output, images, .. } => {
+                    // A fold drops the images with their result; the gist says they were there.
+                    shown.extend(images.iter().map(|i| {
+                        let mut what = format!(
+                            "{}×{} {}",
+                            i.meta.width,
+                            i.meta.height,
+                            i.meta.format.label()
+                        );
+                        if let Some(caption) = &i.meta.caption {
+                            what.push_str(&format!(" \"{}\"", clip_line(caption, 60)));
+                        }
+                        what
+                    }));
                     if let Some(code) = codes.last() {
                         if is_test_command(code) {
                             if let Some(line) = test_summary(output) {
@@ -70,6 +84,9 @@ pub fn mechanical_gist(view: &[Entry], turns: &[i64]) -> String {
         }
         if !tests.is_empty() {
             line.push_str(&format!(" tests: {};", tests.join(" / ")));
+        }
+        if !shown.is_empty() {
+            line.push_str(&format!(" showed image {};", short(&shown)));
         }
         if !conclusion.is_empty() {
             line.push_str(&format!(" concluded \"{conclusion}\""));

@@ -175,7 +175,7 @@ pub fn plan(
             first_seq: *first_seq,
             last_seq: *last_seq,
             label: label.clone(),
-            text,
+            text: text + &images_note(conversation.entries(), *first_seq, *last_seq),
         })
         .collect();
     // Worked out on the conversation as it is: a copy of it costs more than the whole plan.
@@ -407,4 +407,38 @@ pub fn receipt_line(receipt: &FoldReceipt) -> String {
         },
         if receipt.automatic { " (automatic)" } else { "" },
     )
+}
+
+/// What a fold's text says of the images the folded results showed (they are no longer sent).
+fn images_note(
+    entries: &[crate::gateway::history::Entry],
+    first_seq: i64,
+    last_seq: i64,
+) -> String {
+    let shown: Vec<String> = entries
+        .iter()
+        .filter(|e| (first_seq..=last_seq).contains(&e.seq))
+        .flat_map(|e| match &e.item {
+            crate::protocol::HistoryItem::ToolResult { images, .. } => images
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{}×{} {}",
+                        i.meta.width,
+                        i.meta.height,
+                        i.meta.format.label()
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    match shown.len() {
+        0 => String::new(),
+        1 => format!(" [it showed an image ({}), no longer sent]", shown[0]),
+        n => format!(
+            " [it showed {n} images ({}), no longer sent]",
+            shown.join(", ")
+        ),
+    }
 }

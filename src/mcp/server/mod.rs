@@ -169,11 +169,28 @@ struct Shared {
 }
 
 fn text_result(text: String, failed: bool) -> CallToolResult {
+    content_result(vec![ContentBlock::text(text)], failed)
+}
+
+fn content_result(content: Vec<ContentBlock>, failed: bool) -> CallToolResult {
     if failed {
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(content)
     } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        CallToolResult::success(content)
     }
+}
+
+/// A block's result: its text, then each image it showed as MCP `image` content (base64).
+fn block_result(outcome: session::CallOutcome) -> CallToolResult {
+    use base64::Engine;
+    let mut content = vec![ContentBlock::text(outcome.text)];
+    content.extend(outcome.images.iter().map(|image| {
+        ContentBlock::image(
+            base64::engine::general_purpose::STANDARD.encode(&image.data),
+            image.meta.format.media_type(),
+        )
+    }));
+    content_result(content, outcome.failed)
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
@@ -271,7 +288,7 @@ impl ServerHandler for VisServer {
             task.abort();
         }
         match result {
-            Ok(outcome) => Ok(text_result(outcome.text, outcome.failed).into()),
+            Ok(outcome) => Ok(block_result(outcome).into()),
             Err(e) => Ok(text_result(
                 format!("[vis] the session could not record this call: {e}\n[vis] status: crashed"),
                 true,

@@ -22,6 +22,8 @@ pub(super) struct Session {
 pub(super) struct CallOutcome {
     pub(super) text: String,
     pub(super) failed: bool,
+    /// The images the block showed (`show()`): MCP `image` content after the text.
+    pub(super) images: Vec<crate::protocol::ShownImage>,
 }
 
 impl Session {
@@ -43,6 +45,7 @@ impl Session {
             return Ok(CallOutcome {
                 text: format!("[vis] {e}\n[vis] status: rejected"),
                 failed: true,
+                images: Vec::new(),
             });
         }
         let id = self.opts.session_id.clone();
@@ -100,6 +103,7 @@ impl Session {
         Ok(CallOutcome {
             text,
             failed: !ran.status.is_ok(),
+            images: ran.images,
         })
     }
 }

@@ -29,6 +29,7 @@ mod promote;
 mod restore;
 mod runner;
 mod settle;
+mod show;
 mod spawn;
 mod subs;
 mod supervisor;

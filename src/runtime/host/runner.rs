@@ -36,14 +36,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::channel::{ended, HostCall};
 use super::subs::{CallOrigin, SubSessions};
+use super::show::ImageShelf;
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
 use crate::checkpoints::{
     rewind_session, CheckpointError, CheckpointSettings, Recorder, RewindOptions, RewindOutcome,
 };
+use crate::images::ImageLimits;
 use crate::protocol::{
     Block, BlockResult, CallAnswer, CallError, Event, HostReply, HostRequest, IterationRecord,
-    IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, Status, Utilization,
+    IterationStatus, McpFunction, McpNamespace, SessionCounts, SessionInfo, ShownImage, Status,
+    Utilization,
 };
 use crate::runtime::RuntimeError;
 use crate::store::{now_millis, Store, StoreError, ToolAnswer};
@@ -83,7 +86,13 @@ pub trait HostCalls: Send {
     fn answer(&mut self, store: &mut Store, request: HostRequest) -> Answered;
     /// The block ended: what the owner appends to its output (hints, a spent budget), and the
     /// model call it answers, recorded in the same transaction as the iteration.
-    fn finish(&mut self, _output: &mut String, _status: IterationStatus) -> Option<ToolAnswer> {
+    /// `images` are the ones the block showed (already stored).
+    fn finish(
+        &mut self,
+        _output: &mut String,
+        _status: IterationStatus,
+        _images: &[ShownImage],
+    ) -> Option<ToolAnswer> {
         None
     }
 }
@@ -138,6 +147,8 @@ pub struct BlockLimits {
     pub output_limit: usize,
     pub timeout: Duration,
     pub artifact_quota: u64,
+    /// `[images]`: what `show()` may attach.
+    pub images: ImageLimits,
 }
 
 /// One block to run.
@@ -169,6 +180,8 @@ pub struct Ran {
     pub failure: Option<RuntimeError>,
     /// The block ran but recording it failed (a full disk): its output is all there is.
     pub unrecorded: Option<StoreError>,
+    /// The images the block showed (`show()`), stored and attached to its tool result.
+    pub images: Vec<ShownImage>,
 }
 
 /// Runs the blocks of one session.
@@ -352,6 +365,7 @@ impl BlockRunner {
         let block_stop = stop.child_token();
         let (calls_tx, mut calls) = mpsc::unbounded_channel::<HostCall>();
         let workspace = self.supervisor.options().workspace.clone();
+        let mut shelf = ImageShelf::new(self.limits.images);
         let mut tasks: Vec<JoinHandle<()>> = Vec::new();
         let mut forward = |output: LiveOutput| {
             if let Some(live) = &live {
@@ -385,6 +399,7 @@ impl BlockRunner {
                             workspace.as_deref(),
                             &mut *self.store,
                             host_calls,
+                            &mut shelf,
                             &block_stop,
                         ) {
                             tasks.push(task);
@@ -434,7 +449,8 @@ impl BlockRunner {
                 Some(e),
             ),
         };
-        let answers = host_calls.finish(&mut output, status);
+        let images = shelf.into_images();
+        let answers = host_calls.finish(&mut output, status, &images);
         let recorded_wall = result.as_ref().map_or(wall, |r| r.wall);
         let no_defs = Vec::new();
         let record = IterationRecord {
@@ -487,6 +503,7 @@ impl BlockRunner {
             seq,
             failure,
             unrecorded,
+            images,
         })
     }
 
@@ -634,6 +651,7 @@ fn dispatch(
     workspace: Option<&Path>,
     store: &mut Store,
     host_calls: &mut dyn HostCalls,
+    shelf: &mut ImageShelf,
     block_stop: &CancellationToken,
 ) -> Option<JoinHandle<()>> {
     match call.request.clone() {
@@ -688,6 +706,10 @@ fn dispatch(
             Some(tokio::spawn(async move {
                 call.reply(answer.await);
             }))
+        }
+        HostRequest::ShowImage { data, caption } => {
+            call.reply(shelf.show(store, &data, caption));
+            None
         }
         request @ (HostRequest::FoldSession { .. } | HostRequest::ReadSession { .. }) => {
             let answered = host_calls.answer(store, request);

@@ -5,10 +5,12 @@
 //! - `sessions`: list, create, read (paginated by turns), delete; the providers on offer;
 //! - `work`: turns, blocks, interrupts, the next request, and the task that runs them;
 //! - `stream`: a session's events as server-sent events, live and replayed;
+//! - `images`: the images blocks showed (`show()`), served as their validated format;
 //! - `rewind`: a session's files (and conversation) back to before a turn.
 //!
 //! Who may call any of it is checked before a handler runs (`serve::access`).
 
+pub mod images;
 pub mod rewind;
 pub mod sessions;
 pub mod stream;

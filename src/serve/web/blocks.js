@@ -40,6 +40,34 @@ function outputBox(text) {
   return box;
 }
 
+const FORMAT_LABELS = { png: 'PNG', jpeg: 'JPEG', gif: 'GIF', webp: 'WebP' };
+
+// `[image 812×600 PNG 48 KB: caption]`, as the block's output says it.
+function imageLine(m) {
+  const kb = m.bytes < 1024 ? `${m.bytes} B` : m.bytes < 1048576 ? `${Math.ceil(m.bytes / 1024)} KB` : `${(m.bytes / 1048576).toFixed(1)} MB`;
+  return `[image ${m.width}×${m.height} ${FORMAT_LABELS[m.format] || m.format} ${kb}${m.caption ? `: ${m.caption}` : ''}]`;
+}
+
+// The images a block showed (`show()`): <img> elements built with DOM calls, each served by
+// the session's image route (as the format the host validated, nosniff), captions as text.
+function imagesBox(session, images) {
+  const box = el('div', { class: 'images' });
+  for (const m of images) {
+    if (!/^[0-9a-f]{64}$/.test(String(m.hash))) continue;
+    const img = el('img', {
+      class: 'shown-image',
+      src: `/api/sessions/${encodeURIComponent(session)}/images/${m.hash}`,
+      alt: m.caption || `image ${m.width}×${m.height}`,
+      width: m.width,
+      height: m.height,
+      loading: 'lazy',
+      referrerpolicy: 'no-referrer',
+    });
+    box.append(el('figure', { class: 'shown' }, img, el('figcaption', {}, imageLine(m))));
+  }
+  return box;
+}
+
 export function blockCard(b) {
   const status = b.status || 'running';
   const head = el('div', { class: 'block-head' },
@@ -50,6 +78,7 @@ export function blockCard(b) {
   const card = el('div', { class: 'block', 'data-status': status }, head);
   if (b.code !== undefined && b.code !== null) card.append(el('pre', { class: 'code' }, el('code', {}, highlight(b.code))));
   if (b.output !== undefined && b.output !== null) card.append(outputBox(b.output));
+  if (b.session && b.images && b.images.length) card.append(imagesBox(b.session, b.images));
   return card;
 }
 
@@ -78,7 +107,7 @@ export function blockOutput(card, text, skipped) {
   return made ? box : null;
 }
 
-export function finishBlock(card, status, output, ms) {
+export function finishBlock(card, status, output, ms, session, images) {
   card.setAttribute('data-status', status);
   const head = card.querySelector('.block-head');
   const sp = head.querySelector('.spinner');
@@ -91,6 +120,7 @@ export function finishBlock(card, status, output, ms) {
   if (live) live.remove();
   card.liveText = '';
   card.append(outputBox(output));
+  if (session && images && images.length) card.append(imagesBox(session, images));
 }
 
 export const userMsg = (text) => el('div', { class: 'msg user' }, text);

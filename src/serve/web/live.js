@@ -162,7 +162,7 @@ function onEvent(view, ev, follow) {
       break;
     }
     case 'block_finished': {
-      finishBlock(runningCard(view, ev), ev.status, ev.output, ev.wall_ms);
+      finishBlock(runningCard(view, ev), ev.status, ev.output, ev.wall_ms, view.id, ev.images);
       setStatus(view, `turn ${ev.turn} · block ${ev.iteration}: ${ev.status} in ${wall(ev.wall_ms)}`);
       break;
     }

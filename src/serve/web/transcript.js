@@ -77,6 +77,8 @@ export function transcript(d, skipTurn) {
             status: r ? (r.status || (valid ? 'ok' : 'rejected')) : 'running',
             output: r ? r.body : null,
             wall_ms: it ? it.duration_ms : null,
+            session: d.session && d.session.id,
+            images: r ? r.images : null,
           }));
         }
       }
@@ -88,7 +90,7 @@ export function transcript(d, skipTurn) {
       }
     } else if (h.kind === 'tool_result' && !shown.has(h.seq)) {
       const it = iters.get(`${h.turn}/${h.iteration}`);
-      into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null }));
+      into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null, session: d.session && d.session.id, images: h.images }));
     }
   };
 

@@ -138,7 +138,7 @@ impl Conversation for SqliteStore {
         self.rows(
             "SELECT h.seq, h.turn, h.kind, h.iteration, h.call_id,
                     CASE WHEN h.kind = 'tool_result' THEN i.output ELSE h.body END,
-                    i.status, h.tokens, h.meta
+                    i.status, h.tokens, h.meta, h.images
              FROM history h
              LEFT JOIN iterations i
                ON h.kind = 'tool_result' AND i.session_id = h.session_id
@@ -166,6 +166,16 @@ impl Conversation for SqliteStore {
                     },
                     tokens: r.get(7)?,
                     meta: r.get(8)?,
+                    images: match r.get::<_, Option<String>>(9)? {
+                        None => Vec::new(),
+                        Some(text) => serde_json::from_str(&text).map_err(|e| {
+                            rusqlite::Error::FromSqlConversionFailure(
+                                9,
+                                rusqlite::types::Type::Text,
+                                format!("unreadable image list: {e}").into(),
+                            )
+                        })?,
+                    },
                 })
             },
         )
@@ -365,21 +375,26 @@ pub(super) fn answer_call(
     rec: &IterationRecord<'_>,
     answer: &ToolAnswer,
 ) -> Result<i64> {
+    let images = match answer.images.is_empty() {
+        true => None,
+        false => Some(to_json(&answer.images)?),
+    };
     tx.execute(
         "UPDATE iterations SET call_id = ?4 WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3",
         params![rec.session_id, rec.turn, rec.iteration, answer.call_id],
     )?;
     let seq = next_number(tx, "history", "seq", rec.session_id)?;
     tx.execute(
-        "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens)
-         VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6)",
+        "INSERT INTO history (session_id, seq, turn, kind, iteration, call_id, body, tokens, images)
+         VALUES (?1, ?2, ?3, 'tool_result', ?4, ?5, '', ?6, ?7)",
         params![
             rec.session_id,
             seq,
             rec.turn,
             rec.iteration,
             answer.call_id,
-            answer.tokens
+            answer.tokens,
+            images
         ],
     )?;
     Ok(seq)

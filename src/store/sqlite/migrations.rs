@@ -220,6 +220,22 @@ CREATE INDEX sessions_by_parent ON sessions(parent_session);
     ),
     // Many nodes (issue 26 §2): which `vis serve` node runs each session, until when.
     (10, super::leases::LEASES_SQL),
+    // Images to the model (issue 27 §2): the bytes of each image a block showed, once per
+    // content (blake3), and the images of each tool result (a JSON list of references).
+    (
+        11,
+        r#"
+CREATE TABLE images (
+    hash       TEXT PRIMARY KEY,            -- blake3 of data, hex
+    media_type TEXT NOT NULL,               -- image/png, image/jpeg, image/gif, image/webp
+    width      INTEGER NOT NULL,
+    height     INTEGER NOT NULL,
+    data       BLOB NOT NULL,               -- the bytes as sent to the model
+    created_at INTEGER NOT NULL
+);
+ALTER TABLE history ADD COLUMN images TEXT;   -- JSON [ImageRef]; NULL: none
+"#,
+    ),
 ];
 
 pub fn latest_version() -> u32 {

@@ -11,6 +11,7 @@ mod chat;
 mod children;
 mod fork;
 mod leases;
+mod images;
 mod mcp;
 mod migrations;
 mod sessions;

@@ -33,6 +33,7 @@ pub fn settings(env: &TestEnv, fake: &FakeProvider, kind: ProviderKind) -> ChatS
         folding: Default::default(),
         cache_prices: vis::providers::pricing::CachePrices::builtin(kind, "fake-model"),
         checkpoints: Default::default(),
+        images: Default::default(),
     }
 }
 

@@ -57,6 +57,7 @@ impl Transcript {
                 output,
                 wall_ms,
                 code,
+                ..
             } => {
                 // A call that did not run had no `block_started`: its header and code come
                 // with its end.
@@ -166,6 +167,7 @@ mod tests {
             output: "[vis] the arguments are not JSON".into(),
             wall_ms: 0,
             code: Some("{\"code\": \u{1b}[2J".into()),
+            images: Vec::new(),
         }));
         out.push_str(t.finish());
         assert_eq!(

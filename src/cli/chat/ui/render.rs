@@ -260,6 +260,7 @@ impl View {
                 output,
                 wall_ms,
                 code,
+                ..
             } => {
                 let mut out = self.flush_text();
                 self.block_tail.clear();
