@@ -56,6 +56,7 @@ fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
             "fake-model",
         ),
         checkpoints: Default::default(),
+        images: Default::default(),
     }
 }
 
