@@ -45,6 +45,8 @@ mod servers_views;
 mod shell;
 mod startup;
 mod store;
+mod store_cli;
+mod store_postgres;
 mod structure;
 mod supervisor;
 mod terminal;

@@ -8,6 +8,7 @@
 
 mod catalog;
 mod chat;
+mod copy;
 mod fork;
 mod mcp;
 mod migrations;
