@@ -20,6 +20,12 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   # The web view of `vis serve` is checked in a real headless Chromium over WebDriver.
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
 fi
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+  # The PostgreSQL store is tested against a real server: tests/it/support/postgres.rs starts
+  # a throwaway cluster in a temp dir (as the `postgres` user the package creates, when run as
+  # root) and stops it at exit.
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null
+fi
 if ! python3 -c 'import pytest' >/dev/null 2>&1; then
   # The `tests` extension is checked running a real pytest suite.
   python3 -m pip install --quiet pytest

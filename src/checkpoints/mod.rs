@@ -113,12 +113,11 @@ pub fn session_dir(db: &Path, session_id: &str) -> PathBuf {
     checkpoints_root(db).join(session_id)
 }
 
-/// `<database dir>/checkpoints/`: hidden from blocks with the store's other files.
+/// `<store dir>/checkpoints/` (the database's directory; for PostgreSQL the database's
+/// directory under `$VIS_HOME/postgres/`, see `config::store_dir`): hidden from blocks with
+/// the store's other files.
 pub fn checkpoints_root(db: &Path) -> PathBuf {
-    db.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .join("checkpoints")
+    crate::config::store_dir(db).join("checkpoints")
 }
 
 /// Creates `<database dir>/checkpoints/` if needed: it must exist before a worker starts,

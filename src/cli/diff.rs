@@ -45,10 +45,10 @@ pub fn run(args: DiffArgs, db: &Path) -> Result<i32, CliError> {
 
 /// The store at `db`, which must exist (these commands never create one).
 pub(super) fn open_existing(db: &Path, id: &str) -> Result<Box<Store>, CliError> {
-    if !db.exists() {
+    if !crate::store::location_exists(db) {
         return Err(CliError::usage(format!(
             "no session '{id}': the database {} does not exist yet",
-            db.display()
+            crate::store::shown_location(db)
         )));
     }
     Ok(Store::open(db)?)

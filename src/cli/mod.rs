@@ -18,6 +18,7 @@ mod sandbox;
 mod serve;
 mod sessions;
 mod settings;
+mod store;
 mod term;
 mod trust;
 
@@ -41,8 +42,15 @@ pub use mcp::McpArgs;
     styles = clap::builder::Styles::plain()
 )]
 pub struct Cli {
-    /// The session database (default: $VIS_HOME/vis.db).
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The session database: a SQLite file, or a PostgreSQL URL postgres://USER@HOST/DATABASE
+    /// (default: $VIS_HOME/vis.db).
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH|URL",
+        env = "VIS_DB",
+        hide_env_values = true
+    )]
     pub db: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -79,6 +87,9 @@ pub enum Command {
     /// Re-run a session's recorded blocks against this build in a scratch copy of its
     /// workspace and report what differs (non-zero exit status if anything does).
     Replay(replay::ReplayArgs),
+    /// Copy every session between databases: `vis store copy vis.db postgres://…` moves a
+    /// SQLite database's history to PostgreSQL (or back).
+    Store(store::StoreArgs),
 }
 
 #[derive(Debug, Args)]
@@ -260,8 +271,8 @@ pub fn run(cli: Cli, early: Option<exec::EarlyWorker>) -> Result<i32, CliError> 
     let _ = settings::worker_program();
     // Made absolute now, before anything changes directory (the worker runs in the
     // workspace; artifacts go beside the database).
-    let db = std::path::absolute(crate::config::db_path(cli.db.as_deref()))
-        .map_err(|e| CliError::usage(format!("cannot resolve the database path: {e}")))?;
+    let db = crate::store::resolve_location(&crate::config::db_path(cli.db.as_deref()))
+        .map_err(|e| CliError::usage(e.to_string()))?;
     match cli.command {
         Command::Exec(args) => exec::run(args, &db, early),
         Command::Sessions(args) => sessions::run(args.action.unwrap_or(SessionsAction::List), &db),
@@ -275,6 +286,7 @@ pub fn run(cli: Cli, early: Option<exec::EarlyWorker>) -> Result<i32, CliError> 
         Command::Sandbox(args) => sandbox::run(args),
         Command::Mcp(args) => mcp::run(args, &db),
         Command::Replay(args) => replay::run(args, &db),
+        Command::Store(args) => store::run(args),
     }
 }
 

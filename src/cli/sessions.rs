@@ -9,17 +9,20 @@ use crate::protocol::TurnStatus;
 use crate::store::{CostTotals, Store};
 
 pub fn run(action: SessionsAction, db: &Path) -> Result<i32, CliError> {
-    if !db.exists() {
+    if !crate::store::location_exists(db) {
         return match action {
             SessionsAction::List => {
-                outln!("no sessions yet ({} does not exist)", db.display());
+                outln!(
+                    "no sessions yet ({} does not exist)",
+                    crate::store::shown_location(db)
+                );
                 Ok(0)
             }
             SessionsAction::Show { id }
             | SessionsAction::Export { id }
             | SessionsAction::Fork { id, .. } => Err(CliError::usage(format!(
                 "no session '{id}': the database {} does not exist yet",
-                db.display()
+                crate::store::shown_location(db)
             ))),
         };
     }

@@ -32,7 +32,9 @@ pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_MESSAGE_MB, DEFAULT_STARTUP_TIMEOUT, INHERITED_ENV,
     MAX_MESSAGE_MB_LIMIT,
 };
-pub use paths::{artifact_dir, config_dir, db_path, serve_token_path, store_files, vis_home};
+pub use paths::{
+    artifact_dir, config_dir, db_path, serve_token_path, store_dir, store_files, vis_home,
+};
 pub use pricing::{matches_pattern, PriceOverrides, PricingConfig};
 pub use provider::ProviderConfig;
 pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};

@@ -21,32 +21,40 @@ pub fn db_path(flag: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| vis_home().join("vis.db"))
 }
 
-/// Artifacts of a session: `<dir of the database>/artifacts/<session id>/`.
-pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
-    let base = db
-        .parent()
+/// Where Vis keeps a database's files on this machine (artifacts, checkpoints, the serve
+/// token, the prompt history): the directory of a SQLite file; for a PostgreSQL URL, which has
+/// no directory, `$VIS_HOME/postgres/<database>-<hash of the URL without its password>/`.
+pub fn store_dir(db: &Path) -> PathBuf {
+    if let Some(url) = db.to_str().filter(|d| crate::store::is_postgres_url(d)) {
+        return vis_home()
+            .join("postgres")
+            .join(crate::store::state_key(url));
+    }
+    db.parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    base.join("artifacts").join(session_id)
+        .unwrap_or(Path::new("."))
+        .to_path_buf()
 }
 
-/// The token `vis serve` requires: `<dir of the database>/serve-token`, generated at the first
+/// Artifacts of a session: `<store dir>/artifacts/<session id>/`.
+pub fn artifact_dir(db: &Path, session_id: &str) -> PathBuf {
+    store_dir(db).join("artifacts").join(session_id)
+}
+
+/// The token `vis serve` requires: `<store dir>/serve-token`, generated at the first
 /// start (mode 0600). Beside the database because the sandbox hides both from every worker.
 pub fn serve_token_path(db: &Path) -> PathBuf {
-    let base = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    base.join("serve-token")
+    store_dir(db).join("serve-token")
 }
 
 /// Everything Vis keeps at a database's place that no block may see: the database and its
 /// log, the serve token, and every session's artifacts and checkpoints.
 pub fn store_files(db: &Path) -> Vec<PathBuf> {
-    let base = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let base = store_dir(db);
+    if db.to_str().is_some_and(crate::store::is_postgres_url) {
+        // The database is on a server; everything of it on this machine is in its store dir.
+        return vec![base];
+    }
     let mut files: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
         .iter()
         .filter_map(|suffix| {

@@ -45,12 +45,15 @@ impl WorkspacePolicy {
     /// anywhere but the refused places); the home, data and config directories are this
     /// process's.
     pub fn for_server(allowed: &[String], db: &Path) -> WorkspacePolicy {
-        let db_dir = db
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        // For a PostgreSQL URL the database is on a server; its files here are in the store dir.
+        let db_dir = crate::config::store_dir(db);
+        let database = if db.to_str().is_some_and(crate::store::is_postgres_url) {
+            db_dir.clone()
+        } else {
+            db.to_path_buf()
+        };
         let own = vec![
-            ("database", db.to_path_buf()),
+            ("database", database),
             ("serve token", crate::config::serve_token_path(db)),
             ("artifacts directory", db_dir.join("artifacts")),
             ("data directory", crate::config::vis_home()),

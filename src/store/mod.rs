@@ -4,14 +4,17 @@
 //!
 //! Every SQL statement of the project lives under this module. Callers see only the traits in
 //! [`api`] (a [`Store`] is `dyn SessionStore`), so the backend is a choice made in one place,
-//! [`open`]. Today there is one backend, SQLite in WAL mode ([`SqliteStore`]); the plan for a
-//! PostgreSQL one is in `docs/scaling.md`.
+//! [`open`]: SQLite in WAL mode for a file path ([`SqliteStore`]), PostgreSQL for a
+//! `postgres://` or `postgresql://` URL ([`PostgresStore`], see `docs/scaling.md`).
+//! [`resolve_location`] decides which a `--db` names, and refuses a scheme Vis does not know.
 //!
-//! Opening never overwrites a file it does not recognize: a corrupt file, a foreign SQLite
-//! database or one written by a newer Vis is refused with an error that says what to do.
+//! Opening never overwrites data it does not recognize: a corrupt file, a foreign database or
+//! one written by a newer Vis is refused with an error that says what to do. A PostgreSQL
+//! URL's password never appears in a message ([`shown_location`]).
 
 mod api;
 mod cost;
+mod postgres;
 mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -20,14 +23,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use api::{
     CatalogSnapshots, ChatPrefix, ChildLink, ChildRecords, ChildRow, Conversation, Counts,
     FoldRecords, FoldRow, ForkCopied, ForkRequest, HistoryKind, HistoryRow, ImageStore, InputLimit,
-    LeaseClaim, LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RequestRecord,
-    RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore, SessionSummary, Store,
-    ToolAnswer, TurnRange,
+    LeaseClaim, LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RecordCopy,
+    RequestRecord, RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore,
+    SessionSummary, Store, StoredValue, TableRows, ToolAnswer, TurnRange, SESSION_TABLES,
+    SHARED_TABLES,
 };
 pub use cost::CostTotals;
 // The records the store keeps for turns and iterations are protocol types (every layer
 // speaks them); re-exported so store callers find them here too.
 pub use crate::protocol::{IterationRecord, IterationRow, IterationStatus, TurnKind, TurnRow};
+pub use postgres::{is_postgres_url, redact as redact_url, state_key, PostgresStore};
 pub use sqlite::{latest_version, process_identity, SqliteStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +59,16 @@ pub enum StoreError {
     CorruptRecord(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("--db {given}: {reason}; give a file path (SQLite) or a postgres://USER@HOST/DATABASE URL (PostgreSQL)")]
+    BadLocation { given: String, reason: String },
+    #[error("cannot connect to PostgreSQL at {location}: {detail}; check that the server runs and accepts this URL (--db or VIS_DB)")]
+    Unreachable { location: String, detail: String },
+    #[error("the connection to PostgreSQL was lost ({0}); the server rolled back the transaction in progress, so nothing of it was written — run the command again (it reconnects)")]
+    ConnectionLost(String),
+    #[error("PostgreSQL cancelled a statement that ran past its statement_timeout ({0}); its transaction was rolled back and nothing of it was written — retry, or raise statement_timeout (`options=-c statement_timeout=60s` in the URL)")]
+    StatementTimeout(String),
+    #[error("PostgreSQL error: {0}")]
+    Postgres(String),
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -66,9 +81,77 @@ pub fn now_millis() -> i64 {
         .unwrap_or(0)
 }
 
-/// Opens the store at `path` (creating it if needed) and brings its schema up to date.
+/// Opens the store at `path` (creating it if needed) and brings its schema up to date: a
+/// PostgreSQL database when `path` is a `postgres://` URL (as [`resolve_location`] leaves
+/// it), else a SQLite file.
 pub fn open(path: &Path) -> Result<Box<Store>> {
+    if let Some(url) = path.to_str().filter(|p| is_postgres_url(p)) {
+        return Ok(Box::new(PostgresStore::open(url)?));
+    }
     Ok(Box::new(SqliteStore::open(path)?))
+}
+
+/// What a `--db` (or `VIS_DB`) names: a PostgreSQL URL, kept as given; or a SQLite file,
+/// made absolute (against the current directory). A `SCHEME://…` with another scheme is
+/// refused, unless a file by that name exists: `postgres://…` must never become a SQLite
+/// file under a directory named `postgres:`. A path with a colon and no `://` is a path.
+pub fn resolve_location(given: &Path) -> Result<PathBuf> {
+    let Some(text) = given.to_str() else {
+        return absolute(given);
+    };
+    if is_postgres_url(text) {
+        return Ok(given.to_path_buf());
+    }
+    if given.exists() {
+        return absolute(given);
+    }
+    let shown = redact_url(text);
+    if let Some((scheme, _)) = text.split_once("://") {
+        let is_scheme = scheme
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+        if is_scheme {
+            return Err(StoreError::BadLocation {
+                given: shown,
+                reason: format!(
+                    "Vis does not know the scheme `{scheme}://` (it stores sessions in SQLite or PostgreSQL)"
+                ),
+            });
+        }
+    }
+    let lower = text.to_ascii_lowercase();
+    if lower.starts_with("postgres:") || lower.starts_with("postgresql:") {
+        return Err(StoreError::BadLocation {
+            given: shown,
+            reason: "a PostgreSQL URL starts with postgres:// (or postgresql://)".into(),
+        });
+    }
+    absolute(given)
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| StoreError::BadLocation {
+        given: path.display().to_string(),
+        reason: format!("cannot resolve the path ({e})"),
+    })
+}
+
+/// Whether there is a database at `path` to read: a SQLite file that exists, or any
+/// PostgreSQL URL (the server says, when it is opened).
+pub fn location_exists(path: &Path) -> bool {
+    path.to_str().is_some_and(is_postgres_url) || path.exists()
+}
+
+/// `path` as messages show it: a PostgreSQL URL without its password, a file path as is.
+pub fn shown_location(path: &Path) -> String {
+    match path.to_str() {
+        Some(text) if is_postgres_url(text) => redact_url(text),
+        _ => path.display().to_string(),
+    }
 }
 
 /// A private in-memory store (tests, benchmarks).

@@ -50,6 +50,8 @@ mod shell;
 mod spawn;
 mod startup;
 mod store;
+mod store_cli;
+mod store_postgres;
 mod structure;
 mod supervisor;
 mod terminal;

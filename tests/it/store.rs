@@ -204,7 +204,7 @@ use vis::store::{
     StoreError, ToolAnswer,
 };
 
-fn def(name: &str) -> PersistedDef {
+pub(crate) fn def(name: &str) -> PersistedDef {
     PersistedDef {
         name: name.into(),
         kind: "function".into(),
@@ -214,7 +214,7 @@ fn def(name: &str) -> PersistedDef {
     }
 }
 
-fn iteration<'a>(
+pub(crate) fn iteration<'a>(
     session: &'a str,
     turn: i64,
     iteration: i64,
@@ -238,7 +238,8 @@ fn iteration<'a>(
     }
 }
 
-fn contract(store: &mut Store) {
+/// What every backend keeps (`vis::store`'s trait docs), run against each.
+pub(crate) fn contract(store: &mut Store) {
     // Sessions.
     assert!(store.session("s").unwrap().is_none());
     assert!(matches!(
@@ -517,6 +518,14 @@ fn the_sqlite_store_keeps_the_contract_on_disk() {
     let mut store = Store::open(&dir.path().join("vis.db")).unwrap();
     contract(&mut *store);
     assert_eq!(store.location(), dir.path().join("vis.db"));
+}
+
+#[test]
+fn the_postgres_store_keeps_the_contract() {
+    let url = crate::support::postgres::database();
+    let mut store = Store::open(std::path::Path::new(&url)).unwrap();
+    contract(&mut *store);
+    assert_eq!(store.location(), std::path::Path::new(&url));
 }
 
 #[test]

@@ -106,11 +106,11 @@ impl Tally {
 
 pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
     crate::session::validate_session_id(&args.id)?;
-    if !db.exists() {
+    if !crate::store::location_exists(db) {
         return Err(CliError::usage(format!(
             "no session '{}': the database {} does not exist yet",
             args.id,
-            db.display()
+            crate::store::shown_location(db)
         )));
     }
     let config = load_config()?;

@@ -35,8 +35,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::{ended, HostCall};
-use super::subs::{CallOrigin, SubSessions};
 use super::show::ImageShelf;
+use super::subs::{CallOrigin, SubSessions};
 use super::supervisor::Supervisor;
 use super::tail::LiveOutput;
 use crate::checkpoints::{

@@ -9,9 +9,10 @@
 mod catalog;
 mod chat;
 mod children;
+mod copy;
 mod fork;
-mod leases;
 mod images;
+mod leases;
 mod mcp;
 mod migrations;
 mod sessions;

@@ -6,6 +6,7 @@
 pub mod chat;
 pub mod fake_provider;
 pub mod mcp;
+pub mod postgres;
 pub mod serve;
 pub mod tmux;
 
@@ -105,6 +106,7 @@ impl TestEnv {
     pub fn vis_raw(&self, args: &[&str]) -> Run {
         let mut cmd = Command::new(vis_bin());
         cmd.args(args)
+            .env_remove("VIS_DB")
             .env("VIS_HOME", self.dir.path().join("home"))
             .env("VIS_CONFIG_DIR", self.config_dir())
             .current_dir(self.workspace());

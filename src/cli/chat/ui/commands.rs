@@ -258,7 +258,7 @@ async fn fork(session: &ChatSession, args: &str, db: &Path) {
     }
 }
 
-/// Runs this `vis` with `--db DB ARGV…` and shows what it printed: the command the README
+/// Runs this `vis` with `VIS_DB=DB` and `ARGV…` and shows what it printed: the command the README
 /// documents, so `/diff`, `/fork` and `/replay` behave exactly as `vis diff`, `vis sessions
 /// fork` and `vis replay` do (commands run between turns: the session is idle). True when it
 /// succeeded.
@@ -271,8 +271,9 @@ async fn same_as_command(db: &Path, argv: &[String]) -> bool {
         }
     };
     let out = tokio::process::Command::new(program)
-        .arg("--db")
-        .arg(db)
+        // Through the environment, not the command line: a PostgreSQL URL may hold a
+        // password, and every local user can read a process's arguments.
+        .env("VIS_DB", db)
         .args(argv)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
@@ -376,7 +377,7 @@ fn sessions(session: &ChatSession, db: &Path) {
         show(&DIM.paint(&format!(
             "  … {} more (vis --db {} sessions list shows all)",
             list.len() - SHOWN,
-            db.display()
+            crate::store::shown_location(db)
         )));
     }
     show(&DIM.paint("  * this session; vis chat --resume ID continues one"));

@@ -424,12 +424,10 @@ fn block_count(session: &ChatSession) -> usize {
         .unwrap_or(0)
 }
 
-/// The prompt history: `chat_history` beside the database (`$VIS_HOME` by default).
+/// The prompt history: `chat_history` beside the database (`$VIS_HOME` by default; a
+/// PostgreSQL database's store dir).
 fn history_path(db: &Path) -> PathBuf {
-    db.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .join("chat_history")
+    crate::config::store_dir(db).join("chat_history")
 }
 
 /// The terminal while a turn runs: echo off (keys typed meanwhile wait for the prompt instead

@@ -1,0 +1,268 @@
+//! The PostgreSQL backend: the same five traits as SQLite, for a team that runs Vis on a
+//! database server it already runs (`--db postgres://…`, `VIS_DB`).
+//!
+//! **Client.** `tokio-postgres` with a `deadpool-postgres` pool: the most used pure-Rust
+//! PostgreSQL client, maintained with the `postgres-protocol` crates, no C library, and
+//! built without TLS (the `runtime` feature only): Vis talks to a server on a Unix socket or
+//! a trusted network. sqlx would bring a query macro layer and its own runtime abstraction
+//! the store does not need: every statement here is written by hand, like SQLite's.
+//!
+//! **The bridge.** The store traits are synchronous and are called from plain threads and
+//! from inside tokio runtimes (`vis serve`, `vis chat`). The backend owns one process-wide
+//! runtime (a dedicated worker thread, `vis-postgres`) where every connection's I/O task
+//! runs; a call enters that runtime's context (so sockets and timers register with it) and
+//! waits for its future with `futures::executor::block_on` on the calling thread. Tokio's
+//! `block_on` is never used, so a caller inside another runtime cannot hit "cannot start a
+//! runtime from within a runtime"; and nothing a call waits for runs on the caller's
+//! runtime, so blocking one of its worker threads (as a SQLite call blocks it) cannot
+//! deadlock it. A caller's future borrows its arguments, so no copying into `'static` tasks.
+//!
+//! **The pool.** One pool per database URL in the process, shared by every store opened on
+//! it (`vis serve` opens one per session). A pooled connection is checked (`Verified`) before
+//! it is handed out, so after a server restart or a killed backend the next call gets a
+//! fresh connection instead of the dead one; the call that was running when the connection
+//! died fails with [`StoreError::ConnectionLost`] and its transaction is rolled back by the
+//! server.
+//!
+//! **Numbering.** Turn, history, request and definition numbers are `MAX + 1` read after
+//! `SELECT … FOR UPDATE` on the session's row, inside the transaction that inserts them: two
+//! processes numbering one session serialize on that row, so numbers have no gaps and no
+//! duplicates. Every multi-statement write is one transaction.
+//!
+//! Passwords never leave this module: the location shown in messages ([`redact`]) drops it.
+
+mod catalog;
+mod chat;
+mod copy;
+mod extras;
+mod fork;
+mod location;
+mod migrations;
+mod sessions;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::error::SqlState;
+
+use super::{Result, StoreError};
+pub use location::{is_postgres_url, redact, state_key};
+
+/// How many connections one process keeps to one database at most.
+const POOL_SIZE: usize = 16;
+
+/// A store on a PostgreSQL database.
+pub struct PostgresStore {
+    pool: Pool,
+    /// The URL as given (it may hold a password): what [`location`](Self::location) returns, so
+    /// callers can open the same database again.
+    url: PathBuf,
+    /// The URL without its password, for messages.
+    shown: String,
+}
+
+/// The runtime every connection's I/O runs on.
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> =
+        OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("vis-postgres")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| {
+            StoreError::Postgres(format!("cannot start the database client's thread: {e}"))
+        })
+}
+
+/// Runs `work` to completion on the calling thread, its I/O on the backend's runtime.
+fn run<T>(work: impl Future<Output = Result<T>>) -> Result<T> {
+    let _context = runtime()?.enter();
+    futures::executor::block_on(work)
+}
+
+/// The pool for `url`, made on first use.
+fn pool_for(url: &str, shown: &str) -> Result<Pool> {
+    static POOLS: OnceLock<Mutex<Vec<(String, Pool)>>> = OnceLock::new();
+    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
+    let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(u, _)| u == url) {
+        return Ok(pool.clone());
+    }
+    let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::BadLocation {
+        given: shown.to_string(),
+        reason: format!("it is not a PostgreSQL connection URL ({e})"),
+    })?;
+    let manager = Manager::from_config(
+        config,
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Verified,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| StoreError::Postgres(format!("cannot set up the connection pool: {e}")))?;
+    pools.push((url.to_string(), pool.clone()));
+    Ok(pool)
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` and brings its schema up to date.
+    pub fn open(url: &str) -> Result<PostgresStore> {
+        let shown = redact(url);
+        let pool = pool_for(url, &shown)?;
+        let store = PostgresStore {
+            pool,
+            url: PathBuf::from(url),
+            shown,
+        };
+        run(async {
+            let mut client = store.client().await?;
+            migrations::migrate(&mut client, &store.shown).await
+        })?;
+        Ok(store)
+    }
+
+    /// The URL without its password.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// A pooled connection, checked alive.
+    async fn client(&self) -> Result<deadpool_postgres::Client> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| unreachable_error(&self.shown, e))
+    }
+}
+
+/// A pool that could not hand out a connection: the server is down or refuses us.
+fn unreachable_error(shown: &str, e: deadpool_postgres::PoolError) -> StoreError {
+    let detail = match &e {
+        deadpool_postgres::PoolError::Backend(e) => describe(e),
+        other => other.to_string(),
+    };
+    StoreError::Unreachable {
+        location: shown.to_string(),
+        detail,
+    }
+}
+
+/// A server error's message with its detail, or the client's own error.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            text
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        let code = e.code();
+        if code == Some(&SqlState::QUERY_CANCELED) {
+            return StoreError::StatementTimeout(describe(&e));
+        }
+        let lost = e.is_closed()
+            || matches!(
+                code,
+                Some(c) if *c == SqlState::ADMIN_SHUTDOWN
+                    || *c == SqlState::CRASH_SHUTDOWN
+                    || *c == SqlState::CANNOT_CONNECT_NOW
+            )
+            || e.as_db_error().is_none()
+                && std::error::Error::source(&e)
+                    .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+        if lost {
+            return StoreError::ConnectionLost(describe(&e));
+        }
+        StoreError::Postgres(describe(&e))
+    }
+}
+
+/// Locks the session's row for the rest of the transaction: the numbers read after it stay
+/// unallocated by anyone else until it commits.
+async fn lock_session(tx: &tokio_postgres::Transaction<'_>, session_id: &str) -> Result<()> {
+    tx.query(
+        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+        &[&session_id],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The number after the highest `column` of the session's rows in `table` (1 for none), read
+/// after [`lock_session`] in the same transaction.
+async fn next_number(
+    tx: &tokio_postgres::Transaction<'_>,
+    table: &str,
+    column: &str,
+    session_id: &str,
+) -> Result<i64> {
+    let row = tx
+        .query_one(
+            &format!("SELECT COALESCE(MAX({column}), 0) + 1 FROM {table} WHERE session_id = $1"),
+            &[&session_id],
+        )
+        .await?;
+    Ok(row.try_get(0)?)
+}
+
+/// Marks the session as used now, inside the caller's transaction.
+async fn touch_session(tx: &tokio_postgres::Transaction<'_>, session_id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE sessions SET updated_at = $2 WHERE id = $1",
+        &[&session_id, &super::now_millis()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A column holding a name (a kind or a status), parsed; an unknown name is an error naming
+/// the column and the value, never a default.
+fn named<T>(row: &tokio_postgres::Row, idx: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
+    let text: String = row.try_get(idx)?;
+    parse(&text).ok_or_else(|| {
+        let name = row.columns().get(idx).map(|c| c.name()).unwrap_or("?");
+        StoreError::CorruptRecord(format!(
+            "column `{name}` holds `{text}`, which this vis does not know"
+        ))
+    })
+}
+
+/// A column holding JSON, parsed; a damaged value is an error naming the column.
+fn json_column<T: serde::de::DeserializeOwned>(row: &tokio_postgres::Row, idx: usize) -> Result<T> {
+    let text: String = row.try_get(idx)?;
+    serde_json::from_str(&text).map_err(|e| {
+        let name = row.columns().get(idx).map(|c| c.name()).unwrap_or("?");
+        StoreError::CorruptRecord(format!(
+            "column `{name}` does not hold the JSON it should ({e})"
+        ))
+    })
+}
+
+/// A value for a JSON column.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::CorruptRecord(e.to_string()))
+}
