@@ -394,13 +394,13 @@ impl BlockRunner {
                                 iteration,
                                 subs: self.subs.as_ref(),
                                 live: live.as_ref(),
+                                stop: &block_stop,
                             },
                             self.tools.as_ref(),
                             workspace.as_deref(),
                             &mut *self.store,
                             host_calls,
                             &mut shelf,
-                            &block_stop,
                         ) {
                             tasks.push(task);
                         }
@@ -639,6 +639,8 @@ struct Origin<'a> {
     iteration: i64,
     subs: Option<&'a Arc<dyn SubSessions>>,
     live: Option<&'a mpsc::UnboundedSender<Event>>,
+    /// The block's own stop: cancels what the block started.
+    stop: &'a CancellationToken,
 }
 
 /// Answers one host call, in one `match` over what blocks can ask. An MCP call or a
@@ -652,7 +654,6 @@ fn dispatch(
     store: &mut Store,
     host_calls: &mut dyn HostCalls,
     shelf: &mut ImageShelf,
-    block_stop: &CancellationToken,
 ) -> Option<JoinHandle<()>> {
     match call.request.clone() {
         HostRequest::McpCall {
@@ -715,7 +716,7 @@ fn dispatch(
             let answered = host_calls.answer(store, request);
             call.reply(answered.reply);
             if answered.stop_block {
-                block_stop.cancel();
+                origin.stop.cancel();
             }
             None
         }
