@@ -351,6 +351,7 @@ struct ConfigFile {
     pricing: PricingConfig,
     #[serde(default)]
     spawn: SpawnConfig,
+    #[serde(default)]
     images: ImagesConfig,
 }
 

@@ -236,6 +236,17 @@ mod tests {
                 status: text(),
                 answer: text(),
             },
+            Event::JobStarted {
+                id: 1,
+                command: text(),
+                artifact: text(),
+            },
+            Event::JobFinished {
+                id: 1,
+                line: text(),
+                exit_code: Some(0),
+                lost: false,
+            },
             Event::TurnFinished {
                 turn: 1,
                 status: TurnStatus::Done,
