@@ -96,12 +96,15 @@ pub fn scan(rules: &ScanRules<'_>, on_dir: &mut dyn FnMut(&Path)) -> Scan {
 /// so a walk of one directory deep in a root leaves out what the root's walk leaves out).
 fn walker(rules: &ScanRules<'_>, start: &Path) -> ignore::WalkBuilder {
     let mut builder = ignore::WalkBuilder::new(start);
+    // `standard_filters` sets every filter, hidden files' among them, so it comes first and
+    // the ones Vis wants otherwise after it (dotfiles such as `.gitignore` or `.env.example`
+    // are the workspace's files like any other).
     builder
+        .standard_filters(!rules.include_ignored)
         .follow_links(false)
         .hidden(false)
         .git_global(false)
-        .require_git(false)
-        .standard_filters(!rules.include_ignored);
+        .require_git(false);
     // One predicate (a second `filter_entry` would replace the first): the store's own
     // files, and `.git/` unless ignored files are included.
     let exclude = rules.exclude.to_vec();

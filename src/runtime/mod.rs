@@ -29,7 +29,7 @@ pub use cache::cache_dir;
 pub use child::run_worker;
 pub use host::{
     validate_code, Answered, BlockLimits, BlockRunner, BlockSpec, CallOrigin, HostCall,
-    HostCallSink, HostCalls, HostHandler, Interrupter, Launched, LiveOutput, NoConversation,
+    HostCallSink, HostCalls, HostHandler, Interrupter, Jobs, Launched, LiveOutput, NoConversation,
     NoHostCalls, OutputWatcher, Ran, RunError, Runtime, SubSessions, Supervisor, ToolFuture,
     ToolHub, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT, LIVE_CHUNK_BYTES,
     LIVE_INTERVAL,

@@ -85,7 +85,7 @@ pub struct Slot {
     /// the next after it means another node ran the session meanwhile.
     epoch: std::sync::atomic::AtomicI64,
     /// The job table whose starts and ends go to `log` (between turns too).
-    jobs_watched: Mutex<Option<crate::runtime::host::jobs::Jobs>>,
+    jobs_watched: Mutex<Option<crate::runtime::Jobs>>,
 }
 
 impl Slot {
@@ -141,7 +141,7 @@ impl Slot {
 
     /// Sends the session's job starts and ends to the event log as they happen, also
     /// between turns (`job_started`, `job_finished`); once per job table.
-    pub fn watch_jobs(self: &Arc<Self>, jobs: &crate::runtime::host::jobs::Jobs) {
+    pub fn watch_jobs(self: &Arc<Self>, jobs: &crate::runtime::Jobs) {
         let Ok(mut watched) = self.jobs_watched.lock() else {
             return;
         };

@@ -16,13 +16,9 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::api::ApiError;
+use super::api::{ApiError, Moved};
 use super::App;
 use crate::store::LeaseHolder;
-
-/// Marks a local answer "another node runs this session now": the router retries there.
-#[derive(Debug, Clone, Copy)]
-pub struct Moved;
 
 /// Set on a request one node passes to another (its value: the sending node's id).
 pub const FORWARDED_BY: &str = "x-vis-forwarded-by";

@@ -293,6 +293,7 @@ vistest!(metrics_and_the_session_api_carry_the_cost, |env| {
             .text()
             .await
             .unwrap();
+        let text = crate::support::serve::without_node_label(&text);
         // Uncached: 20,000 + 20,500 + 1,000; weighted adds 20,000 reads at 0.5 (the built-in
         // price of an unknown OpenAI-compatible model).
         for line in [

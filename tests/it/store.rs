@@ -593,7 +593,7 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
              ALTER TABLE requests DROP COLUMN weighted_tokens;
              ALTER TABLE requests DROP COLUMN expected_cached_tokens;
              ALTER TABLE requests DROP COLUMN cache_miss;
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 5;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 5;",
         )
         .unwrap();
     }
@@ -639,10 +639,10 @@ fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
             .unwrap();
     }
     {
-        // As schema 6 had it: no cost columns (and without what schema 9 added).
+        // As schema 6 had it: no cost columns (and without what schemas 9-11 added).
         let raw = Connection::open(&db).unwrap();
         raw.execute_batch(&format!(
-            "{}DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 6;",
+            "{}DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 6;",
             "
 ALTER TABLE sessions DROP COLUMN forked_from;
 ALTER TABLE sessions DROP COLUMN cache_key;
@@ -745,7 +745,7 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
              ALTER TABLE requests DROP COLUMN weighted_tokens;
              ALTER TABLE requests DROP COLUMN expected_cached_tokens;
              ALTER TABLE requests DROP COLUMN cache_miss;
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 4;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 4;",
         )
         .unwrap();
     }
@@ -782,7 +782,7 @@ fn a_schema_6_database_starts_its_log_of_definitions_with_those_it_has() {
              INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
              INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
                  VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; PRAGMA user_version = 6;",
+             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 6;",
         )
         .unwrap();
     }

@@ -74,7 +74,7 @@ fn restoring(index: usize) -> PyResult<()> {
 #[pyfunction]
 fn job_report(report: &Bound<'_, PyAny>) -> PyResult<()> {
     let value = crate::protocol::json_from_py(report)?;
-    let report: crate::runtime::host::jobs::JobReport = serde_json::from_value(value)
+    let report: crate::runtime::wire::JobReport = serde_json::from_value(value)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("bad job report: {e}")))?;
     super::channel::send(&crate::runtime::wire::WorkerMessage::Job { report })
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))

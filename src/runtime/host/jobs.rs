@@ -31,35 +31,7 @@ const KEEP_FINISHED: usize = 200;
 /// The longest command kept (characters).
 const MAX_COMMAND_CHARS: usize = 2000;
 
-/// What a worker reports about a job (`{"type": "job", "report": {...}}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum JobReport {
-    /// The job's process started; its output goes to `artifact`.
-    Started {
-        id: u32,
-        command: String,
-        artifact: String,
-    },
-    /// The job's process ended.
-    Finished {
-        id: u32,
-        /// `None` when a signal ended it.
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        /// Lines and bytes of output (all of it, kept or not).
-        lines: u64,
-        bytes: u64,
-        /// Bytes over the output cap that were not written to the artifact.
-        dropped_bytes: u64,
-        /// Killed when its own timeout expired.
-        timed_out: bool,
-        /// Killed by `Job.kill()`.
-        killed: bool,
-    },
-    /// A block saw the job end (`wait`, `running`, `exit_code`): no announcement is needed.
-    Observed { id: u32 },
-}
+pub use crate::runtime::wire::JobReport;
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

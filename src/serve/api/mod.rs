@@ -89,11 +89,15 @@ impl IntoResponse for ApiError {
             .into_response();
         if moved {
             // The router retries such a request at the node that runs the session now.
-            response.extensions_mut().insert(crate::serve::route::Moved);
+            response.extensions_mut().insert(Moved);
         }
         response
     }
 }
+
+/// Marks a local answer "another node runs this session now": the router retries there.
+#[derive(Debug, Clone, Copy)]
+pub struct Moved;
 
 pub(super) type ApiResult<T> = Result<T, ApiError>;
 

@@ -346,6 +346,7 @@ vistest!(metrics_count_workers_tokens_and_errors, |env| {
             .text()
             .await
             .unwrap();
+        let text = crate::support::serve::without_node_label(&text);
         for line in [
             "vis_live_workers 1".to_string(),
             "vis_input_tokens_total 2200".to_string(),
@@ -413,7 +414,7 @@ vistest!(
         }));
         let mut text = String::new();
         for _ in 0..100 {
-            text = c.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
+            text = crate::support::serve::without_node_label(&c.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap());
             if text.lines().any(|l| l == "vis_live_workers 0") {
                 break;
             }

@@ -216,6 +216,7 @@ async fn log_bytes(c: &Client) -> (u64, String) {
         .text()
         .await
         .unwrap();
+    let text = crate::support::serve::without_node_label(&text);
     let n = text
         .lines()
         .find_map(|l| l.strip_prefix("vis_event_log_bytes "))

@@ -263,3 +263,25 @@ impl Drop for ServeProcess {
         let _ = self.child.wait();
     }
 }
+
+/// `/metrics` text without the `node="…"` label every sample carries (the node id has a random
+/// port in it), so tests can compare whole lines: `vis_x{node="h:1"} 3` reads `vis_x 3`.
+pub fn without_node_label(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let Some(open) = line.find("{node=\"") else {
+                return line.to_string();
+            };
+            let after = &line[open + 7..];
+            let Some(close) = after.find('"') else {
+                return line.to_string();
+            };
+            let rest = &after[close + 1..];
+            match rest.strip_prefix(',') {
+                Some(more) => format!("{}{{{more}", &line[..open]),
+                None => format!("{}{}", &line[..open], rest.trim_start_matches('}')),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
