@@ -24,6 +24,30 @@ const TTL: &str = "5";
 
 /// The model of these tests: a user message is the code of one block, run once; after the
 /// block, the answer is "Done.". Sessions never cross: each request carries its own history.
+/// The test twice: nodes over one SQLite file (one machine) and over one PostgreSQL database
+/// (the tests' cluster), as `NAME::sqlite` and `NAME::postgres`.
+macro_rules! on_both_stores {
+    ($name:ident, |$env:ident| $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn sqlite() {
+                let $env = crate::support::TestEnv::new();
+                $body
+            }
+
+            #[test]
+            fn postgres() {
+                let $env = crate::support::TestEnv::new();
+                $env.use_postgres();
+                $body
+            }
+        }
+    };
+}
+
 fn script(fake: &FakeProvider) {
     fake.respond_with(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
@@ -69,7 +93,7 @@ fn node(env: &TestEnv) -> ServeProcess {
 }
 
 fn token(env: &TestEnv) -> String {
-    std::fs::read_to_string(vis::config::serve_token_path(&env.db()))
+    std::fs::read_to_string(env.store_dir().join("serve-token"))
         .unwrap()
         .trim()
         .to_string()
@@ -153,7 +177,7 @@ fn outputs(evs: &[Sse]) -> Vec<String> {
         .collect()
 }
 
-vistest!(
+on_both_stores!(
     a_session_made_on_one_node_is_driven_through_another,
     |env| {
         let fake = FakeProvider::start();
@@ -239,7 +263,7 @@ vistest!(
     }
 );
 
-vistest!(
+on_both_stores!(
     a_killed_node_s_sessions_are_taken_over_and_none_of_its_workers_survive,
     |env| {
         let fake = FakeProvider::start();
@@ -326,7 +350,7 @@ vistest!(
     }
 );
 
-vistest!(
+on_both_stores!(
     racing_takeovers_leave_the_session_to_exactly_one_node,
     |env| {
         let fake = FakeProvider::start();
@@ -392,7 +416,7 @@ vistest!(
     }
 );
 
-vistest!(a_node_that_cannot_keep_its_lease_stops_the_worker, |env| {
+on_both_stores!(a_node_that_cannot_keep_its_lease_stops_the_worker, |env| {
     let fake = FakeProvider::start();
     script(&fake);
     configure(&env, &fake);
@@ -478,7 +502,7 @@ const LOAD_SESSIONS: usize = 200;
 const LOAD_TURNS: usize = 2;
 const LOAD_IN_FLIGHT: usize = 16;
 
-vistest!(
+on_both_stores!(
     two_hundred_sessions_on_three_nodes_lose_nothing_when_a_node_dies_twice,
     |env| {
         use std::sync::{Arc, Mutex};

@@ -29,6 +29,8 @@ pub fn worker_bin() -> PathBuf {
 /// One test's world: a temp dir holding `vis.db`, a `workspace/` and `home/` (VIS_HOME).
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
+    /// A PostgreSQL database this env's commands use instead of `vis.db` ([`TestEnv::use_postgres`]).
+    postgres: std::cell::OnceCell<String>,
 }
 
 pub struct Run {
@@ -59,15 +61,43 @@ impl TestEnv {
     pub fn untrusted() -> TestEnv {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("workspace")).unwrap();
-        TestEnv { dir }
+        TestEnv {
+            dir,
+            postgres: std::cell::OnceCell::new(),
+        }
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
+    /// The store this env's commands use: `vis.db` in its dir, or the PostgreSQL URL chosen by
+    /// [`TestEnv::use_postgres`] (`store::open` and `--db` take either).
     pub fn db(&self) -> PathBuf {
-        self.dir.path().join("vis.db")
+        match self.postgres.get() {
+            Some(url) => PathBuf::from(url),
+            None => self.dir.path().join("vis.db"),
+        }
+    }
+
+    /// From now on this env's store is a fresh database on the tests' PostgreSQL cluster.
+    pub fn use_postgres(&self) {
+        let url = postgres::database();
+        assert!(self.postgres.set(url).is_ok(), "use_postgres called twice");
+    }
+
+    /// Where Vis keeps this env's files beside its store (the serve token, artifacts): the
+    /// env's dir for `vis.db`, `VIS_HOME/postgres/<database key>` for PostgreSQL.
+    pub fn store_dir(&self) -> PathBuf {
+        match self.postgres.get() {
+            Some(url) => self
+                .dir
+                .path()
+                .join("home")
+                .join("postgres")
+                .join(vis::store::state_key(url)),
+            None => self.dir.path().to_path_buf(),
+        }
     }
 
     /// The user config directory of this env (`VIS_CONFIG_DIR` of its commands; may not exist).
