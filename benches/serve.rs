@@ -88,7 +88,12 @@ fn main() {
     let nodes = arg("--nodes", 1).max(1);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("vis.db");
+    // `--db postgres://…` measures a PostgreSQL store (an empty database); else a SQLite file.
+    let args: Vec<String> = std::env::args().collect();
+    let db = match args.iter().position(|a| a == "--db").and_then(|i| args.get(i + 1)) {
+        Some(url) => PathBuf::from(url),
+        None => dir.path().join("vis.db"),
+    };
     let fake = FakeProvider::start();
     // Reply by where the conversation stands: a block after the person's message, an answer
     // after the block's result. The block prints its session and turn.
