@@ -90,7 +90,11 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     // `--db postgres://…` measures a PostgreSQL store (an empty database); else a SQLite file.
     let args: Vec<String> = std::env::args().collect();
-    let db = match args.iter().position(|a| a == "--db").and_then(|i| args.get(i + 1)) {
+    let db = match args
+        .iter()
+        .position(|a| a == "--db")
+        .and_then(|i| args.get(i + 1))
+    {
         Some(url) => PathBuf::from(url),
         None => dir.path().join("vis.db"),
     };

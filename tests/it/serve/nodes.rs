@@ -24,6 +24,11 @@ const TTL: &str = "5";
 
 /// The model of these tests: a user message is the code of one block, run once; after the
 /// block, the answer is "Done.". Sessions never cross: each request carries its own history.
+/// One three-node test at a time: each runs three servers and their workers (the load test
+/// 200 sessions), and two at once on 2 cores can starve a node's lease renewal, after which
+/// the node rightly gives the session up mid-block.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The test twice: nodes over one SQLite file (one machine) and over one PostgreSQL database
 /// (the tests' cluster), as `NAME::sqlite` and `NAME::postgres`.
 macro_rules! on_both_stores {
@@ -34,12 +39,18 @@ macro_rules! on_both_stores {
 
             #[test]
             fn sqlite() {
+                let _serial = super::ONE_AT_A_TIME
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 let $env = crate::support::TestEnv::new();
                 $body
             }
 
             #[test]
             fn postgres() {
+                let _serial = super::ONE_AT_A_TIME
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 let $env = crate::support::TestEnv::new();
                 $env.use_postgres();
                 $body
