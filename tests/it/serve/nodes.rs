@@ -472,7 +472,15 @@ on_both_stores!(a_node_that_cannot_keep_its_lease_stops_the_worker, |env| {
                 .any(|l| l.starts_with("vis_leases_lost_total{") && l.ends_with(" 1")),
             "{text}"
         );
-        let (_, list) = c.json(Method::GET, "/api/sessions", None).await;
+        // The node drops the session after its worker is gone: shown parked once it has.
+        let mut list = Value::Null;
+        for _ in 0..100 {
+            list = c.json(Method::GET, "/api/sessions", None).await.1;
+            if list[0]["status"] == "parked" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         assert_eq!(list[0]["status"], "parked", "{list}");
     });
 });
