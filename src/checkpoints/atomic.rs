@@ -74,9 +74,25 @@ fn stage(
     places: &mut Vec<Place>,
     staged: &mut Vec<Option<OsString>>,
 ) -> Result<(), CheckpointError> {
-    // Every target's directory first: a refused one changes nothing.
+    // Every target's directory first: a refused one changes nothing. One descriptor per
+    // directory, shared by its files (a rewind of thousands of files in a few directories
+    // must not run out of descriptors).
+    let mut dirs: std::collections::HashMap<PathBuf, std::sync::Arc<super::beneath::Dir>> =
+        std::collections::HashMap::new();
     for m in moves {
-        places.push(place(roots, &m.target, created_dirs)?);
+        let parent = m.target.parent().map(Path::to_path_buf);
+        let known = parent.as_ref().and_then(|p| dirs.get(p));
+        let found = match (known, m.target.file_name()) {
+            (Some(dir), Some(name)) => Place {
+                dir: dir.clone(),
+                name: name.to_os_string(),
+            },
+            _ => place(roots, &m.target, created_dirs)?,
+        };
+        if let Some(parent) = parent {
+            dirs.entry(parent).or_insert_with(|| found.dir.clone());
+        }
+        places.push(found);
     }
     for (m, p) in moves.iter().zip(places.iter()) {
         let Some(state) = &m.state else {

@@ -78,7 +78,7 @@ fn in_span(checkpoint: &Checkpoint, span: Span) -> bool {
 }
 
 /// The path relative to its root when there is one root, else as it is.
-fn display_path(path: &str, roots: &[String]) -> String {
+pub(super) fn display_path(path: &str, roots: &[String]) -> String {
     if roots.len() == 1 {
         if let Ok(rel) = Path::new(path).strip_prefix(&roots[0]) {
             return rel.to_string_lossy().into_owned();

@@ -76,18 +76,13 @@ pub fn rewind_session(
     let mut files = rewind_files(recorder, &plan, options.force, record_turn, cut)?;
     let mut overwritten: Vec<String> = plan.conflicts.iter().map(|c| c.path.clone()).collect();
     // Paths as the person sees them: relative to the workspace, when there is one root.
-    if let [root] = recorder.roots() {
-        let relative = |path: &mut String| {
-            if let Ok(rel) = std::path::Path::new(path.as_str()).strip_prefix(root) {
-                *path = rel.to_string_lossy().into_owned();
-            }
-        };
-        files.restored.iter_mut().for_each(relative);
-        files.removed.iter_mut().for_each(relative);
-        files.kept.iter_mut().for_each(relative);
-        files.not_restored.iter_mut().for_each(|(p, _)| relative(p));
-        overwritten.iter_mut().for_each(relative);
-    }
+    let roots = recorder.roots();
+    let relative = |path: &mut String| *path = super::diff::display_path(path, roots);
+    files.restored.iter_mut().for_each(relative);
+    files.removed.iter_mut().for_each(relative);
+    files.kept.iter_mut().for_each(relative);
+    files.not_restored.iter_mut().for_each(|(p, _)| relative(p));
+    overwritten.iter_mut().for_each(relative);
     if options.code_only {
         let text = notice_text(turn, &files);
         let tokens = crate::catalog::count_tokens(&text).unwrap_or(text.len() / 4) as i64 + 4;

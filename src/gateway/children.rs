@@ -361,18 +361,10 @@ impl SubSessions for Children {
                 ready(self.state(&id).and_then(|(s, _)| Self::reply(&id, &s)))
             }
             HostRequest::SubCancel { id } => {
-                let found = match lock(&self.running).get(&id) {
-                    Some(r) => {
-                        r.cancel.cancel();
-                        true
-                    }
-                    None => false,
-                };
-                if !found {
-                    // Not running here: it ended (or ran in a process that stopped).
-                    if let Err(e) = self.own_child(&id) {
-                        return ready(Err(e));
-                    }
+                // One not running here ended (or ran in a process that stopped); `state`
+                // answers for it, or says it is not this session's child.
+                if let Some(r) = lock(&self.running).get(&id) {
+                    r.cancel.cancel();
                 }
                 ready(self.state(&id).and_then(|(s, _)| Self::reply(&id, &s)))
             }
@@ -390,6 +382,8 @@ impl SubSessions for Children {
                 let Some(mut receiver) = receiver.filter(|_| !state.finished()) else {
                     return ready(Self::reply(&id, &state));
                 };
+                // A timeout too long for a `Duration` (1e20 s) is no limit at all.
+                let timeout = timeout.and_then(|t| Duration::try_from_secs_f64(t).ok());
                 Box::pin(async move {
                     let state = match timeout {
                         None => receiver
@@ -398,12 +392,10 @@ impl SubSessions for Children {
                             .map(|s| s.clone())
                             .ok(),
                         Some(t) => {
-                            let ended = tokio::time::timeout(
-                                Duration::from_secs_f64(t),
-                                receiver.wait_for(ChildState::finished),
-                            )
-                            .await
-                            .map(|s| s.map(|s| s.clone()).ok());
+                            let ended =
+                                tokio::time::timeout(t, receiver.wait_for(ChildState::finished))
+                                    .await
+                                    .map(|s| s.map(|s| s.clone()).ok());
                             match ended {
                                 Ok(state) => state,
                                 Err(_) => Some(receiver.borrow().clone()),

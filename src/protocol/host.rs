@@ -234,6 +234,18 @@ impl HostRequest {
         })
     }
 
+    /// A call about sub-sessions (`spawn`, `Sub.*`, `subs()`): the session's children answer it.
+    pub fn is_sub_session(&self) -> bool {
+        matches!(
+            self,
+            HostRequest::Spawn(_)
+                | HostRequest::SubWait { .. }
+                | HostRequest::SubStatus { .. }
+                | HostRequest::SubCancel { .. }
+                | HostRequest::SubList {}
+        )
+    }
+
     /// The method's name, as the worker sent it.
     pub fn method(&self) -> &'static str {
         match self {

@@ -61,6 +61,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use client::install_crypto_provider;
 pub use client::{ModelResponse, Provider};
 pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;

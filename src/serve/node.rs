@@ -139,7 +139,7 @@ impl Node {
     }
 
     /// Takes the lease of `session_id` unless another live node holds it. A lease held by an
-    /// earlier process of this very node (same id, its process gone from this machine) is
+    /// earlier process of this very node (same id and address, its process gone from this machine) is
     /// taken over at once instead of waiting for it to expire.
     pub fn claim(&self, session_id: &str) -> Result<Claim, StoreError> {
         if let Some(epoch) = self.holds(session_id) {
@@ -149,7 +149,10 @@ impl Node {
         let mut claim =
             self.with_store(|s| s.acquire_lease(session_id, &self.me(), self.ttl, None))?;
         if let LeaseClaim::Held(h) = &claim {
-            if h.node_id == self.id && h.instance != self.instance && !instance_alive(&h.instance) {
+            // Only an earlier process of this very listener: the process check below can say
+            // nothing about another machine's processes (a node id shared by mistake).
+            let same_listener = h.node_id == self.id && h.address == self.address;
+            if same_listener && h.instance != self.instance && !instance_alive(&h.instance) {
                 let epoch = h.epoch;
                 claim = self.with_store(|s| {
                     s.acquire_lease(session_id, &self.me(), self.ttl, Some(epoch))

@@ -46,11 +46,22 @@ const NOT_FORWARDED: &[&str] = &[
     "transfer-encoding",
     "upgrade",
     "content-length",
+    // The peer's cookies are its own (its login), never the client's of this node.
+    "set-cookie",
     FORWARDED_BY,
 ];
 
-/// The session a path is about: `/api/sessions/{id}` and everything beneath it.
+/// The session a path is about: `/api/sessions/{id}` and everything beneath it. A path with
+/// a dot segment (`..`, `.`, or either percent-encoded) is about none: the peer's URL parser
+/// would resolve it to another route, and only session routes are passed on.
 fn session_of(path: &str) -> Option<&str> {
+    let dotted = path.split('/').any(|segment| {
+        let lower = segment.to_ascii_lowercase();
+        lower == "." || lower == ".." || lower.contains("%2e")
+    });
+    if dotted {
+        return None;
+    }
     let rest = path.strip_prefix("/api/sessions/")?;
     let id = rest.split('/').next()?;
     (!id.is_empty()).then_some(id)
@@ -123,16 +134,21 @@ enum Retry {
     Moved,
 }
 
-fn peer_client() -> &'static reqwest::Client {
-    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(3))
-            .build()
-            .unwrap_or_default()
-    })
+/// The client for other nodes: no redirects, and never through `HTTP_PROXY` and the like (a
+/// proxy would see the shared token); `None` if it cannot be built.
+fn peer_client() -> Option<&'static reqwest::Client> {
+    static CLIENT: std::sync::OnceLock<Option<reqwest::Client>> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            crate::providers::install_crypto_provider();
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .connect_timeout(Duration::from_secs(3))
+                .build()
+                .ok()
+        })
+        .as_ref()
 }
 
 async fn forward(
@@ -157,7 +173,13 @@ async fn forward(
             headers.insert(HeaderName::from_static(FORWARDED_BY), v);
         }
     }
-    let sent = peer_client()
+    let Some(client) = peer_client() else {
+        return Ok(
+            ApiError::internal("the HTTP client for other nodes could not be built")
+                .into_response(),
+        );
+    };
+    let sent = client
         .request(parts.method.clone(), &url)
         .headers(headers)
         .body(body)
@@ -227,5 +249,9 @@ mod tests {
         assert_eq!(super::session_of("/api/sessions"), None);
         assert_eq!(super::session_of("/api/sessions/"), None);
         assert_eq!(super::session_of("/metrics"), None);
+        // Dot segments would leave the session's routes at the peer: never routed.
+        assert_eq!(super::session_of("/api/sessions/s-1/../../login"), None);
+        assert_eq!(super::session_of("/api/sessions/s-1/%2E%2e/x"), None);
+        assert_eq!(super::session_of("/api/sessions/s-1/./turns"), None);
     }
 }

@@ -285,15 +285,7 @@ vistest!(metrics_and_the_session_api_carry_the_cost, |env| {
     rt.block_on(async {
         let c = Client::new(&server);
         let id = served_session(&env, &fake, &c).await;
-        let text = c
-            .req(reqwest::Method::GET, "/metrics")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let text = crate::support::serve::without_node_label(&text);
+        let text = c.metrics().await;
         // Uncached: 20,000 + 20,500 + 1,000; weighted adds 20,000 reads at 0.5 (the built-in
         // price of an unknown OpenAI-compatible model).
         for line in [

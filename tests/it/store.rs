@@ -557,6 +557,48 @@ fn damaged_records_are_errors_not_defaults() {
     );
 }
 
+/// What schema 6 added (finish reasons, input limits).
+const ADDED_IN_6: &str = "
+ALTER TABLE requests DROP COLUMN finish_reason;
+ALTER TABLE sessions DROP COLUMN input_limit;
+ALTER TABLE sessions DROP COLUMN input_limit_source;
+";
+
+/// What schemas 7-11 added: cost columns, forks and the log of definitions, sub-sessions,
+/// leases, images.
+const ADDED_AFTER_6: &str = "
+ALTER TABLE sessions DROP COLUMN forked_from;
+ALTER TABLE sessions DROP COLUMN cache_key;
+DROP TABLE def_changes;
+ALTER TABLE requests DROP COLUMN uncached_tokens;
+ALTER TABLE requests DROP COLUMN cache_write_tokens;
+ALTER TABLE requests DROP COLUMN weighted_tokens;
+ALTER TABLE requests DROP COLUMN expected_cached_tokens;
+ALTER TABLE requests DROP COLUMN cache_miss;
+DROP TABLE images;
+ALTER TABLE history DROP COLUMN images;
+DROP TABLE session_leases;
+DROP INDEX sessions_by_parent;
+ALTER TABLE sessions DROP COLUMN parent_session;
+ALTER TABLE sessions DROP COLUMN parent_turn;
+ALTER TABLE sessions DROP COLUMN parent_iteration;
+ALTER TABLE sessions DROP COLUMN sub_task;
+ALTER TABLE sessions DROP COLUMN sub_status;
+ALTER TABLE sessions DROP COLUMN sub_answer;
+";
+
+/// Leaves the SQLite file `db` as schema `version` (4, 5 or 6) had it, after running `rows`
+/// (the old rows a test needs, written while the newer columns still exist).
+fn downgrade(db: &std::path::Path, version: u32, rows: &str) {
+    let added_in_6 = if version < 6 { ADDED_IN_6 } else { "" };
+    Connection::open(db)
+        .unwrap()
+        .execute_batch(&format!(
+            "{rows}{added_in_6}{ADDED_AFTER_6}PRAGMA user_version = {version};"
+        ))
+        .unwrap();
+}
+
 #[test]
 fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_requests() {
     let dir = tempfile::tempdir().unwrap();
@@ -580,22 +622,7 @@ fn a_schema_5_database_gains_finish_reasons_and_input_limits_keeping_its_request
     }
     {
         // As schema 5 had it: no finish reasons, no input limits.
-        let raw = Connection::open(&db).unwrap();
-        raw.execute_batch(
-            "ALTER TABLE requests DROP COLUMN finish_reason;
-             ALTER TABLE sessions DROP COLUMN input_limit;
-             ALTER TABLE sessions DROP COLUMN input_limit_source;
-             ALTER TABLE sessions DROP COLUMN forked_from;
-             ALTER TABLE sessions DROP COLUMN cache_key;
-             DROP TABLE def_changes;
-             ALTER TABLE requests DROP COLUMN uncached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_write_tokens;
-             ALTER TABLE requests DROP COLUMN weighted_tokens;
-             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_miss;
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 5;",
-        )
-        .unwrap();
+        downgrade(&db, 5, "");
     }
     let store = Store::open(&db).unwrap();
     assert_eq!(
@@ -639,22 +666,8 @@ fn a_schema_6_database_gains_the_cost_columns_keeping_its_requests_unpriced() {
             .unwrap();
     }
     {
-        // As schema 6 had it: no cost columns (and without what schemas 9-11 added).
-        let raw = Connection::open(&db).unwrap();
-        raw.execute_batch(&format!(
-            "{}DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 6;",
-            "
-ALTER TABLE sessions DROP COLUMN forked_from;
-ALTER TABLE sessions DROP COLUMN cache_key;
-DROP TABLE def_changes;
-ALTER TABLE requests DROP COLUMN uncached_tokens;
-ALTER TABLE requests DROP COLUMN cache_write_tokens;
-ALTER TABLE requests DROP COLUMN weighted_tokens;
-ALTER TABLE requests DROP COLUMN expected_cached_tokens;
-ALTER TABLE requests DROP COLUMN cache_miss;
-"
-        ))
-        .unwrap();
+        // As schema 6 had it: no cost columns.
+        downgrade(&db, 6, "");
     }
     let mut store = Store::open(&db).unwrap();
     assert_eq!(
@@ -730,24 +743,12 @@ fn catalog_snapshots_stamped_in_seconds_are_brought_to_milliseconds() {
         .save_catalog_snapshot(&snap)
         .unwrap();
     {
-        // As a schema-4 database left it: seconds (and without what schema 6 added).
-        let raw = Connection::open(&db).unwrap();
-        raw.execute_batch(
-            "UPDATE catalog_snapshots SET created_at = 1764806400;
-             ALTER TABLE requests DROP COLUMN finish_reason;
-             ALTER TABLE sessions DROP COLUMN input_limit;
-             ALTER TABLE sessions DROP COLUMN input_limit_source;
-             ALTER TABLE sessions DROP COLUMN forked_from;
-             ALTER TABLE sessions DROP COLUMN cache_key;
-             DROP TABLE def_changes;
-             ALTER TABLE requests DROP COLUMN uncached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_write_tokens;
-             ALTER TABLE requests DROP COLUMN weighted_tokens;
-             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_miss;
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 4;",
-        )
-        .unwrap();
+        // As a schema-4 database left it: seconds.
+        downgrade(
+            &db,
+            4,
+            "UPDATE catalog_snapshots SET created_at = 1764806400;",
+        );
     }
     let store = Store::open(&db).unwrap();
     assert!(store.schema_version().unwrap() >= 5);
@@ -769,22 +770,13 @@ fn a_schema_6_database_starts_its_log_of_definitions_with_those_it_has() {
     }
     {
         // As schema 6 had it: no forks, no log of definition changes; one definition.
-        let raw = Connection::open(&db).unwrap();
-        raw.execute_batch(
-            "ALTER TABLE sessions DROP COLUMN forked_from;
-             ALTER TABLE sessions DROP COLUMN cache_key;
-             DROP TABLE def_changes;
-             ALTER TABLE requests DROP COLUMN uncached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_write_tokens;
-             ALTER TABLE requests DROP COLUMN weighted_tokens;
-             ALTER TABLE requests DROP COLUMN expected_cached_tokens;
-             ALTER TABLE requests DROP COLUMN cache_miss;
-             INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
+        downgrade(
+            &db,
+            6,
+            "INSERT INTO turns (session_id, turn, kind, status, started_at) VALUES ('s', 1, 'exec', 'done', 0);
              INSERT INTO defs (session_id, name, kind, source, signature, doc, seq, turn, iteration)
-                 VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);
-             DROP TABLE images; ALTER TABLE history DROP COLUMN images; DROP TABLE session_leases; DROP INDEX sessions_by_parent; ALTER TABLE sessions DROP COLUMN parent_session; ALTER TABLE sessions DROP COLUMN parent_turn; ALTER TABLE sessions DROP COLUMN parent_iteration; ALTER TABLE sessions DROP COLUMN sub_task; ALTER TABLE sessions DROP COLUMN sub_status; ALTER TABLE sessions DROP COLUMN sub_answer; PRAGMA user_version = 6;",
-        )
-        .unwrap();
+                 VALUES ('s', 'f', 'function', 'def f(): pass', 'def f()', '', 1, 1, 1);",
+        );
     }
     let mut store = Store::open(&db).unwrap();
     assert_eq!(

@@ -25,10 +25,10 @@
 //! runs out (the automatic fold would come next).
 
 use crate::gateway::history::{Entry, NoticeMeta};
-use crate::protocol::{group_thousands, FoldCandidate, FoldHint, HistoryItem, Level};
+use crate::protocol::{FoldCandidate, FoldHint, HistoryItem, Level};
 use crate::providers::CachePrices;
 
-use super::Now;
+use super::{thousands, Now};
 
 /// The fewest requests a fold is expected to pay off over (early in a session the count so
 /// far says little).
@@ -254,10 +254,6 @@ pub fn rank(entries: &[Entry], spans: &[Span], p: &Pricing<'_>) -> FoldHint {
         candidates,
         text,
     }
-}
-
-fn thousands(n: u64) -> String {
-    group_thousands(n as usize)
 }
 
 /// The advice in one line; `None` when no fold is worth making.

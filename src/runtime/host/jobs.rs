@@ -105,15 +105,7 @@ impl JobInfo {
 
 /// 1204 → "1,204".
 fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    crate::protocol::group_thousands(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 #[derive(Debug, Default)]

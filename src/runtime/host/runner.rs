@@ -121,14 +121,7 @@ pub struct NoConversation {
 impl HostCalls for NoConversation {
     fn answer(&mut self, _store: &mut Store, request: HostRequest) -> Answered {
         let method = request.method();
-        if matches!(
-            request,
-            HostRequest::Spawn(_)
-                | HostRequest::SubWait { .. }
-                | HostRequest::SubStatus { .. }
-                | HostRequest::SubCancel { .. }
-                | HostRequest::SubList {}
-        ) {
+        if request.is_sub_session() {
             return Answered::from(Err(CallError(format!(
                 "{method}: sub-sessions need a model, and {} has none; run the work from `vis chat` or `vis serve` (with a provider configured), or do it in this block",
                 self.what

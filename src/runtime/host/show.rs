@@ -52,8 +52,17 @@ impl ImageShelf {
         let caption = caption
             .map(|c| clip(c.trim(), MAX_CAPTION_CHARS))
             .filter(|c| !c.is_empty());
-        let prepared =
-            prepare(&bytes, caption, &self.limits).map_err(|e| CallError(e.to_string()))?;
+        // A full decode and a scaled re-encode can take long: where the runtime has other
+        // worker threads, this one hands its other tasks to them meanwhile.
+        let limits = &self.limits;
+        let run = move || prepare(&bytes, caption, limits);
+        let prepared = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(run)
+            }
+            _ => run(),
+        }
+        .map_err(|e| CallError(e.to_string()))?;
         store
             .put_image(&prepared.meta, &prepared.data)
             .map_err(|e| CallError(format!("show(): the image could not be stored: {e}")))?;

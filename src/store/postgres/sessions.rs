@@ -16,7 +16,7 @@ use crate::protocol::{
 };
 use crate::store::api::{
     Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
-    TurnRange,
+    TurnRange, SESSION_TABLES,
 };
 use crate::store::{now_millis, process_identity, Result};
 
@@ -171,25 +171,19 @@ impl SessionRecords for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
             lock_session(&tx, session_id).await?;
-            for table in [
-                "history",
-                "requests",
-                "folds",
-                "chat_prefix",
-                "iterations",
-                "turns",
-                "defs",
-                "def_changes",
-                "worker_events",
-            ] {
+            // Rows that refer to others first, the session's own row last.
+            for table in SESSION_TABLES.iter().rev() {
+                let key = if *table == "sessions" {
+                    "id"
+                } else {
+                    "session_id"
+                };
                 tx.execute(
-                    &format!("DELETE FROM {table} WHERE session_id = $1"),
+                    &format!("DELETE FROM {table} WHERE {key} = $1"),
                     &[&session_id],
                 )
                 .await?;
             }
-            tx.execute("DELETE FROM sessions WHERE id = $1", &[&session_id])
-                .await?;
             tx.commit().await?;
             Ok(())
         })

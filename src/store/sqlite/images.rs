@@ -1,4 +1,4 @@
-//! Images in the SQLite store (migration 9): one row per distinct image, keyed by the blake3
+//! Images in the SQLite store (migration 11): one row per distinct image, keyed by the blake3
 //! hash of its bytes, so a fork or a second showing of the same image adds nothing.
 
 use rusqlite::{params, OptionalExtension};

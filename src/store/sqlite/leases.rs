@@ -1,4 +1,4 @@
-//! Session leases in SQLite (migration 9): which `vis serve` node runs a session.
+//! Session leases in SQLite (migration 10): which `vis serve` node runs a session.
 //!
 //! Each operation is one statement, a compare-and-set on the row's expiry, instance and
 //! epoch, so the PostgreSQL version is a straight port (`INSERT … ON CONFLICT DO NOTHING`,
@@ -14,7 +14,7 @@ use super::SqliteStore;
 use crate::store::api::{LeaseClaim, LeaseHolder, LeaseNode, Leases};
 use crate::store::{now_millis, Result};
 
-/// The table (migration 9). `expires_at` is in milliseconds on the store's clock; a released
+/// The table (migration 10). `expires_at` is in milliseconds on the store's clock; a released
 /// lease keeps its row (and its epoch, so epochs only grow) with `expires_at = 0`.
 pub const LEASES_SQL: &str = "CREATE TABLE session_leases (
     session_id TEXT PRIMARY KEY,

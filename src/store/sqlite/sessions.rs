@@ -11,7 +11,7 @@ use crate::protocol::{
 };
 use crate::store::api::{
     Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
-    TurnRange,
+    TurnRange, SESSION_TABLES,
 };
 use crate::store::{now_millis, Result};
 
@@ -333,23 +333,18 @@ impl SessionRecords for SqliteStore {
     /// Removes a session and everything recorded for it.
     fn delete_session(&mut self, session_id: &str) -> Result<()> {
         let tx = self.immediate()?;
-        for table in [
-            "history",
-            "requests",
-            "folds",
-            "chat_prefix",
-            "iterations",
-            "turns",
-            "defs",
-            "def_changes",
-            "worker_events",
-        ] {
+        // Rows that refer to others first, the session's own row last.
+        for table in SESSION_TABLES.iter().rev() {
+            let key = if *table == "sessions" {
+                "id"
+            } else {
+                "session_id"
+            };
             tx.execute(
-                &format!("DELETE FROM {table} WHERE session_id = ?1"),
+                &format!("DELETE FROM {table} WHERE {key} = ?1"),
                 [session_id],
             )?;
         }
-        tx.execute("DELETE FROM sessions WHERE id = ?1", [session_id])?;
         tx.commit()?;
         Ok(())
     }

@@ -338,15 +338,7 @@ vistest!(metrics_count_workers_tokens_and_errors, |env| {
         read_events(c.turn(&id, "one").await, 1000).await;
         fake.push(vis_fake_error());
         read_events(c.turn(&id, "two").await, 1000).await;
-        let text = c
-            .req(reqwest::Method::GET, "/metrics")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let text = crate::support::serve::without_node_label(&text);
+        let text = c.metrics().await;
         for line in [
             "vis_live_workers 1".to_string(),
             "vis_input_tokens_total 2200".to_string(),
@@ -414,7 +406,7 @@ vistest!(
         }));
         let mut text = String::new();
         for _ in 0..100 {
-            text = crate::support::serve::without_node_label(&c.req(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap());
+            text = c.metrics().await;
             if text.lines().any(|l| l == "vis_live_workers 0") {
                 break;
             }

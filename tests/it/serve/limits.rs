@@ -208,15 +208,7 @@ vistest!(
 
 /// `vis_event_log_bytes` from `/metrics`.
 async fn log_bytes(c: &Client) -> (u64, String) {
-    let text = c
-        .req(Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let text = crate::support::serve::without_node_label(&text);
+    let text = c.metrics().await;
     let n = text
         .lines()
         .find_map(|l| l.strip_prefix("vis_event_log_bytes "))

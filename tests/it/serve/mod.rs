@@ -50,6 +50,20 @@ impl Client {
         }
     }
 
+    /// `/metrics` without the `node="…"` label every sample carries
+    /// (`support::serve::without_node_label`), so whole lines can be compared.
+    pub async fn metrics(&self) -> String {
+        let text = self
+            .req(reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        crate::support::serve::without_node_label(&text)
+    }
+
     pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let mut r = self.http.request(method, format!("{}{path}", self.url));
         if let Some(t) = &self.token {
