@@ -39,6 +39,7 @@ mod live_output;
 mod mcp;
 mod outside;
 mod providers;
+mod python_home;
 mod replay;
 mod rewind_beneath;
 mod sandbox;

@@ -318,7 +318,7 @@ fn serve(
     isolation: Isolation,
     queue: mpsc::Receiver<HostMessage>,
 ) -> Result<(), RuntimeError> {
-    Python::initialize();
+    super::interpreter::initialize(&super::interpreter::placement())?;
     let (runner, version) = Python::attach(|py| super::prelude::start(py, args)).map_err(py_err)?;
     // The runner's SIGINT handler is in place: from now on SIGINT means KeyboardInterrupt.
     channel::set_interpreter_thread();

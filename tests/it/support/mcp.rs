@@ -57,15 +57,22 @@ pub fn with_fixture(env: &TestEnv, extra: &str) {
 /// Runs `vis mcp ARGS` under the Python SDK client with `body` as the test body (see
 /// `driver.py`); returns what the body recorded with `out(...)`.
 pub fn drive(env: &TestEnv, args: &[&str], body: &str) -> Value {
-    let mut cmd = Command::new(python());
+    let mut client = Command::new(python());
+    client
+        .env("VIS_HOME", env.path().join("home"))
+        .env("VIS_CONFIG_DIR", env.config_dir());
+    drive_with(env, client, args, body)
+}
+
+/// [`drive`] with `client`: the client's Python, with the environment the test chose (the
+/// client passes its own environment to `vis mcp`).
+pub fn drive_with(env: &TestEnv, mut cmd: Command, args: &[&str], body: &str) -> Value {
     cmd.arg(repo().join("tests/fixtures/mcp/driver.py"))
         .arg(vis_bin())
         .arg("--db")
         .arg(env.db())
         .arg("mcp")
         .args(args)
-        .env("VIS_HOME", env.path().join("home"))
-        .env("VIS_CONFIG_DIR", env.config_dir())
         .current_dir(env.workspace())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
