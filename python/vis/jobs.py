@@ -229,9 +229,10 @@ def background(cmd: str, timeout: float | None = None) -> Job:
     so in one line. At most `[jobs] max` jobs (default 8) run at once; `jobs()` lists them.
     Example: `job = sh.background("cargo test 2>&1"); ...; job.wait(600)`.
     """
-    import resource
     import subprocess
     import threading
+
+    from vis.shell import start_process
 
     global _next_id
     if not isinstance(cmd, str) or not cmd.strip():
@@ -254,22 +255,7 @@ def background(cmd: str, timeout: float | None = None) -> Job:
         artifact = "%s/job-%d.txt" % (_state.artifact_dir, job_id)
         os.makedirs(_state.artifact_dir or ".", exist_ok=True)
         open(artifact, "wb").close()
-        cwd = _state.workspace_roots[0] if _state.workspace_roots else None
-        # The worker's memory cap is a soft limit; commands get the machine's limit back.
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                shell=True,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        proc = start_process(cmd, subprocess.PIPE, shell=True)
         job = Job(job_id, cmd, artifact, proc, timeout)
         _JOBS[job_id] = job
     _report({"event": "started", "id": job_id, "command": cmd, "artifact": artifact})
@@ -294,12 +280,10 @@ def _block_time_left() -> float | None:
 
 
 def _kill_group(pid: int) -> None:
-    import signal
+    # Imported here: `vis.shell` imports this module when it loads.
+    from vis.shell import kill_group
 
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(pid)
 
 
 def _report(report: dict[str, object]) -> None:

@@ -9,6 +9,7 @@ from vis import _state
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
     import subprocess
+    from typing import IO
 
 
 class ShellResult:
@@ -99,50 +100,65 @@ def run_to_file(
     """Runs `cmd` in the workspace with stdout and stderr (in order) going to a fresh artifact
     file; after `timeout` seconds its whole process group is killed. Returns (exit code or
     None if killed, artifact path, seconds, timed out). For `sh` and extensions."""
-    import resource
     import subprocess
 
-    cwd = _state.workspace_roots[0] if _state.workspace_roots else None
     artifact = _state.next_artifact(prefix)
     os.makedirs(os.path.dirname(artifact) or ".", exist_ok=True)
     started = time.monotonic()
     timed_out = False
     with open(artifact, "wb") as out:
-        # The worker's memory cap is a soft limit; commands get the machine's limit back.
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                shell=shell,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
-        finally:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        proc = start_process(cmd, out, shell=shell, env=env)
         try:
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc.pid)
+            proc.wait()
             code, timed_out = None, True
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc.pid)
+            proc.wait()
             raise
     return code, artifact, time.monotonic() - started, timed_out
 
 
-def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+def start_process(
+    cmd: str | list[str], stdout: "int | IO[bytes]", shell: bool = False, env: dict[str, str] | None = None
+) -> "subprocess.Popen[bytes]":
+    """Starts `cmd` in the workspace (its first root) in a process group of its own, stdin
+    `/dev/null`, stdout and stderr together into `stdout` (a file or `subprocess.PIPE`), with
+    the machine's memory limit rather than the worker's. For `sh`, `sh.background` and
+    extensions; `kill_group(proc.pid)` ends it with everything it started."""
+    import resource
+    import subprocess
+
+    cwd = _state.workspace_roots[0] if _state.workspace_roots else None
+    # The worker's memory cap is a soft limit; commands get the machine's limit back.
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        return subprocess.Popen(
+            cmd,
+            shell=shell,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL to the process group `pid` leads (one `start_process` started); a group that is
+    gone already is no error."""
     import signal
 
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
 
 
 def _attach_background() -> None:

@@ -81,10 +81,12 @@ impl Conversation {
         prices: CachePrices,
     ) -> Result<(Conversation, Vec<String>), GatewayError> {
         let prefix = store.chat_prefix(id)?;
-        let mut entries = history::from_rows(store, id, store.history(id)?)?;
+        let mut entries = history::from_rows(store.history(id)?)?;
         let notes = super::repair::repair_running_turns(store, id, &mut entries)?;
         let marks: Vec<Mark> = entries.iter().map(Mark::of).collect();
         let folds = fold::load(store, id, &mut entries)?;
+        // Only now, with the folds applied: a folded image's bytes are never read.
+        history::load_images(store, id, &mut entries)?;
         let pending = folds
             .iter()
             .filter_map(|f| f.measurement.before().map(|b| (f.group_id, f.id, b)))

@@ -59,25 +59,45 @@ pub enum NoticeMeta {
     },
 }
 
-/// Rebuilds the items from stored rows, with the bytes of the images they show (each loaded
-/// once, shared by the items that show it).
-pub fn from_rows(
-    store: &Store,
-    session_id: &str,
-    rows: Vec<HistoryRow>,
-) -> Result<Vec<Entry>, GatewayError> {
-    let mut loaded: HashMap<String, Arc<[u8]>> = HashMap::new();
-    rows.into_iter()
-        .map(|row| from_row(store, session_id, &mut loaded, row))
-        .collect()
+/// Rebuilds the items from stored rows, *without* the bytes of the images they show: their
+/// data stays empty until [`load_images`] reads it for the items a request will carry (the
+/// caller applies folds first, so a folded image is never read).
+pub fn from_rows(rows: Vec<HistoryRow>) -> Result<Vec<Entry>, GatewayError> {
+    rows.into_iter().map(from_row).collect()
 }
 
-fn from_row(
+/// Reads the bytes of the images `entries` show (each once, shared by the items that show it).
+/// Returns how many images it read from the store.
+pub fn load_images(
     store: &Store,
     session_id: &str,
-    loaded: &mut HashMap<String, Arc<[u8]>>,
-    row: HistoryRow,
-) -> Result<Entry, GatewayError> {
+    entries: &mut [Entry],
+) -> Result<usize, GatewayError> {
+    let mut loaded: HashMap<String, Arc<[u8]>> = HashMap::new();
+    for entry in entries.iter_mut() {
+        let HistoryItem::ToolResult { images, .. } = &mut entry.item else {
+            continue;
+        };
+        for image in images.iter_mut() {
+            if let Some(data) = loaded.get(&image.meta.hash) {
+                image.data = data.clone();
+                continue;
+            }
+            let (_, bytes) = store.image(session_id, &image.meta.hash)?.ok_or_else(|| {
+                GatewayError::CorruptHistory {
+                    seq: entry.seq,
+                    detail: format!("image {} is not in the store", image.meta.hash),
+                }
+            })?;
+            let data: Arc<[u8]> = bytes.into();
+            loaded.insert(image.meta.hash.clone(), data.clone());
+            image.data = data;
+        }
+    }
+    Ok(loaded.len())
+}
+
+fn from_row(row: HistoryRow) -> Result<Entry, GatewayError> {
     let corrupt = |what: String| GatewayError::CorruptHistory {
         seq: row.seq,
         detail: what,
@@ -104,25 +124,11 @@ fn from_row(
             images: row
                 .images
                 .iter()
-                .map(|meta| {
-                    let data = match loaded.get(&meta.hash) {
-                        Some(data) => data.clone(),
-                        None => {
-                            let (_, bytes) =
-                                store.image(session_id, &meta.hash)?.ok_or_else(|| {
-                                    corrupt(format!("image {} is not in the store", meta.hash))
-                                })?;
-                            let data: Arc<[u8]> = bytes.into();
-                            loaded.insert(meta.hash.clone(), data.clone());
-                            data
-                        }
-                    };
-                    Ok(ShownImage {
-                        meta: meta.clone(),
-                        data,
-                    })
+                .map(|meta| ShownImage {
+                    meta: meta.clone(),
+                    data: Arc::from([]),
                 })
-                .collect::<Result<_, GatewayError>>()?,
+                .collect(),
         },
     };
     let meta = match &row.meta {

@@ -173,6 +173,15 @@ impl Slot {
             .unwrap_or(0)
     }
 
+    /// The session's background jobs, oldest first (none before its first turn here).
+    pub fn jobs(&self) -> Vec<crate::runtime::JobInfo> {
+        self.jobs_watched
+            .lock()
+            .ok()
+            .and_then(|w| w.as_ref().map(|j| j.list()))
+            .unwrap_or_default()
+    }
+
     fn idle_for(&self) -> Duration {
         self.last_used
             .lock()

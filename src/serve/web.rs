@@ -59,6 +59,7 @@ pub(super) static MODULES: &[Module] = modules![
     "session-view.js",
     "live.js",
     "session.js",
+    "work.js",
 ];
 
 pub async fn index() -> Response {

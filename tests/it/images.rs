@@ -19,7 +19,7 @@ use crate::support::TestEnv;
 use crate::vistest;
 
 /// A `width`×`height` image in `format`, with content (so scaling changes it).
-fn image_bytes(width: u32, height: u32, format: image::ImageFormat) -> Vec<u8> {
+pub(crate) fn image_bytes(width: u32, height: u32, format: image::ImageFormat) -> Vec<u8> {
     let img = image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(width, height, |x, y| {
         image::Rgb([
             (x * 7 % 256) as u8,
@@ -454,4 +454,71 @@ vistest!(a_resumed_session_sends_the_same_image_bytes, |env| {
         let after = messages(&reqs[2].body);
         assert_eq!(before[..], after[..before.len()], "{kind}");
     }
+});
+
+vistest!(resume_reads_no_bytes_of_a_folded_image, |env| {
+    let rt = events();
+    let png = image_bytes(64, 48, image::ImageFormat::Png);
+    std::fs::write(env.workspace().join("p.png"), &png).unwrap();
+    let kind = ProviderKind::Anthropic;
+    let fake = FakeProvider::start();
+    fake.push(calls(kind, "a", &["show('p.png')"]));
+    fake.push(answer(kind, "seen"));
+    fake.push(calls(
+        kind,
+        "b",
+        &["print(fold_session('t1', 'GIST: turn 1 showed p.png')['fold'])"],
+    ));
+    fake.push(answer(kind, "folded"));
+    fake.push(answer(kind, "resumed"));
+    let mut s = settings(&env, &fake, kind);
+    s.provider.images = Some(true);
+    let id = "folded-image";
+    let mut session = new_session(&env, s.clone(), id);
+    turn(&rt, &mut session, "show it");
+    let (end, _) = turn(&rt, &mut session, "fold it");
+    assert_eq!(end.status, TurnStatus::Done, "{end:?}");
+    drop(session);
+    // The folded image's bytes go (a store pruned by hand, or a row lost): the conversation
+    // never sends them again, so resuming must not read them.
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    assert_eq!(conn.execute("DELETE FROM images", []).unwrap(), 1);
+    drop(conn);
+    let store = Store::open(&env.db()).unwrap();
+    let (mut session, _) = ChatSession::open(store, &env.db(), id, s.clone()).unwrap();
+    let (end, _) = turn(&rt, &mut session, "and now?");
+    assert_eq!(end.status, TurnStatus::Done, "{end:?}");
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 5);
+    assert_eq!(
+        sent_images(&reqs[1].json()).len(),
+        1,
+        "shown before the fold"
+    );
+    let last = reqs[4].body_str();
+    assert!(sent_images(&reqs[4].json()).is_empty(), "{last}");
+    assert!(last.contains("GIST: turn 1 showed p.png"), "{last}");
+    drop(session);
+    // An image a request still carries is read, and its loss is named.
+    let fake = FakeProvider::start();
+    fake.push(calls(kind, "c", &["show('p.png')"]));
+    fake.push(answer(kind, "seen again"));
+    let mut s = settings(&env, &fake, kind);
+    s.provider.images = Some(true);
+    let mut session = new_session(&env, s.clone(), "unfolded-image");
+    turn(&rt, &mut session, "show it");
+    drop(session);
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    assert_eq!(conn.execute("DELETE FROM images", []).unwrap(), 1);
+    drop(conn);
+    let store = Store::open(&env.db()).unwrap();
+    let err = ChatSession::open(store, &env.db(), "unfolded-image", s)
+        .err()
+        .expect("an image the conversation carries is missing");
+    let hash = blake3::hash(&png).to_hex().to_string();
+    assert!(
+        err.to_string()
+            .contains(&format!("image {hash} is not in the store")),
+        "{err}"
+    );
 });

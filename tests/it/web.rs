@@ -21,14 +21,14 @@ use crate::vistest;
 use browser::Browser;
 
 /// Another client of the server (a script, `curl`), with the server's token.
-struct Api {
-    http: reqwest::Client,
-    url: String,
-    token: String,
+pub(crate) struct Api {
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) token: String,
 }
 
 impl Api {
-    fn new(server: &TestServer) -> Api {
+    pub(crate) fn new(server: &TestServer) -> Api {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Api {
             http: reqwest::Client::new(),
@@ -37,7 +37,7 @@ impl Api {
         }
     }
 
-    fn post(&self, path: &str, body: Value) -> reqwest::RequestBuilder {
+    pub(crate) fn post(&self, path: &str, body: Value) -> reqwest::RequestBuilder {
         self.http
             .post(format!("{}{path}", self.url))
             .header("content-type", "application/json")
@@ -45,7 +45,7 @@ impl Api {
             .body(body.to_string())
     }
 
-    async fn create(&self, env: &TestEnv) -> String {
+    pub(crate) async fn create(&self, env: &TestEnv) -> String {
         let resp = self
             .post("/api/sessions", json!({"workspace": env.workspace()}))
             .send()
@@ -58,7 +58,7 @@ impl Api {
 }
 
 /// A reply that says `text` and runs `code`, with the given input and cached tokens.
-fn block(tag: &str, text: &str, code: &str, input: u64, cached: u64) -> Reply {
+pub(crate) fn block(tag: &str, text: &str, code: &str, input: u64, cached: u64) -> Reply {
     Reply::openai()
         .text(text)
         .tool_call(
@@ -70,7 +70,7 @@ fn block(tag: &str, text: &str, code: &str, input: u64, cached: u64) -> Reply {
         .build()
 }
 
-fn final_answer(text: &str, input: u64, cached: u64) -> Reply {
+pub(crate) fn final_answer(text: &str, input: u64, cached: u64) -> Reply {
     Reply::openai()
         .text(text)
         .usage(usage(input, cached, 40))

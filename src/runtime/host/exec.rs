@@ -131,7 +131,7 @@ impl Supervisor {
             output.push_str(&line);
             output.push('\n');
         }
-        for line in self.jobs.tell_lost(&std::mem::take(&mut self.lost_jobs)) {
+        for line in self.jobs.tell_lost() {
             output.push_str(&line);
             output.push('\n');
         }

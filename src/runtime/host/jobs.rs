@@ -191,6 +191,8 @@ impl Jobs {
     }
 
     /// Marks every running job lost because its worker ended (`why`); returns their ids.
+    /// The table keeps them lost and untold until [`Jobs::tell_lost`] or
+    /// [`Jobs::take_announcements`] tells the model, so nobody else tracks them.
     pub fn lose_running(&self, why: &str) -> Vec<u32> {
         let mut events = Vec::new();
         let mut lost = Vec::new();
@@ -211,29 +213,24 @@ impl Jobs {
         lost
     }
 
-    /// The lines of the jobs with these ids the model was not told about yet (for a block's
+    /// The lines of the lost jobs the model was not told about yet (for the next block's
     /// output), marking them told.
-    pub fn tell_lost(&self, ids: &[u32]) -> Vec<String> {
-        let mut table = self.lock();
-        let mut lines = Vec::new();
-        for id in ids {
-            if let Some(job) = table.jobs.get_mut(id) {
-                if !job.announced {
-                    job.announced = true;
-                    lines.extend(job.ending_line());
-                }
-            }
-        }
-        lines
+    pub fn tell_lost(&self) -> Vec<String> {
+        self.tell(|job| job.state == JobState::Lost)
     }
 
     /// The lines for the jobs that ended since the model last heard, oldest first; each job
     /// is returned once.
     pub fn take_announcements(&self) -> Vec<String> {
+        self.tell(|job| job.state != JobState::Running)
+    }
+
+    /// The ending lines of the untold jobs `which` picks, oldest first, marking them told.
+    fn tell(&self, which: impl Fn(&JobInfo) -> bool) -> Vec<String> {
         let mut table = self.lock();
         let mut lines = Vec::new();
         for job in table.jobs.values_mut() {
-            if job.state != JobState::Running && !job.announced {
+            if !job.announced && which(job) {
                 job.announced = true;
                 lines.extend(job.ending_line());
             }
@@ -417,8 +414,18 @@ mod tests {
         jobs.apply(finished(2, 1));
         let lost = jobs.lose_running("after restart()");
         assert_eq!(lost, vec![1]);
-        let lines = jobs.tell_lost(&lost);
-        assert!(jobs.tell_lost(&lost).is_empty(), "told once");
+        let lines = jobs.tell_lost();
+        assert_eq!(
+            lines.len(),
+            1,
+            "the finished job is not a lost one: {lines:?}"
+        );
+        assert!(jobs.tell_lost().is_empty(), "told once");
+        assert_eq!(
+            jobs.take_announcements().len(),
+            1,
+            "the finished job is still announced, the lost one not again"
+        );
         assert!(lines[0]
             .starts_with("[vis] job 1 lost: it was killed with its worker (after restart())"));
         // A late finish of a lost job changes nothing.

@@ -38,7 +38,7 @@ mod tail;
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use channel::{HostCall, HostCallSink};
 pub use exec::validate_code;
-pub use jobs::Jobs;
+pub use jobs::{JobInfo, Jobs};
 pub use options::{WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT};
 pub use runner::{
     Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,

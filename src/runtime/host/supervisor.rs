@@ -36,11 +36,9 @@ pub struct Supervisor {
     /// A worker process launched before the options were known ([`Supervisor::adopt`]),
     /// started by the next [`Supervisor::start`].
     pub(super) launched: Option<Launched>,
-    /// The session's background jobs (they outlive blocks, not workers).
+    /// The session's background jobs (they outlive blocks, not workers). The table is the
+    /// one owner of their state, lost ones included: see [`Jobs::lose_running`].
     pub(super) jobs: Jobs,
-    /// Jobs lost with a worker, to name in the next block's output (unless the model was
-    /// told already).
-    pub(super) lost_jobs: Vec<u32>,
 }
 
 impl Supervisor {
@@ -61,7 +59,6 @@ impl Supervisor {
             mcp: None,
             launched: None,
             jobs: Jobs::new(opts_jobs_max),
-            lost_jobs: Vec::new(),
         }
     }
 
@@ -118,8 +115,8 @@ impl Supervisor {
     }
 
     /// Marks the jobs of a worker that ended lost (`why` it ended), for the next block.
-    pub(super) fn lose_jobs(&mut self, why: &str) {
-        self.lost_jobs.extend(self.jobs.lose_running(why));
+    pub(super) fn lose_jobs(&self, why: &str) {
+        self.jobs.lose_running(why);
     }
 
     pub fn is_running(&self) -> bool {

@@ -181,6 +181,8 @@ pub async fn get_session(
         // Sub-sessions (issue 27 §3): the one that spawned this session, and its own.
         "parent": store.child(&id).map_err(e)?,
         "children": store.children_of(&id).map_err(e)?,
+        // Background jobs (issue 27 §1) of the worker this node runs for the session.
+        "jobs": slot.as_ref().map(|s| s.jobs()).unwrap_or_default(),
     })))
 }
 

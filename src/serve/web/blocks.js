@@ -6,6 +6,7 @@ import { badge, el } from './dom.js';
 import { clock, wall } from './format.js';
 import { highlight } from './highlight.js';
 import { markdown } from './markdown.js';
+import { childrenBox } from './work.js';
 
 const COLLAPSE_LINES = 8;
 const LIVE_LINES = 5;
@@ -79,6 +80,7 @@ export function blockCard(b) {
   if (b.code !== undefined && b.code !== null) card.append(el('pre', { class: 'code' }, el('code', {}, highlight(b.code))));
   if (b.output !== undefined && b.output !== null) card.append(outputBox(b.output));
   if (b.session && b.images && b.images.length) card.append(imagesBox(b.session, b.images));
+  if (b.children && b.children.length) card.append(childrenBox(b.children));
   return card;
 }
 

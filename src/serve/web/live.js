@@ -12,6 +12,7 @@ import { blockCard, blockOutput, finishBlock, notice, turnHead, userMsg } from '
 import { chart } from './chart.js';
 import { renderSessionList } from './session-list.js';
 import { renderHead } from './session-view.js';
+import { applyJobEvent, childNotice } from './work.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -74,6 +75,14 @@ function runningCard(view, ev) {
     liveAppend(view, card);
   }
   return card;
+}
+
+// The session head's list of jobs follows the job events.
+function jobChanged(view, ev) {
+  const d = state.detail;
+  if (!d || d.session.id !== view.id) return;
+  d.jobs = applyJobEvent(d.jobs || [], ev);
+  if (state.current === view.id) renderHead(d);
 }
 
 function onEvent(view, ev, follow) {
@@ -173,10 +182,17 @@ function onEvent(view, ev, follow) {
       // Background jobs (sh.background): their starts and ends, between turns too.
       view.jobs = (view.jobs || new Set()).add(ev.id);
       liveAppend(view, notice(`job ${ev.id} started: ${ev.command} (${view.jobs.size} running)`));
+      jobChanged(view, ev);
       break;
     case 'job_finished':
       if (view.jobs) view.jobs.delete(ev.id);
       liveAppend(view, notice(`${ev.line} (${view.jobs ? view.jobs.size : 0} running)`));
+      jobChanged(view, ev);
+      break;
+    case 'child_started':
+    case 'child_finished':
+      // Sub-sessions (spawn()): each a link that opens it.
+      liveAppend(view, childNotice(ev));
       break;
     case 'error':
       liveAppend(view, el('div', { class: 'turn-error' }, `${ev.kind}: ${ev.message}`));

@@ -5,12 +5,14 @@
 import { $ } from './dom.js';
 import { enc } from './format.js';
 import { state } from './state.js';
-import { request } from './api.js';
+import { getJson, request } from './api.js';
 import { noteExpiredLogin, wireLoginForm } from './login.js';
 import { highlight } from './highlight.js';
 import { inline, markdown } from './markdown.js';
 import { loadSessions } from './session-list.js';
 import { openSession, refreshCurrent, send } from './session.js';
+import { renderHead } from './session-view.js';
+import { runningJobs } from './work.js';
 
 const POLL_MS = 3000;
 
@@ -27,6 +29,20 @@ async function poll() {
   const now = state.sessions.find((s) => s.id === id);
   const was = before.get(id);
   if (now && (!was || was.status !== now.status || was.updated_at !== now.updated_at)) refreshCurrent();
+  else refreshJobs(id);
+}
+
+// Between turns, jobs that run go on and end: while the open session shows one running, its
+// head is read again (the page after the last turn: no history, just the jobs).
+async function refreshJobs(id) {
+  const d = state.detail;
+  if (!d || d.session.id !== id || !runningJobs(d.jobs)) return;
+  const after = ((d.page && d.page.turns_total) || 0) + 1;
+  let page;
+  try { page = await getJson(`/api/sessions/${enc(id)}?from_turn=${after}&turns=1`); } catch (_) { return; }
+  if (state.current !== id || state.detail !== d || state.lives.has(id)) return;
+  d.jobs = page.jobs || [];
+  renderHead(d);
 }
 
 function wire() {

@@ -2,10 +2,11 @@
 // transcript with a live turn at its end, and the composer's buttons.
 
 import { $, badge, el, tokens } from './dom.js';
-import { enc, plural } from './format.js';
+import { plural } from './format.js';
 import { state } from './state.js';
 import { chart } from './chart.js';
 import { transcript } from './transcript.js';
+import { firstLine, jobsLine, sessionLink } from './work.js';
 
 function totals(d) {
   const t = { input: 0, cached: 0, output: 0, requests: 0, failed: 0 };
@@ -22,7 +23,7 @@ function totals(d) {
 // Sub-sessions (spawn()): a link to the session that spawned this one, and one to each of
 // its own children with its status and answer's first line (all inserted as text).
 function family(d) {
-  const link = (id) => el('a', { href: `#${enc(id)}`, class: 'sid' }, id);
+  const link = (id) => sessionLink(id);
   const parts = [];
   if (d.parent) {
     parts.push(el('div', { class: 'meta parent' }, 'sub-session of ', link(d.parent.link.parent),
@@ -32,7 +33,7 @@ function family(d) {
   if (children.length) {
     parts.push(el('div', { class: 'meta children' }, `${plural(children.length, 'sub-session')}: `,
       ...children.map((c) => el('span', { class: 'child' }, link(c.link.child),
-        ` ${c.status}${c.answer ? ` — ${c.answer.split('\n')[0].slice(0, 80)}` : ''} `))));
+        ` ${c.status}${c.answer ? ` — ${firstLine(c.answer, 80)}` : ''} `))));
   }
   return parts;
 }
@@ -48,7 +49,8 @@ export function renderHead(d) {
       `${(d.session.workspace_roots || []).join(', ')} · ${m.provider || '?'} ${m.model || ''} · `,
       tokens(t.input, t.cached, t.output),
       ` · ${plural(t.requests, 'request')}${t.failed ? ` (${t.failed} failed)` : ''} · ${plural(folds, 'fold')}`),
-    ...family(d));
+    ...family(d),
+    jobsLine(d.jobs));
 }
 
 export function renderDetail(d) {

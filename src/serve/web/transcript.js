@@ -28,6 +28,12 @@ export function transcript(d, skipTurn) {
   const root = document.createDocumentFragment();
   const iters = new Map((d.iterations || []).map((it) => [`${it.turn}/${it.iteration}`, it]));
   const turns = new Map((d.turns || []).map((t) => [t.turn, t]));
+  // The sub-sessions each block spawned, shown under its card.
+  const spawned = new Map();
+  for (const c of d.children || []) {
+    const key = `${c.link.turn}/${c.link.iteration}`;
+    spawned.set(key, (spawned.get(key) || []).concat([c]));
+  }
   const items = (d.history || []).filter((h) => h.turn !== skipTurn);
   const results = new Map();
   for (const h of items) if (h.kind === 'tool_result' && h.call_id) results.set(h.call_id, h);
@@ -79,6 +85,7 @@ export function transcript(d, skipTurn) {
             wall_ms: it ? it.duration_ms : null,
             session: d.session && d.session.id,
             images: r ? r.images : null,
+            children: r ? spawned.get(`${r.turn}/${r.iteration}`) : null,
           }));
         }
       }
@@ -90,7 +97,7 @@ export function transcript(d, skipTurn) {
       }
     } else if (h.kind === 'tool_result' && !shown.has(h.seq)) {
       const it = iters.get(`${h.turn}/${h.iteration}`);
-      into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null, session: d.session && d.session.id, images: h.images }));
+      into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null, session: d.session && d.session.id, images: h.images, children: spawned.get(`${h.turn}/${h.iteration}`) }));
     }
   };
 
