@@ -257,7 +257,7 @@ fn sub_sessions(
 ) -> Result<(Arc<dyn SubSessions>, Vec<String>), CliError> {
     let Some(provider) = sub_session_provider(provider, config)? else {
         let why = format!(
-            "sub-sessions need a model, and this `vis mcp` has none configured; name one in {} ([provider] name = \"openai\" or \"anthropic\" and model = \"…\", with its key in OPENAI_API_KEY or ANTHROPIC_API_KEY; or [spawn] model = \"…\"), or start vis mcp with --provider and --model; or do the work in this block",
+            "sub-sessions need a model, and this vis mcp has none configured; name one in {} ([provider] name = \"openai\" or \"anthropic\" and model = \"…\", with its key in OPENAI_API_KEY or ANTHROPIC_API_KEY; or [spawn] model = \"…\"), or start vis mcp with --provider and --model; or do the work in this block",
             config.dir.join("config.toml").display()
         );
         return Ok((Arc::new(Unavailable { why }), Vec::new()));
