@@ -1,10 +1,14 @@
 //! Sub-session benchmarks (issue 27 §3), `cargo bench --bench spawn`:
 //!
 //! 1. the overhead of a sub-session: from the block's `spawn()` call to the child's first
-//!    request arriving at the fake provider (target ≤ 10 ms each; medians);
+//!    request arriving at the fake provider (target ≤ 10 ms each; median and p90), for a
+//!    child with every tool and for one with `tools=["cat", "grep"]`;
 //! 2. the input tokens of a 4-file review done with `spawn` (one child per file) against the
-//!    same review done in the parent (four `cat` blocks), summed over every request of every
-//!    session involved (the gateway's o200k estimate of each request).
+//!    same review done in the parent (four `cat` blocks): the raw input tokens summed over
+//!    every request of every session involved (the gateway's o200k estimate of each request),
+//!    and the parent's context growth (its last request's estimate less its first's).
+//!
+//! `SPAWN_ROUNDS` sets how many children the overhead is measured over (default 41).
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -29,9 +33,12 @@ use vis::providers::ProviderKind;
 use vis::runtime::WorkerOptions;
 use vis::store::Store;
 
-fn median(mut xs: Vec<f64>) -> f64 {
+/// The `q` quantile (0..=1) of `xs`, nearest rank.
+fn quantile(xs: &[f64], q: f64) -> f64 {
+    let mut xs = xs.to_vec();
     xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
+    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len());
+    xs[rank - 1]
 }
 
 fn settings(dir: &Path, fake: &FakeProvider) -> ChatSettings {
@@ -94,8 +101,9 @@ fn run(rt: &tokio::runtime::Runtime, s: &mut ChatSession, message: &str) {
     });
 }
 
-/// 1: `spawn()` to the child's first request, `rounds` times (a new child each turn).
-fn overhead(rt: &tokio::runtime::Runtime, rounds: usize) {
+/// 1: `spawn()` to the child's first request, `rounds` times (a new child each turn);
+/// `tools` is the `spawn()` argument.
+fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("ws")).unwrap();
     std::fs::create_dir_all(dir.path().join("config")).unwrap();
@@ -107,7 +115,7 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize) {
         // The parent's block, the child's answer (its arrival noted), the parent's answer.
         fake.push(call(
             &format!("p{round}"),
-            "import time\nt0 = time.time()\ns = spawn('BENCH child: answer ok')\nprint('T0', repr(t0))\ns.wait()",
+            &format!("import time\nt0 = time.time()\ns = spawn('BENCH child: answer ok', tools={tools})\nprint('T0', repr(t0))\ns.wait()"),
         ));
         let noted = arrivals.clone();
         fake.push_fn(move |_| {
@@ -132,11 +140,12 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize) {
     rt.block_on(s.shutdown());
     // The first child pays for the parent's first-use costs; report it apart.
     let first = overheads[0];
-    let rest = overheads[1..].to_vec();
+    let rest = &overheads[1..];
     println!(
-        "spawn → child's first request: first {first:.2} ms; then median {:.2} ms, max {:.2} ms over {} children",
-        median(rest.clone()),
-        rest.iter().cloned().fold(0.0, f64::max),
+        "spawn(tools={tools}) → child's first request: first {first:.2} ms; then median {:.2} ms, p90 {:.2} ms, max {:.2} ms over {} children",
+        quantile(rest, 0.5),
+        quantile(rest, 0.9),
+        quantile(rest, 1.0),
         rest.len()
     );
 }
@@ -154,8 +163,17 @@ fn source(k: usize, lines: usize) -> String {
     s
 }
 
-/// Sum of the requests' o200k estimates of the sessions in the store.
-fn input_tokens(dir: &Path) -> (i64, usize) {
+/// What one way of doing the review cost: the requests' o200k estimates.
+struct Spent {
+    /// Summed over every request of every session in the store.
+    total: i64,
+    requests: usize,
+    /// The parent's first and last request.
+    parent_first: i64,
+    parent_last: i64,
+}
+
+fn spent(dir: &Path, parent: &str) -> Spent {
     let store = Store::open(&dir.join("vis.db")).unwrap();
     let mut total = 0;
     let mut requests = 0;
@@ -165,7 +183,27 @@ fn input_tokens(dir: &Path) -> (i64, usize) {
             requests += 1;
         }
     }
-    (total, requests)
+    let own = store.requests(parent).unwrap();
+    Spent {
+        total,
+        requests,
+        parent_first: own.first().map_or(0, |r| r.estimate_tokens),
+        parent_last: own.last().map_or(0, |r| r.estimate_tokens),
+    }
+}
+
+impl std::fmt::Display for Spent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} input tokens over {} requests; the parent's context {} → {} (+{})",
+            self.total,
+            self.requests,
+            self.parent_first,
+            self.parent_last,
+            self.parent_last - self.parent_first
+        )
+    }
 }
 
 /// 2: a 4-file review in the parent, and with one child per file.
@@ -192,7 +230,7 @@ fn review_tokens(rt: &tokio::runtime::Runtime) {
     let mut s = session(dir.path(), &fake, "bench-inline");
     run(rt, &mut s, "review the four modules");
     rt.block_on(s.shutdown());
-    let (inline, inline_requests) = input_tokens(dir.path());
+    let inline = spent(dir.path(), "bench-inline");
     // With spawn: the parent fans out; each child reads its file and answers in one line.
     let dir = prepare();
     let fake = FakeProvider::start();
@@ -217,17 +255,9 @@ fn review_tokens(rt: &tokio::runtime::Runtime) {
     let mut s = session(dir.path(), &fake, "bench-spawned");
     run(rt, &mut s, "review the four modules");
     rt.block_on(s.shutdown());
-    let (spawned, spawned_requests) = input_tokens(dir.path());
-    let store = Store::open(&dir.path().join("vis.db")).unwrap();
-    let parent_only: i64 = store
-        .requests("bench-spawned")
-        .unwrap()
-        .iter()
-        .map(|r| r.estimate_tokens)
-        .sum();
-    println!(
-        "4-file review (300-line files): in the parent {inline} input tokens over {inline_requests} requests; with spawn {spawned} over {spawned_requests} requests, of which the parent's own {parent_only}"
-    );
+    let spawned = spent(dir.path(), "bench-spawned");
+    println!("4-file review (300-line files), in the parent: {inline}");
+    println!("4-file review (300-line files), with spawn:    {spawned}");
 }
 
 fn main() {
@@ -239,7 +269,8 @@ fn main() {
     let rounds = std::env::var("SPAWN_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(21);
-    overhead(&rt, rounds);
+        .unwrap_or(41);
+    overhead(&rt, rounds, "'all'");
+    overhead(&rt, rounds, "['cat', 'grep']");
     review_tokens(&rt);
 }

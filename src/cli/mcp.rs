@@ -7,18 +7,20 @@
 //! - `vis mcp list [DIR]` shows the servers a session in DIR would run and what is skipped.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    limits, load_config, resolve_workspace, session_id, session_roots, worker_options,
-    workspace_or_current, LimitArgs,
+    chat_settings, limits, load_config, resolve_workspace, session_id, session_roots,
+    spawn_settings, sub_session_provider, worker_options, workspace_or_current, LimitArgs,
+    ProviderArgs,
 };
 use super::term::{errln, escape_controls, outln};
 use super::CliError;
 use crate::mcp::{serve, ServeOptions};
-use crate::runtime::{BlockLimits, BlockRunner, Supervisor};
+use crate::runtime::{BlockLimits, BlockRunner, SubSessions, Supervisor, Unavailable};
 use crate::store::Store;
 
 #[derive(Debug, Args)]
@@ -34,6 +36,9 @@ pub struct McpArgs {
     pub workspace: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// The model sub-sessions (`spawn()`) run with; `vis mcp` itself needs none.
+    #[command(flatten)]
+    pub provider: ProviderArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,12 +167,21 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     let supervisor = Supervisor::new(opts, defs);
     let hub = crate::mcp::hub_for(&config, &root, artifact_dir.clone(), &*store)?;
+    let (subs, sub_notes) = sub_sessions(
+        &args.provider,
+        &config,
+        &limits,
+        &root,
+        &*store,
+        db,
+        &session_id,
+    )?;
     let verb = if created { "new session" } else { "session" };
     errln!(
         "vis mcp: {verb} {session_id} (workspace {}; continue it with --session {session_id})",
         escape_controls(&roots[0])
     );
-    for note in hub.notices() {
+    for note in hub.notices().into_iter().chain(sub_notes) {
         errln!("{}", escape_controls(&note));
     }
     let mut runner = BlockRunner::new(
@@ -184,8 +198,9 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
         },
     );
     runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
+    runner.set_subs(subs);
     if !hub.is_empty() {
-        runner.set_tools(std::sync::Arc::new(hub));
+        runner.set_tools(Arc::new(hub));
     }
     let events = super::threaded_event_loop("vis mcp")?;
     let serve_opts = ServeOptions {
@@ -226,4 +241,33 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
             message: format!("vis mcp: {}", escape_controls(&e.to_string())),
         }),
     }
+}
+
+/// `spawn()` in `vis mcp`: children run with the provider and model the person configured
+/// for them (see [`sub_session_provider`]); without one, every sub-session call is refused
+/// with the setting to add. Also the lines about children a stopped `vis mcp` left running.
+fn sub_sessions(
+    provider: &ProviderArgs,
+    config: &crate::config::Config,
+    limits: &super::settings::Limits,
+    root: &Path,
+    store: &Store,
+    db: &Path,
+    session_id: &str,
+) -> Result<(Arc<dyn SubSessions>, Vec<String>), CliError> {
+    let Some(provider) = sub_session_provider(provider, config)? else {
+        let why = format!(
+            "sub-sessions need a model, and this vis mcp has none configured; name one in {} ([provider] name = \"openai\" or \"anthropic\" and model = \"…\", with its key in OPENAI_API_KEY or ANTHROPIC_API_KEY; or [spawn] model = \"…\"), or start vis mcp with --provider and --model; or do the work in this block",
+            config.dir.join("config.toml").display()
+        );
+        return Ok((Arc::new(Unavailable { why }), Vec::new()));
+    };
+    let settings = chat_settings(provider, config, limits.clone(), Some(root))?;
+    Ok(crate::gateway::sub_sessions_for(
+        store,
+        db,
+        session_id,
+        settings,
+        spawn_settings(config),
+    )?)
 }

@@ -224,6 +224,7 @@ pub fn spawn_settings(config: &Config) -> crate::gateway::SpawnSettings {
         max_depth: config.spawn.max_depth.unwrap_or(defaults.max_depth),
         max_parallel: config.spawn.max_parallel.unwrap_or(defaults.max_parallel),
         models: config.spawn.models.clone().unwrap_or_default(),
+        model: config.spawn.model.clone(),
     }
 }
 
@@ -416,6 +417,30 @@ pub fn provider_settings(
     settings.stream = config.provider.stream.unwrap_or(true);
     settings.images = config.provider.images;
     Ok(settings)
+}
+
+/// The provider sub-sessions run with in a host that has no model of its own (`vis mcp`):
+/// only one the person named (`--provider`/`--model` or `VIS_PROVIDER`/`VIS_MODEL`,
+/// `[provider] name` or `model`, `[spawn] model`), never a default, so that no block spends
+/// on a model nobody chose. `None` when nothing names one.
+pub fn sub_session_provider(
+    args: &ProviderArgs,
+    config: &Config,
+) -> Result<Option<ProviderSettings>, CliError> {
+    let model_named = given(&args.model).is_some() || config.provider.model.is_some();
+    let named = model_named
+        || given(&args.provider).is_some()
+        || config.provider.name.is_some()
+        || config.spawn.model.is_some();
+    if !named {
+        return Ok(None);
+    }
+    let mut settings = provider_settings(args, config, None)?;
+    // `[spawn] model` alone is the model, rather than the provider's default.
+    if let (false, Some(model)) = (model_named, &config.spawn.model) {
+        settings.model = model.clone();
+    }
+    Ok(Some(settings))
 }
 
 /// `[provider] request_timeout`, `idle_timeout` and `max_retries`, where the config sets them.

@@ -125,6 +125,7 @@ pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};
 /// max_depth = 2                   # nesting: 0 turns spawn() off, 1 children cannot spawn
 /// max_parallel = 4                # children of one session running at once; more queue
 /// models = ["gpt-4.1-mini"]       # models a child may name besides the session's own
+/// model = "gpt-4.1-mini"          # children's model when spawn() names none (vis mcp too)
 /// [jobs]                         # background jobs, sh.background (docs/jobs.md)
 /// max = 8                         # running at once per session
 /// output_mb = 64                  # output one job's artifact keeps

@@ -16,6 +16,9 @@ pub struct SpawnConfig {
     /// Models a child may name with `model=` besides the session's own (served by the
     /// session's provider).
     pub models: Option<Vec<String>>,
+    /// The model a child runs with when `spawn()` names none (default: the session's own);
+    /// it also gives `vis mcp`, which has no model of its own, one for its sub-sessions.
+    pub model: Option<String>,
 }
 
 impl SpawnConfig {
@@ -36,11 +39,16 @@ impl SpawnConfig {
                 at("max_parallel")
             ));
         }
-        for model in self.models.iter().flatten() {
+        for model in self.models.iter().flatten().chain(self.model.iter()) {
             if model.trim().is_empty() || model.chars().any(|c| c.is_control() || c == ' ') {
+                let key = if self.model.as_ref() == Some(model) {
+                    "model"
+                } else {
+                    "models"
+                };
                 return Err(format!(
-                    "{}`spawn.models` holds {:?}, which is not a model name; list names such as \"gpt-4.1-mini\"",
-                    at("models"),
+                    "{}`spawn.{key}` holds {:?}, which is not a model name; name models such as \"gpt-4.1-mini\"",
+                    at(key),
                     crate::protocol::clip(model, 60)
                 ));
             }

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{ChatSession, ChatSettings};
+use crate::catalog::ManifestEntry;
 use crate::protocol::{
     clip, CallAnswer, CallError, Event, HistoryItem, HostReply, HostRequest, SpawnParams,
     TurnStatus,
@@ -44,6 +45,8 @@ pub struct SpawnSettings {
     pub max_parallel: u32,
     /// Models a child may name besides the session's own.
     pub models: Vec<String>,
+    /// The model a child runs with when `spawn()` names none (`None`: the session's own).
+    pub model: Option<String>,
 }
 
 impl Default for SpawnSettings {
@@ -52,6 +55,7 @@ impl Default for SpawnSettings {
             max_depth: 2,
             max_parallel: 4,
             models: Vec::new(),
+            model: None,
         }
     }
 }
@@ -88,6 +92,9 @@ struct Blueprint {
     /// request needs no worker: the worker starts while the request streams).
     prefix: Option<ChatPrefix>,
     window: Option<crate::providers::ServerWindow>,
+    /// The parent's worker manifest and its version (see [`SubSessions::parent_manifest`]):
+    /// a child without the parent's prefix renders its catalog from it.
+    manifest: Option<(u64, Arc<Vec<ManifestEntry>>)>,
 }
 
 /// One session's children.
@@ -125,6 +132,7 @@ impl Children {
                 spawn,
                 prefix: None,
                 window: None,
+                manifest: None,
             }),
             slots,
             running: Mutex::new(HashMap::new()),
@@ -165,7 +173,7 @@ impl Children {
     }
 
     /// Cancels every child and waits for them to end (their workers stopped).
-    pub(super) async fn shutdown(&self) {
+    async fn stop_all(&self) {
         let tasks: Vec<JoinHandle<()>> = {
             let mut running = lock(&self.running);
             running
@@ -246,8 +254,10 @@ impl Children {
             db: blueprint.db.clone(),
             settings,
             spawn: blueprint.spawn.clone(),
-            // A child with fewer tools renders its own catalog from its own worker.
+            // A child with fewer tools (or of a parent without a conversation) renders its
+            // own catalog, from the parent's manifest when there is one.
             prefix: blueprint.prefix.filter(|_| params.deny.is_empty()),
+            manifest: blueprint.manifest.map(|(_, entries)| entries),
             window: blueprint.window,
             live: origin.live.clone(),
         };
@@ -423,6 +433,36 @@ impl SubSessions for Children {
             }
         }
     }
+
+    fn parent_manifest(&self, version: u64, entries: &[ManifestEntry]) {
+        let mut blueprint = lock(&self.blueprint);
+        // Copied once per change of the manifest (0: no worker has reported one yet).
+        let known = blueprint.manifest.as_ref().map(|(v, _)| *v);
+        if version != 0 && known != Some(version) {
+            blueprint.manifest = Some((version, Arc::new(entries.to_vec())));
+        }
+    }
+
+    fn shutdown(&self) -> crate::runtime::ShutdownFuture<'_> {
+        Box::pin(self.stop_all())
+    }
+}
+
+/// The sub-sessions of a session that has no conversation of its own (`vis mcp`: the client
+/// keeps it): children run with `settings` (the configured provider and model, the worker's
+/// options before this session's own paths are added). Children a stopped process left
+/// running are repaired first; the lines say so.
+pub fn sub_sessions_for(
+    store: &Store,
+    db: &std::path::Path,
+    parent: &str,
+    settings: ChatSettings,
+    spawn: SpawnSettings,
+) -> crate::store::Result<(Arc<dyn SubSessions>, Vec<String>)> {
+    let notes = repair_children(store, parent)?;
+    let depth = depth_of(store, parent)?;
+    let children = Children::new(parent, depth, db.to_path_buf(), settings, spawn);
+    Ok((Arc::new(children), notes))
 }
 
 /// Marks children a stopped gateway left queued or running as `interrupted` and closes
@@ -466,7 +506,7 @@ fn accepted_model(
 ) -> Result<String, CallError> {
     let own = settings.provider.model.clone();
     let Some(asked) = asked else {
-        return Ok(own);
+        return Ok(spawn.model.clone().unwrap_or(own));
     };
     let kind = settings.provider.kind.as_str();
     let name = asked
@@ -474,7 +514,8 @@ fn accepted_model(
         .and_then(|rest| rest.strip_prefix('/'))
         .unwrap_or(&asked)
         .trim();
-    if name == own || spawn.models.iter().any(|m| m == name) {
+    if name == own || spawn.models.iter().any(|m| m == name) || spawn.model.as_deref() == Some(name)
+    {
         return Ok(name.to_string());
     }
     let listed = if spawn.models.is_empty() {
@@ -504,6 +545,8 @@ struct ChildPlan {
     settings: ChatSettings,
     spawn: SpawnSettings,
     prefix: Option<ChatPrefix>,
+    /// The parent's manifest, for a child that renders its own catalog.
+    manifest: Option<Arc<Vec<ManifestEntry>>>,
     window: Option<crate::providers::ServerWindow>,
     live: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
 }
@@ -543,6 +586,36 @@ async fn run_child(
     let _ = state.send(ended);
 }
 
+/// The child's prefix rendered from the parent's manifest with the child's own deny list
+/// applied (what its worker will report: the same extensions, less what it leaves out; the
+/// parent's MCP servers are not the child's), so that its first request needs no worker.
+/// `None` (the child's worker renders it) when there is no manifest or rendering fails.
+fn catalog_prefix(plan: &ChildPlan, store: &Store) -> Option<ChatPrefix> {
+    let entries = plan.manifest.as_ref()?;
+    let kept: Vec<ManifestEntry> = entries
+        .iter()
+        .filter(|e| !matches!(e.origin, crate::catalog::Origin::Mcp(_)))
+        .cloned()
+        .collect();
+    let deny = crate::catalog::DenyList::new(plan.settings.worker.deny.iter().cloned()).ok()?;
+    let manifest = crate::catalog::Manifest::build(kept, &deny).ok()?;
+    let snapshot = crate::catalog::render_catalog(&manifest, plan.settings.catalog_budget).ok()?;
+    // Stored like any catalog the conversation shows (an update is a diff against it).
+    store.save_catalog_snapshot(&snapshot).ok()?;
+    let workspace = store
+        .require_session(&plan.id)
+        .ok()?
+        .workspace_roots
+        .first()
+        .map(PathBuf::from);
+    super::prompt::chat_prefix(
+        &snapshot,
+        workspace.as_deref(),
+        plan.settings.worker.trusted,
+    )
+    .ok()
+}
+
 /// Opens the child's session, runs its one turn, stops its worker.
 async fn run_to_end(plan: &ChildPlan, cancel: &CancellationToken) -> ChildState {
     let failed = |why: String| ChildState {
@@ -559,7 +632,11 @@ async fn run_to_end(plan: &ChildPlan, cancel: &CancellationToken) -> ChildState 
         Err(e) => return failed(e.to_string()),
     };
     session.set_spawn(plan.spawn.clone());
-    if let Some(prefix) = plan.prefix.clone() {
+    let prefix = plan
+        .prefix
+        .clone()
+        .or_else(|| catalog_prefix(plan, session.store()));
+    if let Some(prefix) = prefix {
         if let Err(e) = session.adopt_prefix(prefix) {
             return failed(e.to_string());
         }

@@ -45,7 +45,7 @@ use crate::runtime::{BlockRunner, RunError, RuntimeError, WorkerOptions};
 use crate::store::StoreError;
 
 pub use calls::MAX_GATEWAY_CALLS_PER_BLOCK;
-pub use children::{SpawnSettings, MAX_CHILD_ITERATIONS};
+pub use children::{sub_sessions_for, SpawnSettings, MAX_CHILD_ITERATIONS};
 pub use conversation::Conversation;
 pub use fold::{
     receipt_line, FoldError, LimitError, DEFAULT_GIST_MAX_TOKENS, MAX_FOLDS_PER_REQUEST,

@@ -44,6 +44,27 @@ pub fn system_text(catalog: &Snapshot, agents_md: Option<&str>, withheld: Option
     text
 }
 
+/// A session's prefix for `catalog`: the system text (with the workspace's instructions as
+/// its trust allows), the tool, and their token count.
+pub fn chat_prefix(
+    catalog: &Snapshot,
+    workspace: Option<&Path>,
+    trusted: bool,
+) -> Result<crate::store::ChatPrefix, crate::catalog::CatalogError> {
+    let agents = workspace.and_then(|w| shown_agents_md(w, trusted));
+    let withheld = workspace.and_then(|w| withheld_section(w, trusted));
+    let system = system_text(catalog, agents.as_deref(), withheld.as_deref());
+    let tool = serde_json::to_string(&crate::protocol::tool_spec()).unwrap_or_default();
+    let tokens = crate::catalog::count_tokens(&system)? + crate::catalog::count_tokens(&tool)?;
+    Ok(crate::store::ChatPrefix {
+        system,
+        tool,
+        catalog_hash: catalog.hash.clone(),
+        agents_md: agents,
+        tokens: tokens as i64,
+    })
+}
+
 /// The `AGENTS.md` the prompt may show: the workspace's when it is trusted, else none.
 pub fn shown_agents_md(workspace: &Path, trusted: bool) -> Option<String> {
     trusted.then(|| read_agents_md(workspace)).flatten()

@@ -299,7 +299,6 @@ impl ChatSession {
 
     /// Stops the sub-sessions, the worker and the MCP servers.
     pub async fn shutdown(&mut self) {
-        self.children.shutdown().await;
         self.runner.shutdown().await;
     }
 
@@ -330,23 +329,7 @@ impl ChatSession {
         let manifest_version = supervisor.manifest_version();
         self.runner.store().save_catalog_snapshot(&snapshot)?;
         let trusted = self.runner.supervisor().options().trusted;
-        let agents = self
-            .workspace()
-            .and_then(|w| prompt::shown_agents_md(&w, trusted));
-        let withheld = self
-            .workspace()
-            .and_then(|w| prompt::withheld_section(&w, trusted));
-        let system = prompt::system_text(&snapshot, agents.as_deref(), withheld.as_deref());
-        let tool_json = serde_json::to_string(&crate::protocol::tool_spec()).unwrap_or_default();
-        let tokens =
-            crate::catalog::count_tokens(&system)? + crate::catalog::count_tokens(&tool_json)?;
-        let prefix = ChatPrefix {
-            system,
-            tool: tool_json,
-            catalog_hash: snapshot.hash.clone(),
-            agents_md: agents,
-            tokens: tokens as i64,
-        };
+        let prefix = prompt::chat_prefix(&snapshot, self.workspace().as_deref(), trusted)?;
         self.runner.store().save_chat_prefix(&self.id, &prefix)?;
         self.conversation.set_prefix(prefix, manifest_version);
         Ok(())

@@ -30,9 +30,9 @@ pub use child::run_worker;
 pub use host::{
     validate_code, Answered, BlockLimits, BlockRunner, BlockSpec, CallOrigin, HostCall,
     HostCallSink, HostCalls, HostHandler, Interrupter, JobInfo, Jobs, Launched, LiveOutput,
-    NoConversation, NoHostCalls, OutputWatcher, Ran, RunError, Runtime, SubSessions, Supervisor,
-    ToolFuture, ToolHub, WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT, LIVE_CHUNK_BYTES,
-    LIVE_INTERVAL,
+    NoConversation, NoHostCalls, OutputWatcher, Ran, RunError, Runtime, ShutdownFuture,
+    SubSessions, Supervisor, ToolFuture, ToolHub, Unavailable, WorkerOptions,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT, LIVE_CHUNK_BYTES, LIVE_INTERVAL,
 };
 pub use output::{group_thousands, DEFAULT_ARTIFACT_QUOTA, DEFAULT_OUTPUT_LIMIT};
 pub use process::{exit_like, kill_tree};

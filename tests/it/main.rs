@@ -36,6 +36,7 @@ mod hostile_git;
 mod images;
 mod jail;
 mod jobs;
+mod jobs_tmux;
 mod live_output;
 mod mcp;
 mod outside;

@@ -330,6 +330,72 @@ vistest!(
 );
 
 vistest!(
+    a_child_with_fewer_tools_asks_before_its_worker_is_up,
+    |env| {
+        // An extension whose import waits while `hold` exists: a worker started meanwhile
+        // is not up until the test removes it (after the child's first request came).
+        let hold = env.workspace().join("hold");
+        let extensions = env.config_dir().join("extensions");
+        std::fs::create_dir_all(&extensions).unwrap();
+        std::fs::write(
+            extensions.join("holdup.py"),
+            format!(
+                "import os, time\nfrom vis.extension import register\n\n_until = time.time() + 60\nwhile os.path.exists({hold:?}) and time.time() < _until:\n    time.sleep(0.01)\n\n\n@register\ndef ping() -> str:\n    \"\"\"Answers pong.\"\"\"\n    return 'pong'\n"
+            ),
+        )
+        .unwrap();
+        let fake = FakeProvider::start();
+        fake.conversation(
+            "CHILD-L",
+            vec![
+                calls(
+                    KIND,
+                    "l",
+                    &["print(holdup.ping(), 'sh' in dir(), 'cat' in dir())"],
+                ),
+                answer(KIND, "lazy child done"),
+            ],
+        );
+        fake.push(calls(
+            KIND,
+            "p",
+            &[&format!(
+                "open({hold:?}, 'w').close()\nprint(spawn('CHILD-L: ping', tools=['cat', 'holdup']).wait())"
+            )],
+        ));
+        fake.push(answer(KIND, "ok"));
+        let rt = events();
+        let mut session = new_session(&env, settings(&env, &fake, KIND), "lazy");
+        let (end, came) = std::thread::scope(|scope| {
+            let watcher = scope.spawn(|| {
+                let came = wait_until(Duration::from_secs(30), || {
+                    !fake.requests_of("CHILD-L").is_empty()
+                });
+                // Released in any case, so that a failure does not hang the test.
+                let _ = std::fs::remove_file(&hold);
+                came
+            });
+            let (end, _) = turn(&rt, &mut session, "a child with two tools");
+            (end, watcher.join().unwrap())
+        });
+        assert_eq!(end.status, TurnStatus::Done, "{end:?}");
+        assert!(came, "the child's first request waited for its worker");
+        let child = fake.requests_of("CHILD-L");
+        assert_eq!(child.len(), 2);
+        // Its catalog was rendered without the names it leaves out, exactly as its worker
+        // then reported it: no catalog update follows.
+        let first = child[0].body_str();
+        assert!(first.contains("holdup"), "{first}");
+        let second = child[1].body_str();
+        assert!(second.contains("pong False True"), "{second}");
+        assert!(!second.contains("Catalog update"), "{second}");
+        let parent = fake.requests_of("a child with two tools");
+        assert!(parent[1].body_str().contains("lazy child done"));
+        rt.block_on(session.shutdown());
+    }
+);
+
+vistest!(
     sessions_show_lists_the_children_and_list_marks_them,
     |env| {
         let fake = FakeProvider::start();

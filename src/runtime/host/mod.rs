@@ -45,6 +45,6 @@ pub use runner::{
     ToolFuture, ToolHub,
 };
 pub use spawn::Launched;
-pub use subs::{CallOrigin, SubSessions};
+pub use subs::{CallOrigin, ShutdownFuture, SubSessions, Unavailable};
 pub use supervisor::Supervisor;
 pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

@@ -323,8 +323,12 @@ impl BlockRunner {
         Ok(())
     }
 
-    /// Stops the worker and the MCP servers (and waits for the last checkpoint scan).
+    /// Stops the sub-sessions, the worker and the MCP servers (and waits for the last
+    /// checkpoint scan).
     pub async fn shutdown(&mut self) {
+        if let Some(subs) = &self.subs {
+            subs.shutdown().await;
+        }
         self.settle_checkpoints();
         self.supervisor.shutdown().await;
         if let Some(tools) = &self.tools {
@@ -353,6 +357,10 @@ impl BlockRunner {
         self.store
             .begin_iteration(&self.session_id, turn, iteration, &code, started_at)?;
         let block = self.block(turn, iteration, &code, utilization)?;
+        if let Some(subs) = &self.subs {
+            let supervisor = &self.supervisor;
+            subs.parent_manifest(supervisor.manifest_version(), supervisor.manifest_entries());
+        }
         // The block's own stop: its owner cancels it when the block spends a budget, which
         // interrupts the block and not the caller's turn.
         let block_stop = stop.child_token();

@@ -10,3 +10,4 @@ mod lifetime;
 mod namespaces;
 mod protocol;
 mod server;
+mod spawn;
