@@ -72,8 +72,7 @@ fn fake_turn(env: &crate::support::TestEnv, job: &str, png_len: usize) {
         seen = listings(&screen);
         let last = screen
             .lines()
-            .filter(|l| l.contains("job 1") && l.contains("job-go"))
-            .last()
+            .rfind(|l| l.contains("job 1") && l.contains("job-go"))
             .unwrap_or("")
             .to_string();
         if last.contains(wanted) {
