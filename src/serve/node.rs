@@ -66,8 +66,12 @@ pub struct Node {
     pub ttl: Duration,
     db: PathBuf,
     held: Mutex<HashMap<String, Held>>,
-    /// The node's own connection for lease statements.
+    /// The node's connection for the lease statements of the request path (claims,
+    /// look-ups, releases).
     store: Mutex<Option<Box<Store>>>,
+    /// The renewal's own connection (and, for PostgreSQL, its own pool): a busy request path,
+    /// a claim waiting on a lock, or every pooled connection in use never delays a renewal.
+    renewals: Mutex<Option<Box<Store>>>,
 }
 
 impl Node {
@@ -87,6 +91,7 @@ impl Node {
             db,
             held: Mutex::new(HashMap::new()),
             store: Mutex::new(None),
+            renewals: Mutex::new(None),
         }
     }
 
@@ -104,12 +109,23 @@ impl Node {
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut guard = match self.store.lock() {
+        self.on(&self.store, crate::store::open, f)
+    }
+
+    /// Runs `f` on the connection in `slot`, opened with `open` when there is none (or the
+    /// last call failed).
+    fn on<T>(
+        &self,
+        slot: &Mutex<Option<Box<Store>>>,
+        open: fn(&std::path::Path) -> Result<Box<Store>, StoreError>,
+        f: impl FnOnce(&Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut guard = match slot.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
         if guard.is_none() {
-            *guard = Some(Store::open(&self.db)?);
+            *guard = Some(open(&self.db)?);
         }
         let store = guard
             .as_deref()
@@ -193,6 +209,14 @@ impl Node {
         }
     }
 
+    /// Stops counting the lease of `session_id` as this node's, without a statement: the
+    /// store already has another holder (a fenced write was refused).
+    pub fn forget_lease(&self, session_id: &str) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(session_id);
+        }
+    }
+
     /// Gives every lease back (at shutdown).
     pub fn release_all(&self) {
         let ids: Vec<String> = self
@@ -243,7 +267,9 @@ impl Node {
 
     /// The renewal statement (blocking: run it off the event loop).
     pub fn renew_in_store(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        self.with_store(|s| s.renew_leases(&self.instance, self.ttl))
+        self.on(&self.renewals, crate::store::open_private, |s| {
+            s.renew_leases(&self.instance, self.ttl)
+        })
     }
 
     /// How many leases this node holds.
@@ -289,4 +315,45 @@ pub fn resolve(config: &NodeConfig, bound: std::net::SocketAddr) -> (String, Str
         }
     });
     (id, address)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewal_does_not_wait_for_the_request_path_s_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("vis.db");
+        let store = Store::open(&db).unwrap();
+        store.ensure_session("s-1", &[]).unwrap();
+        let node = Arc::new(Node::new(
+            "n".into(),
+            "http://127.0.0.1:1".into(),
+            Duration::from_secs(60),
+            db,
+        ));
+        assert!(matches!(
+            node.claim("s-1").unwrap(),
+            Claim::Mine { epoch: 1 }
+        ));
+        // A long call holds the request path's connection (as a claim waiting on a lock does).
+        let busy = node.store.lock().unwrap();
+        let renewing = {
+            let node = node.clone();
+            std::thread::spawn(move || node.renew_in_store())
+        };
+        // Bounded, so a renewal stuck behind the held connection fails instead of hanging.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !renewing.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the renewal waited for the request path's connection"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let renewed = renewing.join().unwrap();
+        drop(busy);
+        assert_eq!(renewed.unwrap(), [("s-1".to_string(), 1)]);
+    }
 }

@@ -86,6 +86,9 @@ pub struct Slot {
     epoch: std::sync::atomic::AtomicI64,
     /// The job table whose starts and ends go to `log` (between turns too).
     jobs_watched: Mutex<Option<crate::runtime::Jobs>>,
+    /// The session's lease was lost while work ran: what ends the work says so
+    /// (`lease_lost`), not just "interrupted".
+    lease_lost: AtomicBool,
 }
 
 impl Slot {
@@ -126,6 +129,11 @@ impl Slot {
     /// A turn or block runs (not just a park).
     pub fn is_working(&self) -> bool {
         self.working.load(Ordering::SeqCst)
+    }
+
+    /// Whether the session's lease was lost since this was last asked (then clears it).
+    pub fn take_lease_lost(&self) -> bool {
+        self.lease_lost.swap(false, Ordering::SeqCst)
     }
 
     /// Interrupts what runs; false when nothing does.
@@ -271,6 +279,18 @@ impl Registry {
         }
     }
 
+    /// Makes the writes of session `id` through `store` conditional on this node's lease
+    /// with `epoch` (docs/scaling.md, "Fencing"); nothing without a node (no leases).
+    fn fence(&self, id: &str, epoch: i64, store: &Store) {
+        if let Some(node) = self.node() {
+            store.set_lease_fence(Some(crate::store::LeaseFence {
+                session_id: id.to_string(),
+                instance: node.instance.clone(),
+                epoch,
+            }));
+        }
+    }
+
     /// Gives the lease of a session back when nothing runs in it and it has no worker.
     pub fn release_if_idle(&self, slot: &Slot) {
         if let Some(node) = self.node() {
@@ -284,10 +304,36 @@ impl Registry {
     /// interrupts what runs, stops the worker and forgets the loaded session, so the next
     /// request loads it afresh from the store.
     pub async fn lose(&self, id: &str) {
-        self.metrics.leases_lost.inc();
         let slot = self.slot(id);
+        if slot.is_working() {
+            slot.lease_lost.store(true, Ordering::SeqCst);
+        }
         slot.interrupt();
         let mut guard = slot.session.lock().await;
+        // The work that was running has ended and read the flag (it holds the session until
+        // then), or never will: the next work on this slot must not see it.
+        slot.lease_lost.store(false, Ordering::SeqCst);
+        self.drop_lost(&slot, &mut guard).await;
+    }
+
+    /// Stops and forgets the loaded session of `slot` (its lease is lost: the holder's own
+    /// renewal said so, or a fenced write was refused): its worker stops, the next request
+    /// loads it afresh from the store, wherever its lease is then.
+    pub async fn drop_lost(&self, slot: &Slot, guard: &mut Option<ChatSession>) {
+        // Counted once per loss: the renewal task and a refused write may both find it.
+        if guard.is_some() {
+            self.metrics.leases_lost.inc();
+        }
+        self.drop_loaded(slot, guard).await;
+        if let Some(node) = self.node() {
+            node.forget_lease(&slot.id);
+        }
+    }
+
+    /// Stops the worker of `slot` and forgets its loaded session, so the next request loads
+    /// it from the store: after a store write failed mid-turn, what is in memory may be ahead
+    /// of what was stored, and loading repairs the turn left running (the restart path).
+    pub async fn drop_loaded(&self, slot: &Slot, guard: &mut Option<ChatSession>) {
         if let Some(session) = guard.as_mut() {
             session.shutdown().await;
         }
@@ -338,6 +384,7 @@ impl Registry {
                     work_start: std::sync::atomic::AtomicU64::new(0),
                     epoch: std::sync::atomic::AtomicI64::new(0),
                     jobs_watched: Mutex::new(None),
+                    lease_lost: AtomicBool::new(false),
                 })
             })
             .clone()
@@ -408,9 +455,10 @@ impl Registry {
         guard: &mut Option<ChatSession>,
     ) -> Result<Vec<String>, RegistryError> {
         let epoch = self.claim(id)?;
-        if guard.is_some() {
+        if let Some(session) = guard.as_ref() {
             let before = self.slot(id).epoch.swap(epoch, Ordering::SeqCst);
             if self.node().is_none() || epoch == before || epoch == before + 1 {
+                self.fence(id, epoch, session.store());
                 return Ok(Vec::new());
             }
             // Another node ran the session since this one last did: what is loaded is stale.
@@ -418,6 +466,8 @@ impl Registry {
         }
         self.slot(id).epoch.store(epoch, Ordering::SeqCst);
         let store = Store::open(&self.db)?;
+        // Fenced before it opens: repairing an earlier holder's turn is a write under the lease.
+        self.fence(id, epoch, &*store);
         let row = store.require_session(id)?;
         let stored = store.session_model(id)?;
         let workspace = row.workspace_roots.first().cloned().unwrap_or_default();

@@ -576,6 +576,15 @@ pub enum LeaseClaim {
     Held(LeaseHolder),
 }
 
+/// The lease a store's writes to one session are made under: a node's instance and the
+/// epoch it got the lease with (a fencing token, docs/scaling.md "Fencing").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseFence {
+    pub session_id: String,
+    pub instance: String,
+    pub epoch: i64,
+}
+
 /// Session leases: which `vis serve` node runs a session (docs/serve.md, "Many nodes").
 ///
 /// Every operation is an atomic compare-and-set on one row per session. Expiry is computed and
@@ -602,6 +611,17 @@ pub trait Leases {
     fn release_lease(&self, session_id: &str, instance: &str, epoch: i64) -> Result<bool>;
     /// The unexpired holder of the lease, if any.
     fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>>;
+    /// Fences this store's writes to `fence.session_id` (`None`: unfenced, the default, for
+    /// every command that runs a session without a lease). While fenced, `begin_turn`,
+    /// `end_turn`, `begin_iteration`, `finish_iteration`, `append_history`, `record_request`
+    /// and `record_fold` check, in the transaction that writes, that the lease row still has
+    /// this instance and epoch and is unexpired, and fail with [`StoreError::LeaseLost`]
+    /// (nothing written) when it does not: a node frozen past its ttl cannot write into a
+    /// session another node has taken over. A fenced store also takes every running turn of
+    /// the session for dangling (`running_turns`): the lease says no one else runs it.
+    ///
+    /// [`StoreError::LeaseLost`]: crate::store::StoreError::LeaseLost
+    fn set_lease_fence(&self, fence: Option<LeaseFence>);
 }
 
 /// Images blocks showed the model, content-addressed: one row per distinct image (its blake3

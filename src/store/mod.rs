@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use api::{
     CatalogSnapshots, ChatPrefix, ChildLink, ChildRecords, ChildRow, Conversation, Counts,
     FoldRecords, FoldRow, ForkCopied, ForkRequest, HistoryKind, HistoryRow, ImageStore, InputLimit,
-    LeaseClaim, LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RecordCopy,
+    LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases, McpRecords, NewHistoryItem, RecordCopy,
     RequestRecord, RequestTotals, SessionModel, SessionRecords, SessionRow, SessionStore,
     SessionSummary, Store, StoredValue, TableRows, ToolAnswer, TurnRange, SESSION_TABLES,
     SHARED_TABLES,
@@ -69,6 +69,17 @@ pub enum StoreError {
     StatementTimeout(String),
     #[error("PostgreSQL error: {0}")]
     Postgres(String),
+    /// A fenced write (see [`Leases::set_lease_fence`]) found the session's lease no longer
+    /// this node's: it aborts the turn without retry, and the node drops the session.
+    #[error("session '{session}' is run by another node now: this node's lease on it (epoch {epoch}) was lost while it was paused or cut off, so the write was refused and nothing of it was written; the request can be sent again, and goes to the node that holds the lease")]
+    LeaseLost { session: String, epoch: i64 },
+}
+
+impl StoreError {
+    /// True for [`StoreError::LeaseLost`].
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, StoreError::LeaseLost { .. })
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -87,6 +98,16 @@ pub fn now_millis() -> i64 {
 pub fn open(path: &Path) -> Result<Box<Store>> {
     if let Some(url) = path.to_str().filter(|p| is_postgres_url(p)) {
         return Ok(Box::new(PostgresStore::open(url)?));
+    }
+    Ok(Box::new(SqliteStore::open(path)?))
+}
+
+/// [`open`], on a connection no other store of this process shares (PostgreSQL: a pool of its
+/// own; SQLite: every store has its own connection anyway). For work that must not wait
+/// behind the rest of the process's store calls: a node's lease renewals.
+pub fn open_private(path: &Path) -> Result<Box<Store>> {
+    if let Some(url) = path.to_str().filter(|p| is_postgres_url(p)) {
+        return Ok(Box::new(PostgresStore::open_private(url)?));
     }
     Ok(Box::new(SqliteStore::open(path)?))
 }

@@ -32,7 +32,7 @@ use crate::store::Store;
 /// An error as the API reports it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ApiError {
-    /// Stable, machine-readable: `not_found`, `bad_request`, `busy`, `idle`, `unauthorized`, `moved`,
+    /// Stable, machine-readable: `not_found`, `bad_request`, `busy`, `idle`, `unauthorized`, `moved`, `lease_lost`,
     /// `conflict`, `host_not_allowed`, `origin_not_allowed`, `unsupported_media_type`, `shutting_down`,
     /// `too_many_connections`, `runtime`, `internal`.
     pub code: &'static str,
@@ -70,6 +70,12 @@ impl ApiError {
         )
     }
 
+    /// The session moved to another node while this node ran the request (its lease was
+    /// lost): 503 with `Retry-After`, and a retry is routed to the new holder.
+    pub(super) fn lease_lost(message: String) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "lease_lost", message)
+    }
+
     pub(super) fn internal(message: impl std::fmt::Display) -> ApiError {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -90,6 +96,13 @@ impl IntoResponse for ApiError {
         if moved {
             // The router retries such a request at the node that runs the session now.
             response.extensions_mut().insert(Moved);
+        }
+        if self.code == "lease_lost" {
+            // Not retried by the router (the work may have had effects): the client decides.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
         }
         response
     }

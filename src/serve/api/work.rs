@@ -55,7 +55,8 @@ pub struct PostExec {
 
 /// Run one block directly, without the model (as `vis exec` does).
 #[utoipa::path(post, path = "/api/sessions/{id}/exec", params(("id" = String, Path)), request_body = PostExec,
-    responses((status = 200, body = Value, description = "{turn, status, output}"), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+    responses((status = 200, body = Value, description = "{turn, status, output}"), (status = 404, body = ApiError), (status = 409, body = ApiError),
+        (status = 503, body = ApiError, description = "`lease_lost`: the session moved to another node while the block ran; retry (Retry-After)")))]
 pub async fn post_exec(
     State(app): State<App>,
     Path(id): Path<String>,
@@ -82,6 +83,9 @@ pub async fn post_exec(
                     json!({"turn": turn, "status": status, "output": output}),
                 )));
             }
+            Event::Error { kind, message } if kind == LEASE_LOST => {
+                result = Some(Err(ApiError::lease_lost(message.clone())));
+            }
             Event::Error { kind, message } => {
                 result.get_or_insert(Err(ApiError::new(
                     StatusCode::BAD_GATEWAY,
@@ -93,6 +97,36 @@ pub async fn post_exec(
         }
     }
     result.unwrap_or_else(|| Err(ApiError::internal("the block ended without a result")))
+}
+
+/// The error kind (API and SSE) of work stopped because this node lost the session's lease.
+pub const LEASE_LOST: &str = "lease_lost";
+
+/// What a client is told when the session's lease was lost mid-turn: the cause, that what
+/// completed is kept, and that a retry reaches the new holder.
+fn lease_lost_message(id: &str) -> String {
+    format!(
+        "session '{id}' moved to another node while this ran: this node lost its lease on it (it could not renew it in time, or another node took the session over), so it stopped; what completed is stored — send the request again: it goes to the node that runs the session now"
+    )
+}
+
+/// A store call that failed under the work, as the gateway reports it.
+fn store_error(e: &crate::gateway::GatewayError) -> bool {
+    use crate::gateway::GatewayError;
+    matches!(
+        e,
+        GatewayError::Store(_) | GatewayError::Run(crate::runtime::RunError::Store(_))
+    )
+}
+
+/// A store write refused by the lease fence, as the gateway reports it.
+fn lease_lost_error(e: &crate::gateway::GatewayError) -> bool {
+    use crate::gateway::GatewayError;
+    match e {
+        GatewayError::Store(e) => e.is_lease_lost(),
+        GatewayError::Run(crate::runtime::RunError::Store(e)) => e.is_lease_lost(),
+        _ => false,
+    }
 }
 
 enum Work {
@@ -166,7 +200,30 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
     };
     drop(tx);
     let (mut finished, mut open) = forward.await.unwrap_or_default();
-    if let Some(e) = failed {
+    let mut live = session.supervisor().is_running();
+    // A fenced write was refused: another node holds the session now; this one lets it go
+    // (no retry: the other node may be running it already).
+    let refused = failed.as_ref().is_some_and(lease_lost_error);
+    if refused {
+        registry.drop_lost(&slot, &mut guard).await;
+        live = false;
+    } else if failed.as_ref().is_some_and(store_error) {
+        // The database failed under the turn (a restart, a lost connection): reload it from
+        // the store next time, which closes the turn as a restarted node would.
+        registry.drop_loaded(&slot, &mut guard).await;
+        live = false;
+    }
+    // Also when the renewal task found the lease lost and stopped the work.
+    let lost = slot.take_lease_lost() || refused;
+    if lost {
+        push(
+            Event::Error {
+                kind: LEASE_LOST.into(),
+                message: lease_lost_message(&slot.id),
+            },
+            &mut open,
+        );
+    } else if let Some(e) = &failed {
         push(
             Event::Error {
                 kind: "gateway".into(),
@@ -174,6 +231,8 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
             },
             &mut open,
         );
+    }
+    if failed.is_some() {
         let end = Event::TurnFinished {
             turn: 0,
             status: TurnStatus::Failed,
@@ -182,7 +241,6 @@ async fn run(app: App, slot: Arc<Slot>, stop: tokio_util::sync::CancellationToke
         registry.metrics.observe(&slot.id, &end, &mut open);
         finished.push(end);
     }
-    let live = session.supervisor().is_running();
     drop(guard);
     slot.end(live);
     registry.release_if_idle(&slot);

@@ -195,7 +195,12 @@ function onEvent(view, ev, follow) {
       liveAppend(view, childNotice(ev));
       break;
     case 'error':
-      liveAppend(view, el('div', { class: 'turn-error' }, `${ev.kind}: ${ev.message}`));
+      // The session moved to another node mid-turn: say so plainly; sending again reaches it.
+      if (ev.kind === 'lease_lost') {
+        liveAppend(view, el('div', { class: 'turn-error' }, `This session moved to another server node while the turn ran, so the turn stopped here (what it completed is kept). Send your message again to continue on the new node. (${ev.message})`));
+      } else {
+        liveAppend(view, el('div', { class: 'turn-error' }, `${ev.kind}: ${ev.message}`));
+      }
       break;
     case 'turn_finished':
       flushText(view);

@@ -6,7 +6,8 @@
 use tokio_postgres::Transaction;
 
 use super::{
-    json_column, lock_session, named, next_number, run, to_json, touch_session, PostgresStore,
+    check_fence, json_column, lock_session, named, next_number, run, to_json, touch_session,
+    PostgresStore,
 };
 use crate::protocol::{IterationRecord, IterationStatus, Measurement};
 use crate::store::api::{
@@ -158,6 +159,7 @@ impl Conversation for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
             lock_session(&tx, session_id).await?;
             let seq = next_number(&tx, "history", "seq", session_id).await?;
             tx.execute(
@@ -225,6 +227,7 @@ impl Conversation for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
             lock_session(&tx, session_id).await?;
             let seq = next_number(&tx, "requests", "seq", session_id).await?;
             tx.execute(
@@ -342,6 +345,7 @@ impl FoldRecords for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
             tx.execute(
                 "INSERT INTO folds (session_id, id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10, $11, $12)",

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::{run, PostgresStore};
 use crate::protocol::{ImageFormat, ImageRef};
 use crate::store::api::{
-    ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseHolder, LeaseNode, Leases,
+    ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseFence, LeaseHolder, LeaseNode,
+    Leases,
 };
 use crate::store::{now_millis, Result, StoreError};
 
@@ -222,6 +223,10 @@ impl Leases for PostgresStore {
             let row = client.query_opt(sql.as_str(), &[&session_id]).await?;
             row.as_ref().map(holder).transpose()
         })
+    }
+
+    fn set_lease_fence(&self, fence: Option<LeaseFence>) {
+        *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = fence;
     }
 }
 

@@ -47,7 +47,7 @@ use std::sync::{Mutex, OnceLock};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 
-use super::{Result, StoreError};
+use super::{LeaseFence, Result, StoreError};
 pub use location::{is_postgres_url, redact, state_key};
 
 /// How many connections one process keeps to one database at most.
@@ -61,6 +61,8 @@ pub struct PostgresStore {
     url: PathBuf,
     /// The URL without its password, for messages.
     shown: String,
+    /// The lease this store's session writes are made under (`Leases::set_lease_fence`).
+    fence: Mutex<Option<LeaseFence>>,
 }
 
 /// The runtime every connection's I/O runs on.
@@ -96,6 +98,13 @@ fn pool_for(url: &str, shown: &str) -> Result<Pool> {
     if let Some((_, pool)) = pools.iter().find(|(u, _)| u == url) {
         return Ok(pool.clone());
     }
+    let pool = build_pool(url, shown, POOL_SIZE)?;
+    pools.push((url.to_string(), pool.clone()));
+    Ok(pool)
+}
+
+/// A new pool for `url` with at most `size` connections, shared with no one.
+fn build_pool(url: &str, shown: &str, size: usize) -> Result<Pool> {
     let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::BadLocation {
         given: shown.to_string(),
         reason: format!("it is not a PostgreSQL connection URL ({e})"),
@@ -108,11 +117,10 @@ fn pool_for(url: &str, shown: &str) -> Result<Pool> {
         },
     );
     let pool = Pool::builder(manager)
-        .max_size(POOL_SIZE)
+        .max_size(size)
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .map_err(|e| StoreError::Postgres(format!("cannot set up the connection pool: {e}")))?;
-    pools.push((url.to_string(), pool.clone()));
     Ok(pool)
 }
 
@@ -125,6 +133,24 @@ impl PostgresStore {
             pool,
             url: PathBuf::from(url),
             shown,
+            fence: Mutex::new(None),
+        };
+        run(async {
+            let mut client = store.client().await?;
+            migrations::migrate(&mut client, &store.shown).await
+        })?;
+        Ok(store)
+    }
+
+    /// Connects to the database at `url` over a pool of its own (one connection), shared
+    /// with no other store: a node's lease renewals never wait behind its request path.
+    pub fn open_private(url: &str) -> Result<PostgresStore> {
+        let shown = redact(url);
+        let store = PostgresStore {
+            pool: build_pool(url, &shown, 1)?,
+            url: PathBuf::from(url),
+            shown,
+            fence: Mutex::new(None),
         };
         run(async {
             let mut client = store.client().await?;
@@ -136,6 +162,12 @@ impl PostgresStore {
     /// The URL without its password.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// The fence on writes to `session_id`, if this store has one for it.
+    fn fence_for(&self, session_id: &str) -> Option<LeaseFence> {
+        let fence = self.fence.lock().unwrap_or_else(|p| p.into_inner());
+        fence.clone().filter(|f| f.session_id == session_id)
     }
 
     /// A pooled connection, checked alive.
@@ -198,6 +230,34 @@ impl From<tokio_postgres::Error> for StoreError {
             return StoreError::ConnectionLost(describe(&e));
         }
         StoreError::Postgres(describe(&e))
+    }
+}
+
+/// Refuses the caller's transaction unless the lease row still has the fence's instance and
+/// epoch and is unexpired. `FOR SHARE` holds the row until the transaction ends, so a takeover
+/// (`UPDATE session_leases`) waits for these writes to commit: they were made under the lease.
+async fn check_fence(
+    tx: &tokio_postgres::Transaction<'_>,
+    fence: Option<&LeaseFence>,
+) -> Result<()> {
+    let Some(fence) = fence else {
+        return Ok(());
+    };
+    let held = tx
+        .query_opt(
+            "SELECT 1 FROM session_leases
+             WHERE session_id = $1 AND instance = $2 AND epoch = $3
+               AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::BIGINT
+             FOR SHARE",
+            &[&fence.session_id, &fence.instance, &fence.epoch],
+        )
+        .await?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(StoreError::LeaseLost {
+            session: fence.session_id.clone(),
+            epoch: fence.epoch,
+        }),
     }
 }
 

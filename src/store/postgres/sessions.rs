@@ -10,7 +10,9 @@ use std::path::Path;
 
 use tokio_postgres::Transaction;
 
-use super::{json_column, lock_session, named, next_number, run, touch_session, PostgresStore};
+use super::{
+    check_fence, json_column, lock_session, named, next_number, run, touch_session, PostgresStore,
+};
 use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
@@ -217,6 +219,7 @@ impl SessionRecords for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
             lock_session(&tx, session_id).await?;
             let turn = next_number(&tx, "turns", "turn", session_id).await?;
             tx.execute(
@@ -239,23 +242,29 @@ impl SessionRecords for PostgresStore {
     }
 
     fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()> {
+        let fence = self.fence_for(session_id);
         run(async {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "UPDATE turns SET status = $3, finished_at = $4 WHERE session_id = $1 AND turn = $2",
-                    &[&session_id, &turn, &status.as_str(), &now_millis()],
-                )
-                .await?;
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            check_fence(&tx, fence.as_ref()).await?;
+            tx.execute(
+                "UPDATE turns SET status = $3, finished_at = $4 WHERE session_id = $1 AND turn = $2",
+                &[&session_id, &turn, &status.as_str(), &now_millis()],
+            )
+            .await?;
+            tx.commit().await?;
             Ok(())
         })
     }
 
     fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, TurnKind)>> {
+        // Fenced, this store holds the session's lease: a turn still running was begun under
+        // an earlier holder, alive or not, and the epoch keeps that one from writing.
+        let fenced = self.fence_for(session_id).is_some();
         let rows = run(self.running_with_owners(session_id))?;
         Ok(rows
             .into_iter()
-            .filter(|(_, _, owner)| !owner.as_deref().is_some_and(owner_alive))
+            .filter(|(_, _, owner)| fenced || !owner.as_deref().is_some_and(owner_alive))
             .map(|(turn, kind, _)| (turn, kind))
             .collect())
     }
@@ -330,18 +339,21 @@ impl SessionRecords for PostgresStore {
         code: &str,
         started_at: i64,
     ) -> Result<()> {
+        let fence = self.fence_for(session_id);
         run(async {
-            let client = self.client().await?;
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
+            check_fence(&tx, fence.as_ref()).await?;
             // Again for a running iteration: the same row, untouched when its code is there.
-            client
-                .execute(
-                    "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
-                     VALUES ($1, $2, $3, $4, '', 'running', $5, 0, 0)
-                     ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
-                     WHERE iterations.status = 'running' AND iterations.code IS DISTINCT FROM excluded.code",
-                    &[&session_id, &turn, &iteration, &code, &started_at],
-                )
-                .await?;
+            tx.execute(
+                "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
+                 VALUES ($1, $2, $3, $4, '', 'running', $5, 0, 0)
+                 ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
+                 WHERE iterations.status = 'running' AND iterations.code IS DISTINCT FROM excluded.code",
+                &[&session_id, &turn, &iteration, &code, &started_at],
+            )
+            .await?;
+            tx.commit().await?;
             Ok(())
         })
     }
@@ -354,6 +366,7 @@ impl SessionRecords for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
+            check_fence(&tx, self.fence_for(rec.session_id).as_ref()).await?;
             lock_session(&tx, rec.session_id).await?;
             tx.execute(
                 "DELETE FROM iterations WHERE session_id = $1 AND turn = $2 AND iteration = $3 AND status = 'running'",

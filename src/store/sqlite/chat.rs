@@ -113,7 +113,7 @@ impl Conversation for SqliteStore {
 
     /// Appends one item; returns its `seq`.
     fn append_history(&mut self, session_id: &str, item: &NewHistoryItem<'_>) -> Result<i64> {
-        let tx = self.immediate()?;
+        let tx = self.fenced(session_id)?;
         let seq = next_number(&tx, "history", "seq", session_id)?;
         tx.execute(
             "INSERT INTO history (session_id, seq, turn, kind, body, tokens, meta)
@@ -201,7 +201,7 @@ impl Conversation for SqliteStore {
 
     /// Stores a request's health record; `seq` is assigned here and returned.
     fn record_request(&mut self, session_id: &str, rec: &RequestRecord) -> Result<i64> {
-        let tx = self.immediate()?;
+        let tx = self.fenced(session_id)?;
         let seq = next_number(&tx, "requests", "seq", session_id)?;
         tx.execute(
             "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,
@@ -301,7 +301,7 @@ params![session_id, range.first, range.last], |r| {
 impl FoldRecords for SqliteStore {
     /// Records a fold and marks the folds it absorbs, together.
     fn record_fold(&mut self, session_id: &str, fold: &FoldRow, absorbs: &[i64]) -> Result<()> {
-        let tx = self.immediate()?;
+        let tx = self.fenced(session_id)?;
         tx.execute(
             "INSERT INTO folds (session_id, id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10, ?11, ?12)",

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
-use crate::store::api::{LeaseClaim, LeaseHolder, LeaseNode, Leases};
+use crate::store::api::{LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases};
 use crate::store::{now_millis, Result};
 
 /// The table (migration 10). `expires_at` is in milliseconds on the store's clock; a released
@@ -124,6 +124,10 @@ impl Leases for SqliteStore {
                 },
             )
             .optional()?)
+    }
+
+    fn set_lease_fence(&self, fence: Option<LeaseFence>) {
+        *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = fence;
     }
 }
 

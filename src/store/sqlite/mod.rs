@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 
-use super::{now_millis, Result, StoreError};
+use super::{now_millis, LeaseFence, Result, StoreError};
 pub use migrations::latest_version;
 pub use sessions::process_identity;
 
@@ -31,6 +31,8 @@ pub use sessions::process_identity;
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// The lease this store's session writes are made under (`Leases::set_lease_fence`).
+    fence: std::sync::Mutex<Option<LeaseFence>>,
 }
 
 fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
@@ -190,6 +192,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             path: path.to_path_buf(),
+            fence: std::sync::Mutex::new(None),
         };
         store.migrate(version)?;
         Ok(store)
@@ -201,6 +204,48 @@ impl SqliteStore {
         Ok(self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// The fence on writes to `session_id`, if this store has one for it.
+    fn fence_for(&self, session_id: &str) -> Option<LeaseFence> {
+        let fence = self.fence.lock().unwrap_or_else(|p| p.into_inner());
+        fence.clone().filter(|f| f.session_id == session_id)
+    }
+
+    /// [`immediate`](Self::immediate), refused with `LeaseLost` when this store is fenced for
+    /// `session_id` and the lease row no longer matches: the check and the writes share the
+    /// write lock, which a takeover's `UPDATE session_leases` needs too.
+    fn fenced(&mut self, session_id: &str) -> Result<rusqlite::Transaction<'_>> {
+        let fence = self.fence_for(session_id);
+        let tx = self.immediate()?;
+        if let Some(fence) = fence {
+            check_fence(&tx, &fence)?;
+        }
+        Ok(tx)
+    }
+
+    /// Runs `write` (statements on `&self`), inside an immediate transaction with the fence
+    /// checked when this store is fenced for `session_id`; unfenced, as it is (autocommit).
+    fn fenced_write<T>(
+        &self,
+        session_id: &str,
+        write: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        let Some(fence) = self.fence_for(session_id) else {
+            return write(&self.conn);
+        };
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let out = check_fence(&self.conn, &fence).and_then(|()| write(&self.conn));
+        let ended = match out {
+            Ok(_) => self.conn.execute_batch("COMMIT"),
+            Err(_) => self.conn.execute_batch("ROLLBACK"),
+        };
+        if ended.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        let value = out?;
+        ended?;
+        Ok(value)
     }
 
     /// Every row `sql` yields, mapped.
@@ -249,6 +294,26 @@ fn next_number(
         [session_id],
         |r| r.get(0),
     )?)
+}
+
+/// Refuses the caller's write transaction unless the lease row still has the fence's instance
+/// and epoch and is unexpired.
+fn check_fence(conn: &Connection, fence: &LeaseFence) -> Result<()> {
+    let held: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM session_leases
+             WHERE session_id = ?1 AND instance = ?2 AND epoch = ?3 AND expires_at > ?4",
+            rusqlite::params![fence.session_id, fence.instance, fence.epoch, now_millis()],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(StoreError::LeaseLost {
+            session: fence.session_id.clone(),
+            epoch: fence.epoch,
+        }),
+    }
 }
 
 /// Marks the session as used now, inside the caller's transaction.

@@ -82,7 +82,7 @@ impl SessionRecords for SqliteStore {
         kind: TurnKind,
         user_text: Option<&str>,
     ) -> Result<i64> {
-        let tx = self.immediate()?;
+        let tx = self.fenced(session_id)?;
         let turn = next_number(&tx, "turns", "turn", session_id)?;
         tx.execute(
             "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner) VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
@@ -116,14 +116,16 @@ impl SessionRecords for SqliteStore {
         // starts, and the runner before it sends the block): the same row, not a second one,
         // and untouched when its code is already there (nothing written, nothing to commit,
         // right before the block is sent).
-        self.conn.execute(
-            "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
-             VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)
-             ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
-             WHERE iterations.status = 'running' AND iterations.code IS NOT excluded.code",
-            params![session_id, turn, iteration, code, started_at],
-        )?;
-        Ok(())
+        self.fenced_write(session_id, |conn| {
+            conn.execute(
+                "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
+                 VALUES (?1, ?2, ?3, ?4, '', 'running', ?5, 0, 0)
+                 ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
+                 WHERE iterations.status = 'running' AND iterations.code IS NOT excluded.code",
+                params![session_id, turn, iteration, code, started_at],
+            )?;
+            Ok(())
+        })
     }
 
     /// Completes an iteration recorded by [`Store::begin_iteration`] (or records it whole),
@@ -133,7 +135,7 @@ impl SessionRecords for SqliteStore {
         rec: &IterationRecord<'_>,
         answers: Option<&ToolAnswer>,
     ) -> Result<Option<i64>> {
-        let tx = self.immediate()?;
+        let tx = self.fenced(rec.session_id)?;
         tx.execute(
             "DELETE FROM iterations WHERE session_id = ?1 AND turn = ?2 AND iteration = ?3 AND status = 'running'",
             params![rec.session_id, rec.turn, rec.iteration],
@@ -302,16 +304,19 @@ impl SessionRecords for SqliteStore {
 
     /// Sets how a turn ended.
     fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()> {
-        self.conn.execute(
-            "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
-            params![session_id, turn, status.as_str(), now_millis()],
-        )?;
-        Ok(())
+        self.fenced_write(session_id, |conn| {
+            conn.execute(
+                "UPDATE turns SET status = ?3, finished_at = ?4 WHERE session_id = ?1 AND turn = ?2",
+                params![session_id, turn, status.as_str(), now_millis()],
+            )?;
+            Ok(())
+        })
     }
 
     /// Turns still marked running whose process is gone (it stopped without ending them);
     /// turns another live process is running are left alone.
     fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, TurnKind)>> {
+        let fenced = self.fence_for(session_id).is_some();
         let rows = self.rows(
             "SELECT turn, kind, owner FROM turns WHERE session_id = ?1 AND status = 'running' ORDER BY turn",
             [session_id],
@@ -325,7 +330,9 @@ impl SessionRecords for SqliteStore {
         )?;
         Ok(rows
             .into_iter()
-            .filter(|(_, _, owner)| !owner.as_deref().is_some_and(owner_alive))
+            // Fenced, this store holds the session's lease: a turn still running was begun
+            // under an earlier holder, alive or not, and the epoch keeps that one from writing.
+            .filter(|(_, _, owner)| fenced || !owner.as_deref().is_some_and(owner_alive))
             .map(|(turn, kind, _)| (turn, kind))
             .collect())
     }

@@ -5,6 +5,7 @@
 mod access;
 mod api;
 mod command;
+mod fencing;
 mod limits;
 mod local;
 mod nodes;

@@ -27,7 +27,7 @@ const TTL: &str = "5";
 /// One three-node test at a time: each runs three servers and their workers (the load test
 /// 200 sessions), and two at once on 2 cores can starve a node's lease renewal, after which
 /// the node rightly gives the session up mid-block.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(super) static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The test twice: nodes over one SQLite file (one machine) and over one PostgreSQL database
 /// (the tests' cluster), as `NAME::sqlite` and `NAME::postgres`.
@@ -58,8 +58,9 @@ macro_rules! on_both_stores {
         }
     };
 }
+pub(super) use on_both_stores;
 
-fn script(fake: &FakeProvider) {
+pub(super) fn script(fake: &FakeProvider) {
     fake.respond_with(|req| {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
@@ -86,7 +87,7 @@ fn script(fake: &FakeProvider) {
     });
 }
 
-fn configure(env: &TestEnv, fake: &FakeProvider) {
+pub(super) fn configure(env: &TestEnv, fake: &FakeProvider) {
     std::fs::create_dir_all(env.config_dir()).unwrap();
     std::fs::write(
         env.config_dir().join("config.toml"),
@@ -99,11 +100,11 @@ fn configure(env: &TestEnv, fake: &FakeProvider) {
 }
 
 /// A node: the real `vis serve` on the env's database.
-fn node(env: &TestEnv) -> ServeProcess {
+pub(super) fn node(env: &TestEnv) -> ServeProcess {
     ServeProcess::start(env.command(&["serve"]))
 }
 
-fn token(env: &TestEnv) -> String {
+pub(super) fn token(env: &TestEnv) -> String {
     std::fs::read_to_string(env.store_dir().join("serve-token"))
         .unwrap()
         .trim()
@@ -111,7 +112,7 @@ fn token(env: &TestEnv) -> String {
 }
 
 /// Every descendant of `pid` now, with its start time (so a reused pid is not mistaken for it).
-fn descendants(pid: i32) -> Vec<(i32, String)> {
+pub(super) fn descendants(pid: i32) -> Vec<(i32, String)> {
     let mut parent_of = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -146,7 +147,7 @@ fn descendants(pid: i32) -> Vec<(i32, String)> {
 }
 
 /// Whether the process `pid` started at `start` still runs (zombies count as gone).
-fn still_runs(pid: i32, start: &str) -> bool {
+pub(super) fn still_runs(pid: i32, start: &str) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -162,18 +163,18 @@ fn kill9(node: &mut ServeProcess) {
     node.child.wait().unwrap();
 }
 
-fn lease_of(env: &TestEnv, id: &str) -> Option<vis::store::LeaseHolder> {
+pub(super) fn lease_of(env: &TestEnv, id: &str) -> Option<vis::store::LeaseHolder> {
     vis::store::Store::open(&env.db())
         .unwrap()
         .lease_holder(id)
         .unwrap()
 }
 
-async fn turn(c: &Client, id: &str, message: &str) -> Vec<Sse> {
+pub(super) async fn turn(c: &Client, id: &str, message: &str) -> Vec<Sse> {
     read_events(c.turn(id, message).await, 10_000).await
 }
 
-fn finished(evs: &[Sse]) -> &str {
+pub(super) fn finished(evs: &[Sse]) -> &str {
     evs.iter()
         .rev()
         .find(|e| e.event == "turn_finished")
@@ -181,7 +182,7 @@ fn finished(evs: &[Sse]) -> &str {
         .unwrap_or("none")
 }
 
-fn outputs(evs: &[Sse]) -> Vec<String> {
+pub(super) fn outputs(evs: &[Sse]) -> Vec<String> {
     evs.iter()
         .filter(|e| e.event == "block_finished")
         .map(|e| e.data["output"].as_str().unwrap_or("").to_string())

@@ -86,6 +86,12 @@ impl TestEnv {
         assert!(self.postgres.set(url).is_ok(), "use_postgres called twice");
     }
 
+    /// From now on this env's store is the PostgreSQL database at `url` (a test's own
+    /// cluster, one it restarts).
+    pub fn use_postgres_at(&self, url: String) {
+        assert!(self.postgres.set(url).is_ok(), "use_postgres called twice");
+    }
+
     /// Where Vis keeps this env's files beside its store (the serve token, artifacts): the
     /// env's dir for `vis.db`, `VIS_HOME/postgres/<database key>` for PostgreSQL.
     pub fn store_dir(&self) -> PathBuf {
