@@ -14,7 +14,8 @@
 //!    same work (`folding/classic.rs`). Prints raw and cache-weighted input (Anthropic and gpt-5
 //!    prices), the cache share, the peak request, and PASS/FAIL per goal of issue 24.
 //!
-//! `-- --economy` runs only 3; `-- --quick` only its 30-turn session.
+//! `-- --economy` runs only 3; `-- --quick` only its 30-turn session; `-- --sweep` only its
+//! taught policy, without the goals (to try the hint's settings).
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -294,6 +295,19 @@ fn row(name: &str, s: &Summary, folds: &str) {
     );
 }
 
+/// Per-request figures of one replay as CSV (`VIS_ECONOMY_DUMP=dir`), for looking closer.
+fn dump(dir: &str, scenario: usize, policy: Policy, run: &replay::Run) {
+    let mut csv = String::from("request,input,cached,repeated,after_fold,after_gap\n");
+    for (k, u) in run.usages.iter().enumerate() {
+        csv.push_str(&format!(
+            "{k},{},{},{},{},{}\n",
+            u.input, u.cached, u.repeated, run.after_fold[k], run.after_gap[k]
+        ));
+    }
+    let name = format!("{dir}/{scenario}-{policy:?}.csv");
+    std::fs::write(&name, csv).unwrap();
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "PASS"
@@ -302,7 +316,8 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
-fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool) {
+/// `sweep`: only the taught policy, without the goals (for trying the hint's settings).
+fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool, sweep: bool) {
     let scenarios = [
         Scenario {
             name: "30-turn session",
@@ -342,8 +357,16 @@ fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool) {
         println!("   | policy | raw input | weighted (Anthropic) | weighted (gpt-5) | cache share outside the requests right after a fold (of what the previous request repeated) | peak request | folds (automatic) |");
         println!("   |---|---|---|---|---|---|---|");
         let mut results = Vec::new();
-        for policy in Policy::ALL {
+        let policies: &[Policy] = if sweep {
+            &[Policy::Taught]
+        } else {
+            &Policy::ALL
+        };
+        for &policy in policies {
             let run = replay::replay(rt, scenario, policy);
+            if let Ok(dir) = std::env::var("VIS_ECONOMY_DUMP") {
+                dump(&dir, n, policy, &run);
+            }
             let s = summarize(&run.usages, |k| run.after_fold[k] || run.after_gap[k]);
             row(
                 policy.name(),
@@ -351,6 +374,9 @@ fn bench_economy(rt: &tokio::runtime::Runtime, quick: bool) {
                 &format!("{} ({})", run.folds, run.automatic_folds),
             );
             results.push((policy, s));
+        }
+        if sweep {
+            continue;
         }
         let get = |p: Policy| &results.iter().find(|(q, _)| *q == p).unwrap().1;
         let (taught, none) = (get(Policy::Taught), get(Policy::NoFolds));
@@ -410,5 +436,9 @@ fn main() {
         bench_receipt(&rt);
         bench_assembly_with_folds();
     }
-    bench_economy(&rt, args.iter().any(|a| a == "--quick"));
+    bench_economy(
+        &rt,
+        args.iter().any(|a| a == "--quick"),
+        args.iter().any(|a| a == "--sweep"),
+    );
 }

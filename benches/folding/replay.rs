@@ -120,12 +120,21 @@ pub fn target(t: usize) -> (usize, usize) {
 /// definitions survive a restart of the worker, so a resumed session still has them.
 const HELPERS: &str = r#"def _gist(key):
     import re
-    m = re.match(r'-?t(\d+)', key)
-    t = int(m.group(1)) if m else 0
-    mod, fn = (t - 1) % 10, ((t - 1) // 10) % 12
-    if '/' in key:
-        return 'Turn %d so far: read pkg/m%d.py and found the accumulator of f%d_%d.' % (t, mod, mod, fn)
-    return 'Turn %d renamed the total accumulator in f%d_%d of pkg/m%d.py; its tests pass.' % (t, mod, fn, mod)
+    done, part = [], ''
+    for k in key.split(','):
+        m = re.match(r'-?t(\d+)', k.strip())
+        t = int(m.group(1)) if m else 0
+        mod, fn = (t - 1) % 10, ((t - 1) // 10) % 12
+        if '/' in k:
+            part = ' Turn %d so far: read pkg/m%d.py and found the accumulator of f%d_%d.' % (t, mod, mod, fn)
+        else:
+            done.append((t, 'f%d_%d (pkg/m%d.py)' % (mod, fn, mod)))
+    if not done:
+        return part.strip()
+    if len(done) == 1:
+        return 'Turn %d renamed the total accumulator in %s; its tests pass.%s' % (done[0][0], done[0][1], part)
+    return 'Turns %d-%d renamed the total accumulator in %s; their tests pass.%s' % (
+        done[0][0], done[-1][0], ', '.join(w for _, w in done), part)
 
 def _follow():
     hint = session['utilization'].get('fold_hint') or {}

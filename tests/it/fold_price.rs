@@ -1,7 +1,7 @@
 //! Folds priced with the prompt cache (issue 24 §2): the receipt's re-cache cost, saving per
-//! request and break-even from the formula; hints that name recent settled work first while
-//! the cache is warm and old work once it is cold (an idle gap, a resume); folds batched
-//! before one request; and bad input still refused with nothing folded.
+//! request and break-even from the formula; hints that name settled work as one batch, once
+//! it is large while the cache is warm and at once when it is cold (an idle gap, a resume);
+//! folds batched before one request; and bad input still refused with nothing folded.
 
 use serde_json::{json, Value};
 use vis::gateway::ChatSession;
@@ -140,30 +140,61 @@ vistest!(a_receipt_prices_the_fold_from_the_formula, |env| {
 });
 
 vistest!(
-    hints_name_recent_settled_work_first_while_the_cache_is_warm,
+    the_warm_hint_names_settled_work_as_one_batch_once_it_is_large,
     |env| {
         let rt = events();
         let fake = FakeProvider::start();
         let mut session = new_session(&env, settings(&env, &fake, KIND), "warm");
         three_turns(&rt, &fake, &mut session);
-        let out = one_block(&rt, &fake, &mut session, PRINT_HINT);
+        // The provider counts 20,000 input tokens: the request keeps far more than twice the
+        // 3,000 settled ones, so no batch yet, and no hint line.
+        let code = PRINT_HINT;
+        fake.push(
+            Reply::anthropic()
+                .tool_call(
+                    "big",
+                    "python_execution",
+                    &json!({ "code": code }).to_string(),
+                )
+                .usage(usage(20_000, 18_000, 5))
+                .build(),
+        );
+        fake.push(done());
+        let (end, events) = turn(&rt, &mut session, "next");
+        assert_eq!(end.status, TurnStatus::Done);
+        let out = outputs(&events).remove(0);
         let hint = &json_lines(&out)[0];
         assert_eq!(hint["cache"], "warm", "{hint}");
-        assert_eq!(hint["candidates"][0]["key"], "t3", "{hint}");
-        // Older turns carry more behind them: never named before t3.
-        for (k, c) in hint["candidates"].as_array().unwrap().iter().enumerate() {
-            let value = c["value"].as_i64().unwrap();
-            let expected = c["saving_per_request"].as_i64().unwrap()
-                * hint["expected_requests"].as_i64().unwrap()
-                - c["recache_cost"].as_i64().unwrap();
-            assert_eq!(value, expected, "{c}");
-            assert!(value > 0 && (k == 0 || c["key"] != "t3"), "{hint}");
-        }
-        // The block's output ends with the advice, the cheapest good fold first.
+        assert_eq!(hint["candidates"], json!([]), "{hint}");
+        assert!(!out.contains("[vis] fold hint"), "{out}");
+        // 2,000 tokens: the settled turns are the bulk of the request, one batch.
+        let out = one_block(&rt, &fake, &mut session, PRINT_HINT);
+        let hint = &json_lines(&out)[0];
+        let candidates = hint["candidates"].as_array().unwrap();
+        assert_eq!(candidates.len(), 1, "{hint}");
+        let batch = &candidates[0];
+        assert_eq!(batch["key"], "t1,t2,t3,t4", "{hint}");
+        let expected = batch["saving_per_request"].as_i64().unwrap()
+            * hint["expected_requests"].as_i64().unwrap()
+            - batch["recache_cost"].as_i64().unwrap();
+        assert_eq!(batch["value"].as_i64().unwrap(), expected, "{batch}");
         assert!(
-            out.contains("[vis] fold hint: cheapest good fold: t3 ("),
+            out.contains("[vis] fold hint: fold the settled work in one batch, t1,t2,t3,t4 ("),
             "{out}"
         );
+        // Following it makes one fold with one gist over one range.
+        let out = one_block(
+            &rt,
+            &fake,
+            &mut session,
+            "import json\nkey = session['utilization']['fold_hint']['candidates'][0]['key']\nprint(json.dumps(dict(fold_session(key, 'turns 1-5 printed markers'))))",
+        );
+        let receipt = &json_lines(&out)[0];
+        assert_eq!(receipt["selected"], json!(["t1-t5"]), "{receipt}");
+        assert_eq!(session.folds().len(), 1);
+        let text = fake.requests().last().unwrap().body_str();
+        assert_eq!(text.matches("[vis] fold 1 replaces").count(), 1, "{text}");
+        assert!(!text.contains("MARKER-TWO"), "{text}");
         rt.block_on(session.shutdown());
     }
 );
@@ -178,7 +209,7 @@ vistest!(
         let warm = session.utilization().fold_hint.unwrap();
         assert_eq!(
             (warm.cache.as_str(), warm.candidates[0].key.as_str()),
-            ("warm", "t3")
+            ("warm", "t1,t2,t3")
         );
         // Past the cache lifetime (300 s for Anthropic) since the last request.
         session.advance_clock(301);
@@ -189,11 +220,11 @@ vistest!(
             Some("5 min since the last request, past the cache lifetime of 5 min")
         );
         let keys: Vec<&str> = hint.candidates.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(keys, ["t1", "t2", "t3"], "{hint:?}");
+        assert_eq!(keys, ["t1,t2,t3"], "{hint:?}");
         assert!(hint.candidates.iter().all(|c| c.recache_cost == 0));
         assert!(
         hint.text.as_deref().unwrap().starts_with(
-            "the prompt cache is cold (5 min since the last request, past the cache lifetime of 5 min), so folding settled work re-caches nothing extra now: fold t1 ("
+            "the prompt cache is cold (5 min since the last request, past the cache lifetime of 5 min), so folding settled work re-caches nothing extra now: fold t1,t2,t3 ("
         ),
         "{hint:?}"
     );
@@ -234,7 +265,7 @@ vistest!(
         let lines = json_lines(&out);
         let (hint, receipt) = (&lines[0], &lines[1]);
         assert_eq!(hint["cache"], "cold", "{hint}");
-        assert_eq!(hint["candidates"][0]["key"], "t1", "{hint}");
+        assert_eq!(hint["candidates"][0]["key"], "t1,t2,t3", "{hint}");
         assert_eq!(receipt["recache_cost"], 0, "{receipt}");
         rt.block_on(session.shutdown());
     }
@@ -271,7 +302,7 @@ vistest!(a_session_resumed_past_the_cache_lifetime_is_cold, |env| {
             .starts_with("resumed session, "),
         "{hint:?}"
     );
-    assert_eq!(hint.candidates[0].key, "t1", "{hint:?}");
+    assert_eq!(hint.candidates[0].key, "t1,t2,t3", "{hint:?}");
     let receipt = resumed.fold("t2", "turn two printed markers").unwrap();
     assert_eq!(receipt.recache_cost, 0, "{receipt:?}");
     rt.block_on(resumed.shutdown());

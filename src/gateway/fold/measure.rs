@@ -163,6 +163,7 @@ pub fn utilization(conversation: &Conversation, limits: Limits) -> Utilization {
             reset: conversation.reset().map(|(index, _, key)| (index, key)),
             expected_requests: conversation.expected_requests(),
             level: u.level,
+            request_tokens: u.last_request_tokens,
         };
         u.fold_hint = Some(super::rank(conversation.entries(), &spans, &pricing));
     }

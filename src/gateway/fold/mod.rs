@@ -29,14 +29,15 @@
 //! - `keys`: the names of conversation ranges (`t2/i1-i3`) the model folds by;
 //! - `measure`: each model's limits, how full the context is, the hint, and what a response
 //!   after folds says they saved;
-//! - `price`: what a fold costs and saves with a prompt cache (receipts), and which folds
-//!   the hint names first.
+//! - `price`: what a fold costs and saves with a prompt cache (receipts);
+//! - `rank`: which folds the hint names: settled work in batches.
 
 mod apply;
 mod gist;
 mod keys;
 mod measure;
 mod price;
+mod rank;
 mod select;
 
 pub use apply::{apply, effect, load, span_texts, tokens_before_seq, Effect};
@@ -47,9 +48,10 @@ pub use measure::{
     AUTO_COMPRESS_ABOVE,
 };
 pub use price::{
-    cache_state, price, rank, spans, CacheState, Price, Pricing, Span, ASSUMED_GIST_TOKENS,
-    MIN_EXPECTED_REQUESTS, MIN_FOLD_TOKENS,
+    cache_state, price, spans, CacheState, Price, Span, ASSUMED_GIST_TOKENS, MIN_EXPECTED_REQUESTS,
+    MIN_FOLD_TOKENS,
 };
+pub use rank::{rank, Pricing, BATCH_RATIO};
 pub use select::{is_settled, select, Fold, Mark, MarkKind, Now, SelectError, Selection};
 
 use super::{Conversation, FoldSettings};

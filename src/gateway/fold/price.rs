@@ -17,18 +17,13 @@
 //!   as long again as it has gone: the one figure known without guessing the task), at least
 //!   [`MIN_EXPECTED_REQUESTS`].
 //!
-//! Hints name the good folds (a value above what writing the gist costs,
-//! [`GIST_WRITE_COST`], and at least [`MIN_FOLD_TOKENS`] net) best first:
-//! by value while the cache is warm, which puts the most recent settled work first (little
-//! comes after it); oldest first while it is cold (all are free: fold them together); and by
-//! raw size from 90% of `auto_compress_above` on, where the window, not the price, is what
-//! runs out (the automatic fold would come next).
+//! Which of the settled ranges ([`spans`]) the hint names, and in what batches: `rank`.
 
 use crate::gateway::history::{Entry, NoticeMeta};
-use crate::protocol::{FoldCandidate, FoldHint, HistoryItem, Level};
+use crate::protocol::HistoryItem;
 use crate::providers::CachePrices;
 
-use super::{thousands, Now};
+use super::Now;
 
 /// The fewest requests a fold is expected to pay off over (early in a session the count so
 /// far says little).
@@ -181,124 +176,6 @@ fn finished_iterations(entries: &[Entry], turn: i64, running: Option<i64>) -> Op
     })
 }
 
-/// What is known when pricing candidates.
-pub struct Pricing<'a> {
-    pub prices: &'a CachePrices,
-    pub cache: &'a CacheState,
-    /// Where the folds made since the last request already make the next request re-cache
-    /// from (an index into the entries), with that range's key.
-    pub reset: Option<(usize, String)>,
-    pub expected_requests: u64,
-    pub level: Option<Level>,
-}
-
-/// The good folds among `spans`, best first, and the advice.
-pub fn rank(entries: &[Entry], spans: &[Span], p: &Pricing<'_>) -> FoldHint {
-    let near_limit = p.level.is_some_and(|l| l >= Level::Urgent);
-    let cold = matches!(p.cache, CacheState::Cold(_));
-    let mut good: Vec<(FoldCandidate, usize)> = Vec::new();
-    for span in spans {
-        let net = span.tokens.saturating_sub(ASSUMED_GIST_TOKENS);
-        if net == 0 || (net < MIN_FOLD_TOKENS && !near_limit) {
-            continue;
-        }
-        let recache_tokens = if cold {
-            0
-        } else {
-            let stop = match &p.reset {
-                Some((r, _)) if *r <= span.first => span.first,
-                Some((r, _)) => (*r).max(span.end),
-                None => entries.len(),
-            };
-            let behind: u64 = entries[span.first..stop].iter().map(|e| e.tokens).sum();
-            (behind + ASSUMED_GIST_TOKENS).saturating_sub(span.tokens)
-        };
-        let price = price(p.prices, recache_tokens, net as i64);
-        let value = price.saving_per_request as i64 * p.expected_requests as i64
-            - price.recache_cost as i64;
-        if value <= GIST_WRITE_COST && !near_limit {
-            continue;
-        }
-        good.push((
-            FoldCandidate {
-                key: span.key.clone(),
-                tokens: span.tokens,
-                recache_cost: price.recache_cost,
-                saving_per_request: price.saving_per_request,
-                break_even_requests: price.break_even_requests,
-                value,
-            },
-            span.first,
-        ));
-    }
-    if near_limit {
-        good.sort_by(|a, b| b.0.tokens.cmp(&a.0.tokens).then(a.1.cmp(&b.1)));
-    } else if cold {
-        good.sort_by_key(|c| c.1);
-    } else {
-        good.sort_by(|a, b| b.0.value.cmp(&a.0.value).then(a.1.cmp(&b.1)));
-    }
-    let candidates: Vec<FoldCandidate> = good.into_iter().map(|(c, _)| c).collect();
-    let cache_note = match (p.cache, &p.reset) {
-        (CacheState::Cold(why), _) => Some(why.clone()),
-        (CacheState::Warm, Some((_, key))) => Some(format!(
-            "a fold since the last request makes the next one re-cache from {key} on"
-        )),
-        (CacheState::Warm, None) => None,
-    };
-    let text = advice(&candidates, p, near_limit);
-    FoldHint {
-        cache: if cold { "cold" } else { "warm" }.into(),
-        cache_note,
-        expected_requests: p.expected_requests,
-        candidates,
-        text,
-    }
-}
-
-/// The advice in one line; `None` when no fold is worth making.
-fn advice(candidates: &[FoldCandidate], p: &Pricing<'_>, near_limit: bool) -> Option<String> {
-    let first = candidates.first()?;
-    let sized = |c: &FoldCandidate| format!("{} ({} tokens)", c.key, thousands(c.tokens));
-    let named: Vec<String> = candidates.iter().take(4).map(sized).collect();
-    if let CacheState::Cold(why) = p.cache {
-        return Some(format!(
-            "the prompt cache is cold ({why}), so folding settled work re-caches nothing extra now: fold {} in this block",
-            named.join(", ")
-        ));
-    }
-    if near_limit {
-        return Some(format!("largest settled first: {}", named.join(", ")));
-    }
-    let mut text = if let (Some((_, from)), 0) = (&p.reset, first.recache_cost) {
-        format!(
-            "the next request re-caches from {from} on anyway, so folding {} now costs nothing extra",
-            candidates
-                .iter()
-                .take_while(|c| c.recache_cost == 0)
-                .take(4)
-                .map(sized)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        format!(
-            "cheapest good fold: {} — re-caching costs {}, it saves {} a request, paid back after {} requests",
-            sized(first),
-            thousands(first.recache_cost),
-            thousands(first.saving_per_request),
-            first.break_even_requests.unwrap_or(0)
-        )
-    };
-    if candidates.len() > 1 && first.recache_cost > 0 {
-        text.push_str(&format!(
-            "; also {}; fold them in one block: folds before the next request share one cache re-write",
-            named[1..].join(", ")
-        ));
-    }
-    Some(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,113 +226,5 @@ mod tests {
             CacheState::Warm => panic!("warm"),
         }
         assert!(matches!(cache_state(None, 300, false), CacheState::Cold(_)));
-    }
-
-    fn entry(turn: i64, tokens: u64) -> Entry {
-        Entry::new(
-            0,
-            turn,
-            None,
-            HistoryItem::Notice {
-                text: String::new(),
-            },
-            tokens,
-        )
-    }
-
-    #[test]
-    fn warm_ranks_recent_work_first_and_cold_the_oldest() {
-        // Turns 1-3 settled (1,000 tokens each), turn 4 in progress.
-        let entries: Vec<Entry> = [1, 1, 2, 2, 3, 3, 4]
-            .iter()
-            .map(|&t| entry(t, 500))
-            .collect();
-        let now = Now {
-            turn: Some(4),
-            running: None,
-        };
-        let found = spans(&entries, now, false);
-        assert_eq!(
-            found.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
-            ["t1", "t2", "t3"]
-        );
-        let prices = anthropic();
-        let warm = CacheState::Warm;
-        let mut p = Pricing {
-            prices: &prices,
-            cache: &warm,
-            reset: None,
-            expected_requests: 40,
-            level: Some(Level::Normal),
-        };
-        let hint = rank(&entries, &found, &p);
-        let keys: Vec<&str> = hint.candidates.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(keys, ["t3", "t2", "t1"]);
-        // t3: 500 tokens behind it plus the gist are re-cached: 560 × 1.15 = 644.
-        let t3 = &hint.candidates[0];
-        assert_eq!((t3.recache_cost, t3.saving_per_request), (644, 94));
-        assert_eq!(t3.value, 94 * 40 - 644);
-        let text = hint.text.unwrap();
-        assert!(
-            text.starts_with("cheapest good fold: t3 (1,000 tokens)"),
-            "{text}"
-        );
-        assert!(text.contains("fold them in one block"), "{text}");
-
-        let cold = CacheState::Cold("idle".into());
-        p.cache = &cold;
-        let hint = rank(&entries, &found, &p);
-        let keys: Vec<&str> = hint.candidates.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(keys, ["t1", "t2", "t3"]);
-        assert!(hint.candidates.iter().all(|c| c.recache_cost == 0));
-        assert!(hint.text.unwrap().contains("re-caches nothing extra"));
-
-        // A fold of t2 made since the last request: t3 behind it is free, t1 pays for t1-t2.
-        p.cache = &warm;
-        p.reset = Some((2, "t2".into()));
-        let others: Vec<Span> = found.iter().filter(|s| s.key != "t2").cloned().collect();
-        let hint = rank(&entries, &others, &p);
-        assert_eq!(hint.candidates[0].key, "t3");
-        assert_eq!(hint.candidates[0].recache_cost, 0);
-        // t1 pays only for itself up to t2: (1,000 + 60 − 1,000) × 1.15.
-        assert_eq!(hint.candidates[1].recache_cost, 69);
-        assert!(hint
-            .text
-            .unwrap()
-            .starts_with("the next request re-caches from t2 on anyway"));
-
-        // Near the limit the largest comes first, value or not.
-        p.reset = None;
-        p.level = Some(Level::Urgent);
-        let mut big = entries.clone();
-        big[0].tokens = 5000;
-        let found = spans(&big, now, false);
-        let hint = rank(&big, &found, &p);
-        assert_eq!(hint.candidates[0].key, "t1");
-        assert!(hint
-            .text
-            .unwrap()
-            .starts_with("largest settled first: t1 (5,500 tokens)"));
-    }
-
-    #[test]
-    fn small_or_unprofitable_ranges_are_not_named() {
-        let entries: Vec<Entry> = [1, 2, 2].iter().map(|&t| entry(t, 300)).collect();
-        let now = Now {
-            turn: Some(2),
-            running: None,
-        };
-        let prices = anthropic();
-        let warm = CacheState::Warm;
-        let p = Pricing {
-            prices: &prices,
-            cache: &warm,
-            reset: None,
-            expected_requests: 10,
-            level: Some(Level::Normal),
-        };
-        let hint = rank(&entries, &spans(&entries, now, false), &p);
-        assert!(hint.candidates.is_empty());
-        assert_eq!(hint.text, None);
     }
 }
