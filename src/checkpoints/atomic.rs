@@ -9,11 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 
 use rustix::fs::{Mode, OFlags};
 
-use super::beneath::{place, remove_at, Place};
+use super::beneath::{place, remove_at, Missing, Place};
 use super::log::FileState;
 use super::CheckpointError;
 
@@ -79,6 +78,7 @@ fn stage(
     // must not run out of descriptors).
     let mut dirs: std::collections::HashMap<PathBuf, std::sync::Arc<super::beneath::Dir>> =
         std::collections::HashMap::new();
+    let mut placed_moves = Vec::new();
     for m in moves {
         let parent = m.target.parent().map(Path::to_path_buf);
         let known = parent.as_ref().and_then(|p| dirs.get(p));
@@ -87,14 +87,23 @@ fn stage(
                 dir: dir.clone(),
                 name: name.to_os_string(),
             },
-            _ => place(roots, &m.target, created_dirs)?,
+            // A removal whose directory is gone is done already: nothing is created for it.
+            _ if m.state.is_none() => match place(roots, &m.target, Missing::Absent)? {
+                Some(found) => found,
+                None => continue,
+            },
+            _ => match place(roots, &m.target, Missing::Create(created_dirs))? {
+                Some(found) => found,
+                None => continue,
+            },
         };
         if let Some(parent) = parent {
             dirs.entry(parent).or_insert_with(|| found.dir.clone());
         }
         places.push(found);
+        placed_moves.push(m);
     }
-    for (m, p) in moves.iter().zip(places.iter()) {
+    for (m, p) in placed_moves.into_iter().zip(places.iter()) {
         let Some(state) = &m.state else {
             staged.push(None);
             continue;
@@ -149,7 +158,7 @@ fn discard(places: &[Place], staged: &[Option<OsString>], created_dirs: &[Place]
 }
 
 /// Creates `name` in `dir` (it must not exist) holding `state`; `shown` names it in errors.
-fn write_state_at(
+pub(crate) fn write_state_at(
     dir: &OwnedFd,
     name: &OsStr,
     shown: &Path,
@@ -182,28 +191,4 @@ pub(crate) struct Move {
     pub target: PathBuf,
     pub state: Option<FileState>,
     pub content: Option<Vec<u8>>,
-}
-
-/// Creates `target` (which must not exist) holding `state`.
-pub(crate) fn write_state(
-    target: &Path,
-    state: &FileState,
-    content: Option<&[u8]>,
-) -> Result<(), CheckpointError> {
-    match state {
-        FileState::Symlink { target: link } => std::os::unix::fs::symlink(link, target)
-            .map_err(|e| CheckpointError::io("create", target, e)),
-        FileState::File { mode, .. } => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(target)
-                .map_err(|e| CheckpointError::io("create", target, e))?;
-            file.write_all(content.unwrap_or_default())
-                .and_then(|()| file.flush())
-                .map_err(|e| CheckpointError::io("write", target, e))?;
-            std::fs::set_permissions(target, std::fs::Permissions::from_mode(*mode))
-                .map_err(|e| CheckpointError::io("set the mode of", target, e))
-        }
-    }
 }

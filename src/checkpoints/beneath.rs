@@ -1,6 +1,6 @@
-//! Directories beneath a workspace root, opened without following a symbolic link, so a
-//! rewind writes, renames and removes only beneath the root even when another process swaps
-//! a directory for a link meanwhile: every later step is relative to the descriptor
+//! Directories beneath a workspace root (or a copy's), opened without following a symbolic
+//! link, so a rewind or a restore into a copy writes, renames and removes only beneath the
+//! root even when another process swaps a directory for a link meanwhile: every later step is relative to the descriptor
 //! (`openat`, `renameat`, `unlinkat`), never a path resolved again.
 //!
 //! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` resolves a whole existing path in
@@ -42,20 +42,28 @@ const DIR_FLAGS: OFlags = OFlags::PATH
 
 fn refused(target: &Path, why: String) -> CheckpointError {
     CheckpointError::Refused(format!(
-        "cannot restore {}: {why}; a rewind writes only beneath the workspace root and follows no symbolic link on the way; nothing was changed — look at it, then run the rewind again",
+        "cannot restore {}: {why}; files are restored only beneath their root, following no symbolic link on the way",
         target.display()
     ))
 }
 
+/// What [`place`] does when a directory on the way does not exist.
+pub(crate) enum Missing<'a> {
+    /// Creates it (each created directory noted, so a failure can remove them again).
+    Create(&'a mut Vec<Place>),
+    /// Leaves it: the target cannot exist (`None`), e.g. a removal that is already done.
+    Absent,
+}
+
 /// The root among `roots` that holds `target`, and `target`'s parent relative to it (only
 /// plain names: no `..`, no `.`).
-fn split<'a>(
-    roots: &'a [String],
+fn split<'a, R: AsRef<Path>>(
+    roots: &'a [R],
     target: &'a Path,
 ) -> Option<(&'a Path, Vec<&'a OsStr>, &'a OsStr)> {
     let (root, rel) = roots
         .iter()
-        .map(Path::new)
+        .map(AsRef::as_ref)
         .filter_map(|root| target.strip_prefix(root).ok().map(|rel| (root, rel)))
         .max_by_key(|(root, _)| root.as_os_str().len())?;
     let mut names = Vec::new();
@@ -69,14 +77,15 @@ fn split<'a>(
     Some((root, names, file))
 }
 
-/// Opens (creating what is missing, each created directory noted in `created`) the parent
-/// of `target` beneath its root, following no link. Refused when `target` is not beneath a
-/// root or a directory on the way is a link or not a directory.
-pub(crate) fn place(
-    roots: &[String],
+/// Opens the parent of `target` beneath its root, following no link; a directory on the
+/// way that is missing is created or ends the look (`None`), as `missing` says. Refused
+/// when `target` is not beneath a root or a directory on the way is a link or not a
+/// directory.
+pub(crate) fn place<R: AsRef<Path>>(
+    roots: &[R],
     target: &Path,
-    created: &mut Vec<Place>,
-) -> Result<Place, CheckpointError> {
+    missing: Missing<'_>,
+) -> Result<Option<Place>, CheckpointError> {
     let Some((root, names, file)) = split(roots, target) else {
         return Err(refused(
             target,
@@ -115,13 +124,16 @@ pub(crate) fn place(
                 ),
             ))
         }
-        // Missing directories to create, or no openat2: one component at a time.
-        Err(_) => walk(root, root_fd, &names, target, created)?,
+        // Missing directories, or no openat2: one component at a time.
+        Err(_) => match walk(root, root_fd, &names, target, missing)? {
+            Some(dir) => dir,
+            None => return Ok(None),
+        },
     };
-    Ok(Place {
+    Ok(Some(Place {
         dir,
         name: file.to_os_string(),
-    })
+    }))
 }
 
 fn walk(
@@ -129,8 +141,8 @@ fn walk(
     root_fd: OwnedFd,
     names: &[&OsStr],
     target: &Path,
-    created: &mut Vec<Place>,
-) -> Result<std::sync::Arc<Dir>, CheckpointError> {
+    mut missing: Missing<'_>,
+) -> Result<Option<std::sync::Arc<Dir>>, CheckpointError> {
     let mut dir = std::sync::Arc::new(Dir {
         fd: root_fd,
         path: root.to_path_buf(),
@@ -138,6 +150,9 @@ fn walk(
     for name in names {
         let opened = match rustix::fs::openat(&dir.fd, *name, DIR_FLAGS, Mode::empty()) {
             Err(Errno::NOENT) => {
+                let Missing::Create(created) = &mut missing else {
+                    return Ok(None);
+                };
                 rustix::fs::mkdirat(&dir.fd, *name, Mode::from_raw_mode(0o777))
                     .map_err(|e| CheckpointError::io("create", &dir.path.join(name), e.into()))?;
                 created.push(Place {
@@ -164,7 +179,7 @@ fn walk(
         };
         dir = std::sync::Arc::new(Dir { fd, path });
     }
-    Ok(dir)
+    Ok(Some(dir))
 }
 
 /// Removes `name` in `dir` without following links: a file or link is unlinked, a directory

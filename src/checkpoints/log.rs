@@ -21,7 +21,7 @@ use super::{CheckpointError, Point};
 
 /// What a path holds (absent paths are `None` where a state is optional).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", try_from = "StateLine")]
 pub enum FileState {
     /// A regular file: its content's blake3 (`None`: not hashed, over the largest file kept)
     /// and its permission bits.
@@ -32,6 +32,69 @@ pub enum FileState {
     },
     /// A symlink and its target, as text (never followed).
     Symlink { target: String },
+}
+
+/// A [`FileState`] as written, read field by field: serde reads an internally tagged enum
+/// by buffering each value first, which for a baseline's 10,000 states was a third of the
+/// time to read a log.
+#[derive(Deserialize)]
+struct StateLine {
+    kind: StateKind,
+    #[serde(default)]
+    hash: Option<String>,
+    size: Option<u64>,
+    mode: Option<u32>,
+    target: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StateKind {
+    File,
+    Symlink,
+}
+
+impl TryFrom<StateLine> for FileState {
+    type Error = String;
+
+    fn try_from(line: StateLine) -> Result<FileState, String> {
+        match line.kind {
+            StateKind::File => Ok(FileState::File {
+                hash: line.hash,
+                size: line.size.ok_or("a file state without its size")?,
+                mode: line.mode.ok_or("a file state without its mode")?,
+            }),
+            StateKind::Symlink => Ok(FileState::Symlink {
+                target: line.target.ok_or("a symlink state without its target")?,
+            }),
+        }
+    }
+}
+
+/// The baseline record's fields, read straight from its line (see [`parse_record`]).
+#[derive(Deserialize)]
+struct BaselineLine {
+    roots: Vec<String>,
+    at: i64,
+    files: BTreeMap<String, Entry>,
+    #[serde(default)]
+    notes: Vec<String>,
+}
+
+/// One line of the log. The baseline (most of a log's bytes) is read straight into its
+/// fields: its tag is written first, and a tagged enum would be buffered whole before being
+/// read, which doubled the time to open a session's checkpoints.
+fn parse_record(line: &str) -> serde_json::Result<Record> {
+    if line.starts_with(r#"{"type":"baseline","#) {
+        let b: BaselineLine = serde_json::from_str(line)?;
+        return Ok(Record::Baseline {
+            roots: b.roots,
+            at: b.at,
+            files: b.files,
+            notes: b.notes,
+        });
+    }
+    serde_json::from_str(line)
 }
 
 /// Who made a change.
@@ -140,7 +203,7 @@ impl Log {
             if line.is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Record>(line) {
+            match parse_record(line) {
                 Ok(record) => records.push(record),
                 // Only the last line can be cut short (appends are whole lines otherwise).
                 Err(_) if n + 1 == lines.len() => {}
@@ -227,28 +290,34 @@ impl Log {
     /// baseline, content not kept (the budget ran out while it was taken) counts, which can
     /// only find the budget full where it already was.
     pub fn kept_bytes(&self) -> u64 {
-        let mut seen = std::collections::HashSet::new();
+        let states =
+            self.records
+                .iter()
+                .flat_map(|record| -> Box<dyn Iterator<Item = &FileState> + '_> {
+                    match record {
+                        Record::Baseline { files, .. } => {
+                            Box::new(files.values().map(|e| &e.state))
+                        }
+                        Record::Begin { .. } => Box::new(std::iter::empty()),
+                        Record::Checkpoint(c) => Box::new(
+                            c.changes
+                                .iter()
+                                .filter(|c| c.note.is_none())
+                                .filter_map(|c| c.after.as_ref()),
+                        ),
+                    }
+                });
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let mut total = 0;
-        let mut count = |state: &FileState| {
+        for state in states {
             if let FileState::File {
                 hash: Some(hash),
                 size,
                 ..
             } = state
             {
-                if seen.insert(hash.clone()) {
+                if seen.insert(hash.as_str()) {
                     total += size;
-                }
-            }
-        };
-        for record in &self.records {
-            match record {
-                Record::Baseline { files, .. } => files.values().for_each(|e| count(&e.state)),
-                Record::Begin { .. } => {}
-                Record::Checkpoint(c) => {
-                    for change in c.changes.iter().filter(|c| c.note.is_none()) {
-                        change.after.iter().for_each(&mut count);
-                    }
                 }
             }
         }
@@ -361,5 +430,73 @@ pub fn apply(files: &mut BTreeMap<String, Entry>, checkpoint: &Checkpoint) {
         if let Some(entry) = files.get_mut(path) {
             entry.meta = *meta;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_baseline_read_straight_is_the_record_that_was_written() {
+        let mut files = BTreeMap::new();
+        let meta = Meta {
+            size: 3,
+            mtime_ns: 1,
+            ctime_ns: 2,
+            ino: 7,
+            mode: 0o100644,
+        };
+        files.insert(
+            "/w/a".to_string(),
+            Entry {
+                meta,
+                state: FileState::File {
+                    hash: Some("ab".repeat(32)),
+                    size: 3,
+                    mode: 0o644,
+                },
+            },
+        );
+        files.insert(
+            "/w/big".to_string(),
+            Entry {
+                meta,
+                state: FileState::File {
+                    hash: None,
+                    size: 1 << 40,
+                    mode: 0o600,
+                },
+            },
+        );
+        files.insert(
+            "/w/l".to_string(),
+            Entry {
+                meta,
+                state: FileState::Symlink {
+                    target: "../x".into(),
+                },
+            },
+        );
+        let record = Record::Baseline {
+            roots: vec!["/w".into()],
+            at: 5,
+            files,
+            notes: vec!["n".into()],
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        let fast = parse_record(&line).unwrap();
+        assert_eq!(serde_json::to_string(&fast).unwrap(), line);
+        // A state missing a field is refused, as the tagged form refused it.
+        let bad = line.replace(r#","mode":420"#, "");
+        assert!(parse_record(&bad).is_err());
+        let checkpoint = r#"{"type":"begin","turn":2,"iteration":1}"#;
+        assert!(matches!(
+            parse_record(checkpoint).unwrap(),
+            Record::Begin {
+                turn: 2,
+                iteration: 1
+            }
+        ));
     }
 }

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 use super::blobs::Blobs;
-use super::feed::Feed;
+use super::feed::{watched_walk, Feed, FeedState};
 use super::log::{apply, Change, Checkpoint, Entry, FileState, Log, Origin, Record};
-use super::scan::{recorded_names_in, scan, Meta, ScanRules};
+use super::scan::{recorded_names_in, Meta, ScanRules};
 use super::CheckpointError;
 
 /// `[checkpoints]` in config.toml.
@@ -27,6 +27,8 @@ pub struct CheckpointSettings {
     pub budget_bytes: u64,
     /// The largest file whose content is hashed and kept.
     pub max_file_bytes: u64,
+    /// More directories than this are not watched by the change feed (0: no feed).
+    pub max_watched_dirs: usize,
 }
 
 impl Default for CheckpointSettings {
@@ -36,6 +38,7 @@ impl Default for CheckpointSettings {
             include_ignored: false,
             budget_bytes: 512 * 1024 * 1024,
             max_file_bytes: 16 * 1024 * 1024,
+            max_watched_dirs: super::feed::MAX_WATCHED_DIRS,
         }
     }
 }
@@ -64,8 +67,8 @@ pub(crate) struct Loaded {
     pub manifest: BTreeMap<String, Entry>,
     pub blobs: Blobs,
     pub kept_bytes: u64,
-    /// What changed since the last full walk (`None`: the next scan walks in full).
-    pub feed: Option<Feed>,
+    /// What changed since the last full walk (or why the next scan walks in full).
+    pub feed: FeedState,
 }
 
 /// What a scan walks and keeps (cloned onto the scanning thread).
@@ -176,27 +179,46 @@ impl Recorder {
         if !self.rules.settings.enabled || self.settle().is_err() {
             return;
         }
-        let Ok(current) = self.loaded_or_none().map(|l| l.is_some()) else {
-            return;
-        };
+        // A log read before and still current goes along; otherwise the thread reads it
+        // (tens of milliseconds on a large workspace, which `vis exec` spends while its
+        // worker starts instead of before).
+        let current = self
+            .loaded
+            .as_ref()
+            .is_some_and(|l| l.log.len == log_len(&self.dir));
         let loaded = if current { self.loaded.take() } else { None };
-        let rules = self.rules.clone();
+        self.loaded = None;
+        let mut rules = self.rules.clone();
         let dir = self.dir.clone();
         let spawned = std::thread::Builder::new()
             .name("vis-checkpoint".into())
-            .spawn(move || match loaded {
-                None => match rules.baseline(&dir) {
-                    Ok(loaded) => (Some(loaded), Ok(())),
-                    Err(e) => (None, Err(e)),
-                },
-                Some(mut loaded) => {
-                    let recorded = match loaded.log.pending() {
-                        Some((t, i)) => {
-                            rules.record(&mut loaded, Origin::Interrupted, t, i, true, None)
-                        }
-                        None => rules.record(&mut loaded, Origin::Outside, turn, 1, false, None),
-                    };
-                    (Some(loaded), recorded.map(|_| ()))
+            .spawn(move || {
+                let loaded = match loaded {
+                    Some(loaded) => Some(loaded),
+                    None => match rules.open(&dir) {
+                        Ok(opened) => opened,
+                        Err(e) => return (None, Err(e)),
+                    },
+                };
+                if let Some(l) = loaded.as_ref().filter(|_| rules.roots.is_empty()) {
+                    rules.roots = l.log.roots().to_vec();
+                }
+                match loaded {
+                    None => match rules.baseline(&dir) {
+                        Ok(loaded) => (Some(loaded), Ok(())),
+                        Err(e) => (None, Err(e)),
+                    },
+                    Some(mut loaded) => {
+                        let recorded = match loaded.log.pending() {
+                            Some((t, i)) => {
+                                rules.record(&mut loaded, Origin::Interrupted, t, i, true, None)
+                            }
+                            None => {
+                                rules.record(&mut loaded, Origin::Outside, turn, 1, false, None)
+                            }
+                        };
+                        (Some(loaded), recorded.map(|_| ()))
+                    }
                 }
             });
         if let Ok(handle) = spawned {
@@ -257,26 +279,17 @@ impl Recorder {
     }
 
     fn loaded_or_none(&mut self) -> Result<Option<&mut Loaded>, CheckpointError> {
-        let on_disk = std::fs::metadata(Log::path_in(&self.dir)).map_or(0, |m| m.len());
         let stale = match &self.loaded {
-            Some(l) => l.log.len != on_disk,
+            Some(l) => l.log.len != log_len(&self.dir),
             None => true,
         };
         if stale {
-            self.loaded = match Log::load(&self.dir)? {
-                Some(log) => Some(Loaded {
-                    manifest: log.manifest(),
-                    kept_bytes: log.kept_bytes(),
-                    blobs: Blobs::new(&self.dir),
-                    log,
-                    feed: None,
-                }),
-                None => None,
-            };
-            if let Some(l) = &self.loaded {
-                if self.rules.roots.is_empty() {
-                    self.rules.roots = l.log.roots().to_vec();
-                }
+            self.loaded = None;
+            self.loaded = self.rules.open(&self.dir)?;
+        }
+        if let Some(l) = &self.loaded {
+            if self.rules.roots.is_empty() {
+                self.rules.roots = l.log.roots().to_vec();
             }
         }
         Ok(self.loaded.as_mut())
@@ -310,10 +323,27 @@ impl Recorder {
     }
 }
 
+/// The log's length on disk (0: none): another process appended when it is not the length
+/// last read.
+fn log_len(dir: &Path) -> u64 {
+    std::fs::metadata(Log::path_in(dir)).map_or(0, |m| m.len())
+}
+
 impl Rules {
+    /// The session's log as it is on disk (`None`: there is none).
+    fn open(&self, dir: &Path) -> Result<Option<Loaded>, CheckpointError> {
+        Ok(Log::load(dir)?.map(|log| Loaded {
+            manifest: log.manifest(),
+            kept_bytes: log.kept_bytes(),
+            blobs: Blobs::new(dir),
+            log,
+            feed: FeedState::Off,
+        }))
+    }
+
     /// The baseline: every file's metadata and content as the first block finds them.
     fn baseline(&self, dir: &Path) -> Result<Loaded, CheckpointError> {
-        let (found, feed) = self.walk();
+        let (found, feed) = self.walk(&FeedState::Off);
         let blobs = Blobs::new(dir);
         let mut kept_bytes = 0;
         let mut files = BTreeMap::new();
@@ -364,20 +394,9 @@ impl Rules {
         }
     }
 
-    /// A full walk, and a change feed watching what it walked.
-    fn walk(&self) -> (super::scan::Scan, Option<Feed>) {
-        let mut feed = Feed::new();
-        let found = scan(&self.scan_rules(), &mut |dir| {
-            if let Some(feed) = feed.as_mut() {
-                feed.watch(dir);
-            }
-        });
-        if let Some(feed) = feed.as_mut() {
-            for file in &found.linked {
-                feed.linked(file);
-            }
-        }
-        (found, feed)
+    /// A full walk, and the change feed watching what it walked (see [`watched_walk`]).
+    fn walk(&self, last: &FeedState) -> (super::scan::Scan, FeedState) {
+        watched_walk(&self.scan_rules(), self.settings.max_watched_dirs, last)
     }
 
     /// What the paths that changed since the last walk hold now (`None`: absent, or no
@@ -481,23 +500,28 @@ impl Rules {
         always: bool,
         cut_from_turn: Option<i64>,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        let narrowed = match (origin, loaded.feed.as_mut()) {
-            (Origin::Block, Some(feed)) => self.narrowed(feed, &loaded.manifest),
+        let narrowed = match (origin, &mut loaded.feed) {
+            (Origin::Block, FeedState::Watching(feed)) => self.narrowed(feed, &loaded.manifest),
             _ => None,
         };
         let looked = match narrowed {
             Some(looked) => looked,
             None => {
-                let (found, feed) = self.walk();
+                let (found, feed) = self.walk(&loaded.feed);
                 loaded.feed = feed;
+                // Only the paths gone since are copied out of the manifest.
+                let gone: Vec<String> = loaded
+                    .manifest
+                    .keys()
+                    .filter(|path| !found.files.contains_key(*path))
+                    .cloned()
+                    .collect();
                 let mut looked: Looked = found
                     .files
                     .into_iter()
                     .map(|(path, meta)| (path, Some(meta)))
                     .collect();
-                for path in loaded.manifest.keys() {
-                    looked.entry(path.clone()).or_insert(None);
-                }
+                looked.extend(gone.into_iter().map(|path| (path, None)));
                 looked
             }
         };

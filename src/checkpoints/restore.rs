@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::atomic::{write_state, Move};
+use super::atomic::{write_state_at, Move};
+use super::beneath::{place, remove_at, Missing, Place};
 use super::blobs::Blobs;
 use super::log::{FileState, Log, Origin};
 use super::record::Recorder;
@@ -26,6 +27,10 @@ pub struct RestoreReport {
 
 /// Makes `dest`, a copy of the session's (first) workspace root as it is now (see
 /// [`copy_workspace`]), look like that root at `point`, by undoing what was recorded since.
+/// Every write and removal is made beneath `dest`, relative to a directory opened without
+/// following a symbolic link (a link in the copy, planted or recorded, is never written
+/// through); a directory on the way that is a link refuses the restore, whose copy the
+/// caller then removes. A removal whose directory is gone is done already.
 pub fn restore_into(
     db: &Path,
     session_id: &str,
@@ -39,6 +44,9 @@ pub fn restore_into(
     let want = log.files_at(point);
     let have = log.manifest();
     let mut report = RestoreReport::default();
+    let dest_root = [dest];
+    // Sorted, so a directory's path comes before its files': a link recorded in place of a
+    // directory is removed before the files beneath that directory are put back.
     let paths: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
     for path in paths {
         let (wanted, had) = (want.get(path), have.get(path));
@@ -56,24 +64,40 @@ pub fn restore_into(
         let target = dest.join(rel);
         match wanted {
             None => {
-                remove_path(&target)?;
-                report.removed.push(rel_text);
+                if let Some(at) = place(&dest_root, &target, Missing::Absent)? {
+                    if remove_if_there(&at)? {
+                        report.removed.push(rel_text);
+                    }
+                }
             }
             Some(state) => match content_of(&blobs, state) {
                 Err(why) => report.not_restored.push((rel_text, why)),
                 Ok(content) => {
-                    if let Some(parent) = target.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| CheckpointError::io("create", parent, e))?;
-                    }
-                    remove_path(&target)?;
-                    write_state(&target, state, content.as_deref())?;
+                    // Directories the copy lacks are made; none is removed again on failure,
+                    // since a failed restore's copy is removed whole.
+                    let mut created = Vec::new();
+                    let Some(at) = place(&dest_root, &target, Missing::Create(&mut created))?
+                    else {
+                        continue;
+                    };
+                    remove_if_there(&at)?;
+                    write_state_at(&at.dir.fd, &at.name, &target, state, content.as_deref())?;
                     report.restored.push(rel_text);
                 }
             },
         }
     }
     Ok(report)
+}
+
+/// Removes what is at `at` (a directory with what it holds), never following a link;
+/// whether anything was there.
+fn remove_if_there(at: &Place) -> Result<bool, CheckpointError> {
+    match remove_at(&at.dir.fd, &at.name) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(CheckpointError::io("remove", &at.shown(), e)),
+    }
 }
 
 /// Copies the directory tree `src` to `dest` (created; must not exist): files with their
@@ -127,16 +151,6 @@ fn content_of(blobs: &Blobs, state: &FileState) -> Result<Option<Vec<u8>>, Strin
             }
             blobs.read(hash).map(Some).map_err(|e| e.to_string())
         }
-    }
-}
-
-fn remove_path(path: &Path) -> Result<(), CheckpointError> {
-    match path.symlink_metadata() {
-        Err(_) => Ok(()),
-        Ok(m) if m.is_dir() => {
-            std::fs::remove_dir_all(path).map_err(|e| CheckpointError::io("remove", path, e))
-        }
-        Ok(_) => std::fs::remove_file(path).map_err(|e| CheckpointError::io("remove", path, e)),
     }
 }
 
@@ -295,7 +309,9 @@ pub fn rewind_files(
     }
     super::atomic::apply_all(recorder.roots(), &moves).map_err(|e| match e {
         // A directory swapped for a link: the message says what to look at.
-        refused @ CheckpointError::Refused(_) => refused,
+        CheckpointError::Refused(why) => CheckpointError::Refused(format!(
+            "{why}; nothing was changed — look at it, then run the rewind again"
+        )),
         e => CheckpointError::Refused(format!(
             "could not put the files back ({e}); nothing was changed — free some space (a full disk?) and run the rewind again"
         )),
@@ -359,6 +375,33 @@ mod tests {
             restore_into(&db, "nope", Point::Start, &start),
             Err(CheckpointError::NoCheckpoints(_))
         ));
+    }
+
+    #[test]
+    fn a_directory_the_session_replaced_with_a_link_comes_back_in_the_copy_as_a_directory() {
+        let home = tempfile::tempdir().unwrap();
+        let db = home.path().join("vis.db");
+        let ws = home.path().join("ws");
+        let elsewhere = home.path().join("elsewhere");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(ws.join("sub/a.txt"), "a0\n").unwrap();
+        std::fs::write(elsewhere.join("a.txt"), "theirs\n").unwrap();
+        let roots = vec![ws.to_string_lossy().into_owned()];
+        let mut rec = Recorder::new(&db, "s1", &roots, CheckpointSettings::default());
+        rec.before_block(1, 1).unwrap();
+        std::fs::remove_dir_all(ws.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, ws.join("sub")).unwrap();
+        rec.after_block(1, 1).unwrap();
+        rec.settle().unwrap();
+        let copy = home.path().join("copy");
+        copy_workspace(&ws, &copy).unwrap();
+        let report = restore_into(&db, "s1", Point::Start, &copy).unwrap();
+        assert!(!copy.join("sub").symlink_metadata().unwrap().is_symlink());
+        assert_eq!(read(&copy.join("sub/a.txt")).as_deref(), Some("a0\n"));
+        assert_eq!(read(&elsewhere.join("a.txt")).as_deref(), Some("theirs\n"));
+        assert_eq!(report.removed, vec!["sub".to_string()]);
+        assert_eq!(report.restored, vec!["sub/a.txt".to_string()]);
     }
 
     #[test]

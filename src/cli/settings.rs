@@ -241,6 +241,7 @@ pub fn checkpoint_settings(config: &Config) -> crate::checkpoints::CheckpointSet
         max_file_bytes: c
             .max_file_mb
             .map_or(defaults.max_file_bytes, |mb| mb.saturating_mul(1024 * 1024)),
+        max_watched_dirs: c.max_watched_dirs.unwrap_or(defaults.max_watched_dirs),
     }
 }
 

@@ -11,4 +11,7 @@ pub struct CheckpointsConfig {
     pub budget_mb: Option<u64>,
     /// The largest file whose content is kept, MiB (default 16).
     pub max_file_mb: Option<u64>,
+    /// Directories the change feed watches at most (default 4096; 0: no feed, every scan
+    /// walks in full).
+    pub max_watched_dirs: Option<usize>,
 }

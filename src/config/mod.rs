@@ -120,6 +120,7 @@ pub use spawn::{SpawnConfig, MAX_SPAWN_DEPTH, MAX_SPAWN_PARALLEL};
 /// include_ignored = false         # also files .gitignore excludes, and .git/
 /// budget_mb = 512                 # content kept per session
 /// max_file_mb = 16                # larger files are recorded as changed, content not kept
+/// max_watched_dirs = 4096        # inotify watches at most; larger trees are walked in full
 ///
 /// [spawn]                         # sub-sessions from spawn() (docs/spawn.md)
 /// max_depth = 2                   # nesting: 0 turns spawn() off, 1 children cannot spawn

@@ -113,3 +113,63 @@ vistest!(a_changed_ignore_file_makes_the_scan_walk_again, |env| {
     assert!(t2.contains(".gitignore"), "{t2}");
     assert!(t2.contains("app.log"), "{t2}");
 });
+
+vistest!(
+    a_workspace_over_the_watch_cap_is_walked_in_full_and_records_every_change,
+    |env| {
+        // The cap is a real setting: 2 directories watched at most, the workspace has 4.
+        std::fs::create_dir_all(env.config_dir()).unwrap();
+        std::fs::write(
+            env.config_dir().join("config.toml"),
+            "[checkpoints]\nmax_watched_dirs = 2\n",
+        )
+        .unwrap();
+        let ws = env.workspace();
+        for dir in ["a", "b", "c/d"] {
+            std::fs::create_dir_all(ws.join(dir)).unwrap();
+            std::fs::write(ws.join(dir).join("f.txt"), format!("{dir}0\n")).unwrap();
+        }
+        ok(&env.exec("w", "print(1)"));
+        ok(&env.exec(
+            "w",
+            "import os\n\
+             open('a/f.txt', 'w').write('a1\\n')\n\
+             open('c/d/f.txt', 'w').write('d1\\n')\n\
+             os.remove('b/f.txt')\n\
+             open('c/new.txt', 'w').write('n\\n')",
+        ));
+        let t2 = diff(&env, "w", "t2");
+        for needle in ["a/f.txt", "+a1", "c/d/f.txt", "+d1", "b/f.txt", "c/new.txt"] {
+            assert!(t2.contains(needle), "missing {needle:?} in\n{t2}");
+        }
+        // Below the cap again (two directories left): recorded the same way.
+        ok(&env.exec(
+            "w",
+            "import shutil\nshutil.rmtree('c')\nopen('a/f.txt', 'w').write('a2\\n')",
+        ));
+        ok(&env.exec("w", "open('b/g.txt', 'w').write('g\\n')"));
+        assert!(diff(&env, "w", "t3").contains("c/d/f.txt"));
+        assert!(diff(&env, "w", "t4").contains("+g"));
+        ok(&env.vis(&["rewind", "w", "t2"]));
+        assert_eq!(read(&ws.join("a/f.txt")), "a0\n");
+        assert_eq!(read(&ws.join("b/f.txt")), "b0\n");
+        assert_eq!(read(&ws.join("c/d/f.txt")), "c/d0\n");
+        assert!(!ws.join("c/new.txt").exists());
+        assert!(!ws.join("b/g.txt").exists());
+    }
+);
+
+vistest!(a_bad_watch_cap_is_refused_with_the_setting_named, |env| {
+    std::fs::create_dir_all(env.config_dir()).unwrap();
+    std::fs::write(
+        env.config_dir().join("config.toml"),
+        "[checkpoints]\nmax_watched_dirs = -1\n",
+    )
+    .unwrap();
+    std::fs::write(env.workspace().join("f.txt"), "f0\n").unwrap();
+    let run = env.exec("x", "open('f.txt', 'w').write('f1\\n')");
+    assert_ne!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("max_watched_dirs"), "{}", run.stderr);
+    // Nothing ran.
+    assert_eq!(read(&env.workspace().join("f.txt")), "f0\n");
+});

@@ -76,3 +76,119 @@ vistest!(
         assert_eq!(read(&outside.join("a.txt")), "a1\n");
     }
 );
+
+vistest!(
+    a_link_planted_in_the_workspace_makes_a_fork_copy_refuse_and_write_nothing_outside,
+    |env| {
+        let ws = env.workspace();
+        let outside = env.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/a.txt"), "a0\n").unwrap();
+        ok(&env.exec("s", "print(1)"));
+        ok(&env.exec("s", "open('sub/a.txt', 'w').write('a1\\n')"));
+        // Another local process puts a link to outside/ where sub/ was: the copy of the
+        // workspace holds that link, and a/txt as of t1 would be written through it.
+        std::fs::write(outside.join("a.txt"), "theirs\n").unwrap();
+        std::fs::rename(ws.join("sub"), env.path().join("sub.moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("sub")).unwrap();
+
+        let dir = env.path().join("forked");
+        let fork = env.vis(&[
+            "sessions",
+            "fork",
+            "s",
+            "--at",
+            "t1",
+            "--workspace",
+            dir.to_str().unwrap(),
+        ]);
+        assert_ne!(fork.code, 0, "{}\n{}", fork.stdout, fork.stderr);
+        for needle in ["sub", "symbolic link", "a.txt"] {
+            assert!(
+                fork.stderr.contains(needle),
+                "missing {needle:?} in\n{}",
+                fork.stderr
+            );
+        }
+        // Nothing written or removed outside; no copy and no new session left behind.
+        assert_eq!(names(&outside), vec!["a.txt".to_string()]);
+        assert_eq!(read(&outside.join("a.txt")), "theirs\n");
+        assert!(!dir.exists());
+        let listed = env.vis(&["sessions", "list"]);
+        assert_eq!(listed.stdout.lines().count(), 2, "{}", listed.stdout);
+
+        // With the directory back, the same fork goes through.
+        std::fs::remove_file(ws.join("sub")).unwrap();
+        std::fs::rename(env.path().join("sub.moved"), ws.join("sub")).unwrap();
+        ok(&env.vis(&[
+            "sessions",
+            "fork",
+            "s",
+            "--at",
+            "t1",
+            "--workspace",
+            dir.to_str().unwrap(),
+        ]));
+        assert_eq!(read(&dir.join("sub/a.txt")), "a0\n");
+        assert_eq!(read(&ws.join("sub/a.txt")), "a1\n");
+    }
+);
+
+vistest!(
+    a_removal_whose_directory_is_gone_is_done_and_makes_no_directory,
+    |env| {
+        let ws = env.workspace();
+        std::fs::write(ws.join("keep.txt"), "k0\n").unwrap();
+        ok(&env.exec("r", "print(1)"));
+        ok(&env.exec(
+            "r",
+            "import os\nos.makedirs('made/deep')\nopen('made/deep/new.txt', 'w').write('n\\n')\nopen('keep.txt', 'w').write('k1\\n')",
+        ));
+        // The rewind is planned (it will remove made/deep/new.txt, which the session
+        // created); then, before it runs, another process removes the whole directory.
+        let roots = vec![ws.to_string_lossy().into_owned()];
+        let mut recorder = vis::checkpoints::Recorder::new(
+            &env.db(),
+            "r",
+            &roots,
+            vis::checkpoints::CheckpointSettings::default(),
+        );
+        let plan =
+            vis::checkpoints::plan_rewind(&mut recorder, vis::checkpoints::Point::BeforeTurn(2), 3)
+                .unwrap();
+        assert!(
+            plan.targets
+                .iter()
+                .any(|(p, state)| p.ends_with("made/deep/new.txt") && state.is_none()),
+            "{:?}",
+            plan.targets
+        );
+        std::fs::remove_dir_all(ws.join("made")).unwrap();
+        let report = vis::checkpoints::rewind_files(&mut recorder, &plan, false, 3, None).unwrap();
+        assert_eq!(read(&ws.join("keep.txt")), "k0\n");
+        assert!(
+            !ws.join("made").exists(),
+            "the rewind made the removed file's directories again: {report:?}"
+        );
+        assert!(!names(&ws).iter().any(|n| n.starts_with(".vis-rewind")));
+
+        // The same in a fork's copy: the person removed made/ after the last block, so the
+        // copy has no made/, and the file to take away from it is not there either.
+        std::fs::create_dir_all(ws.join("made/deep")).unwrap();
+        ok(&env.exec("r", "open('made/deep/new.txt', 'w').write('n2\\n')"));
+        std::fs::remove_dir_all(ws.join("made")).unwrap();
+        let dir = env.path().join("forked");
+        ok(&env.vis(&[
+            "sessions",
+            "fork",
+            "r",
+            "--at",
+            "t2",
+            "--workspace",
+            dir.to_str().unwrap(),
+        ]));
+        assert!(!dir.join("made").exists());
+        assert_eq!(read(&dir.join("keep.txt")), "k0\n");
+    }
+);
