@@ -175,9 +175,7 @@ impl Feed {
     /// The paths that may have changed since the walk (each once, sorted), and drains the
     /// events; `None` when only a full walk can tell.
     pub fn changed(&mut self) -> Option<BTreeSet<PathBuf>> {
-        let Some(fd) = self.fd.as_ref().filter(|_| !self.broken) else {
-            return None;
-        };
+        let fd = self.fd.as_ref().filter(|_| !self.broken)?;
         let mut paths = self.linked.clone();
         let mut buf = [MaybeUninit::<u8>::uninit(); 16 * 1024];
         let mut reader = inotify::Reader::new(fd, &mut buf);
@@ -227,7 +225,6 @@ impl Feed {
         }
         if whole_walk {
             // The next full walk makes a new feed; these watches are of no more use.
-            drop(reader);
             self.give_up();
             return None;
         }

@@ -61,6 +61,8 @@ pub struct ScanRules<'a> {
 }
 
 impl Meta {
+    // The `stat` field types differ between architectures: the casts are not no-ops everywhere.
+    #[allow(clippy::unnecessary_cast)]
     fn of_stat(stat: &rustix::fs::Stat) -> Meta {
         Meta {
             size: stat.st_size as u64,
@@ -113,7 +115,7 @@ impl OpenDirs {
             (Some(dir), Some(name)) => {
                 rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                     .ok()
-                    .map(|st| (Meta::of_stat(&st), st.st_nlink as u64))
+                    .map(|st| (Meta::of_stat(&st), st.st_nlink))
             }
             _ => path
                 .symlink_metadata()
