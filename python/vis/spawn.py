@@ -147,8 +147,8 @@ def spawn(task: str, *, model: str | None = None, tools: str | Iterable[str] = "
     rest are left out of its worker like `[permissions] deny`. `max_iterations`: its tool
     calls (1-1000). At most `[spawn] max_parallel` children of a session run at once (more
     wait, status "queued"); a child may spawn its own down to `[spawn] max_depth`.
-    Example: subs = [spawn(f"review {p}; answer with a list of bugs") for p in paths];
-    for s in subs: print(s.id, s.wait())
+    Example: children = [spawn(f"review {p}; answer with a list of bugs") for p in paths];
+    for s in children: print(s.id, s.wait())
     """
     if not isinstance(task, str):
         raise TypeError("spawn(task): the task is a string saying what the sub-session should do")

@@ -251,17 +251,16 @@ pub async fn read_version(client: &impl GenericClient, shown: &str) -> Result<u3
     // A scan of the catalog with this statement's snapshot, not `to_regclass` (a cached
     // lookup that takes no lock, so it can miss a table another process just committed while
     // we waited for the migration lock).
+    // Both tables in one statement, so one snapshot: read apart, another process's first
+    // migration could commit between them (`sessions` seen, `vis_meta` not: taken for foreign).
     let exists = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
-                  WHERE schemaname = current_schema() AND tablename = $1)";
-    let has_meta = client
-        .query_one(exists, &[&"vis_meta"])
-        .await?
-        .try_get::<_, bool>(0)?;
+                    WHERE schemaname = current_schema() AND tablename = 'vis_meta'),
+                  EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+                    WHERE schemaname = current_schema() AND tablename = 'sessions')";
+    let row = client.query_one(exists, &[]).await?;
+    let has_meta: bool = row.try_get(0)?;
     if !has_meta {
-        let foreign = client
-            .query_one(exists, &[&"sessions"])
-            .await?
-            .try_get::<_, bool>(0)?;
+        let foreign: bool = row.try_get(1)?;
         if foreign {
             return Err(StoreError::NotVis { path: shown.into() });
         }

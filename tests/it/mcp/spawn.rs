@@ -54,7 +54,7 @@ vistest!(spawn_from_vis_mcp_fans_out_to_the_configured_model, |env| {
         &env,
         &["--session", "mcp-parent"],
         r#"
-out("fan", await call("subs = [spawn(f'CHILD-{k}: review file{k}.py') for k in range(2)]\nfor s in subs:\n    print(s.wait())\nprint('listed', len(subs()), sorted(s.status for s in subs()))"))
+out("fan", await call("children = [spawn(f'CHILD-{k}: review file{k}.py') for k in range(2)]\nfor s in children:\n    print(s.wait())\nprint('listed', len(subs()), sorted(s.status for s in subs()))"))
 "#,
     );
     let fan = text(&v, "fan");

@@ -49,8 +49,14 @@ impl Tmux {
         }
         cmd.arg("-e").arg("TERM=xterm-256color");
         // The exit status is printed by a shell around the program (tmux's own
-        // `pane_dead_status` is not always filled in).
-        cmd.args(["sh", "-c", "\"$0\" \"$@\"; echo \"[exited $?]\""]);
+        // `pane_dead_status` is not always filled in). A Ctrl-C during a turn reaches the whole
+        // foreground group, this shell too: dash would die of it once the program exits, so it
+        // catches SIGINT with a no-op (a handler, unlike an ignore, is not inherited by exec).
+        cmd.args([
+            "sh",
+            "-c",
+            "trap : INT; \"$0\" \"$@\"; echo \"[exited $?]\"",
+        ]);
         cmd.arg(program).args(args);
         let out = cmd.output().expect("tmux runs");
         assert!(
