@@ -125,9 +125,10 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
         fake.push(text("done"));
         run(rt, &mut s, "spawn one");
         let body = fake.requests()[fake.request_count() - 1].body_str();
+        // The parent's request carries its whole history: this round's block printed the last.
         let t0: f64 = body
-            .split("T0 ")
-            .nth(1)
+            .rsplit("T0 ")
+            .next()
             .and_then(|rest| {
                 rest.split(|c: char| !(c.is_ascii_digit() || c == '.'))
                     .next()
@@ -136,6 +137,9 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
             .expect("the block printed its spawn time");
         let arrived = arrivals.lock().unwrap()[round];
         overheads.push((arrived - t0) * 1000.0);
+        if std::env::var_os("SPAWN_TRACE").is_some() {
+            eprintln!("round {round}: {:.2} ms", (arrived - t0) * 1000.0);
+        }
     }
     rt.block_on(s.shutdown());
     // The first child pays for the parent's first-use costs; report it apart.
