@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use vis::store::{LeaseClaim, LeaseNode};
 
 use super::nodes::{
-    configure, descendants, finished, lease_of, node, on_both_stores, outputs, script, still_runs,
-    token, turn, ONE_AT_A_TIME,
+    configure, descendants, finished, lease_of, node, on_both_stores, outputs, script, steal_lease,
+    still_runs, token, turn, ONE_AT_A_TIME,
 };
 use super::Client;
 use crate::support::chat::events;
@@ -205,19 +204,7 @@ on_both_stores!(
             .join("started")
             .exists()));
         // Another instance takes the lease (as if A's renewals had not reached the store).
-        let store = vis::store::Store::open(&env.db()).unwrap();
-        let held = store.lease_holder(&id).unwrap().unwrap();
-        let thief = LeaseNode {
-            node_id: "thief",
-            instance: "thief-1",
-            address: "http://127.0.0.1:9",
-        };
-        assert!(matches!(
-            store
-                .acquire_lease(&id, &thief, Duration::from_secs(600), Some(held.epoch))
-                .unwrap(),
-            LeaseClaim::Granted { .. }
-        ));
+        steal_lease(&env, &id);
         rt.block_on(async {
             let resp = running.await.unwrap();
             assert_eq!(resp.status(), 503);
@@ -239,6 +226,7 @@ on_both_stores!(
         });
         // Nothing of the cut block was written after the lease was lost: its iteration is as
         // begun (running), for the holder to repair.
+        let store = vis::store::Store::open(&env.db()).unwrap();
         let its = store.iterations(&id).unwrap();
         assert_eq!(its.len(), 1, "{its:?}");
         assert_eq!(its[0].status.as_str(), "running", "{its:?}");

@@ -170,6 +170,24 @@ pub(super) fn lease_of(env: &TestEnv, id: &str) -> Option<vis::store::LeaseHolde
         .unwrap()
 }
 
+/// Another instance takes session `id`'s lease, as if its holder's renewals had not reached
+/// the store.
+pub(super) fn steal_lease(env: &TestEnv, id: &str) {
+    let store = vis::store::Store::open(&env.db()).unwrap();
+    let held = store.lease_holder(id).unwrap().unwrap();
+    let thief = LeaseNode {
+        node_id: "thief",
+        instance: "thief-1",
+        address: "http://127.0.0.1:9",
+    };
+    assert!(matches!(
+        store
+            .acquire_lease(id, &thief, Duration::from_secs(600), Some(held.epoch))
+            .unwrap(),
+        LeaseClaim::Granted { .. }
+    ));
+}
+
 pub(super) async fn turn(c: &Client, id: &str, message: &str) -> Vec<Sse> {
     read_events(c.turn(id, message).await, 10_000).await
 }
@@ -445,19 +463,7 @@ on_both_stores!(a_node_that_cannot_keep_its_lease_stops_the_worker, |env| {
     let workers = descendants(a.child.id() as i32);
     assert!(!workers.is_empty());
     // Another instance takes the lease (as if A's renewals had not reached the store).
-    let store = vis::store::Store::open(&env.db()).unwrap();
-    let held = store.lease_holder(&id).unwrap().unwrap();
-    let thief = LeaseNode {
-        node_id: "thief",
-        instance: "thief-1",
-        address: "http://127.0.0.1:9",
-    };
-    assert!(matches!(
-        store
-            .acquire_lease(&id, &thief, Duration::from_secs(600), Some(held.epoch))
-            .unwrap(),
-        LeaseClaim::Granted { .. }
-    ));
+    steal_lease(&env, &id);
     assert!(
         wait_until(Duration::from_secs(30), || workers
             .iter()
