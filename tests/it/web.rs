@@ -179,6 +179,10 @@ vistest!(
             // Open the session and send a message.
             b.click(&format!("a.session[data-id='{id}']")).await;
             b.wait_text("#session-head", &id).await;
+            // A session without jobs has no jobs line (not a stray "null").
+            let head = b.text("#session-head").await;
+            assert!(!head.contains("null"), "{head}");
+            assert_eq!(b.count("#session-head .jobs").await, 0);
             b.wait_text("#transcript", "No turns yet").await;
             b.wait_text("#chart", "No model requests yet").await;
             b.type_into("#message", "compute 6 * 7").await;

@@ -50,7 +50,7 @@ export function renderHead(d) {
       tokens(t.input, t.cached, t.output),
       ` · ${plural(t.requests, 'request')}${t.failed ? ` (${t.failed} failed)` : ''} · ${plural(folds, 'fold')}`),
     ...family(d),
-    jobsLine(d.jobs));
+    ...jobsLine(d.jobs));
 }
 
 export function renderDetail(d) {

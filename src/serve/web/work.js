@@ -36,14 +36,15 @@ export function applyJobEvent(jobs, ev) {
 
 export const runningJobs = (jobs) => (jobs || []).filter((j) => j.state === 'running').length;
 
-// The session's jobs for its head: how many run, then each with its state and command.
+// The session's jobs for its head: how many run, then each with its state and command; no
+// line (an empty list, to spread) when it has none.
 export function jobsLine(jobs) {
-  if (!jobs || !jobs.length) return null;
+  if (!jobs || !jobs.length) return [];
   const running = runningJobs(jobs);
-  return el('div', { class: 'meta jobs' },
+  return [el('div', { class: 'meta jobs' },
     `${plural(jobs.length, 'background job')}${running ? ` (${running} running)` : ''}: `,
     ...jobs.map((j) => el('span', { class: 'job', 'data-id': j.id, 'data-state': j.state },
-      `job ${j.id} ${jobState(j)}: ${j.command} `)));
+      `job ${j.id} ${jobState(j)}: ${j.command} `)))];
 }
 
 // A link that opens sub-session `id` in this page.
