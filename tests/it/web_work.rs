@@ -248,7 +248,9 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
                 .unwrap()
                 .to_string();
             assert!(!child.is_empty() && child != id, "{child}");
-            b.wait_text(".live", "child answer").await;
+            // The child's end is not awaited in `.live`: the fake answers at once, so the turn can
+            // end (and its live part give way to the transcript) before a poll sees it; the
+            // stored card and head below show the answer.
             b.wait_text("#turn-status", "turn 2 finished: done").await;
             let t = b.wait_text("#transcript", "The child answered.").await;
             assert!(t.contains(&format!("child said: {} child answer", trap(4))), "{t}");
