@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
+use super::release::release;
 use super::scan::{scan, Scan, ScanRules};
 
 /// The default of `[checkpoints] max_watched_dirs`: more directories than this are not
@@ -51,6 +52,15 @@ pub(crate) struct Feed {
     /// A watch could not be added, or too many were asked for: the feed cannot vouch for
     /// anything.
     broken: bool,
+}
+
+impl Drop for Feed {
+    /// Closing the instance waits for the kernel to retire its watches: never inline.
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            release(fd);
+        }
+    }
 }
 
 impl std::fmt::Debug for Feed {
@@ -169,7 +179,9 @@ impl Feed {
     fn give_up(&mut self) {
         self.broken = true;
         self.dirs.clear();
-        self.fd = None;
+        if let Some(fd) = self.fd.take() {
+            release(fd);
+        }
     }
 
     /// The paths that may have changed since the walk (each once, sorted), and drains the

@@ -35,6 +35,7 @@ mod feed;
 mod fork;
 mod log;
 mod record;
+mod release;
 mod restore;
 mod scan;
 mod session;
@@ -45,6 +46,7 @@ pub use diff::{render_diff, DiffOptions};
 pub use fork::{fork_history, ForkedHistory};
 pub use log::{Change, FileState, Origin};
 pub use record::{CheckpointSettings, Recorder};
+pub use release::close_in_a_child_process;
 pub use restore::{
     copy_workspace, plan_rewind, restore_into, rewind_files, Conflict, RestoreReport, RewindPlan,
     RewindReport,

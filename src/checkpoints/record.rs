@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use super::blobs::Blobs;
@@ -54,10 +55,19 @@ pub struct Recorder {
     scanning: Option<JoinHandle<Scanned>>,
     /// The turn whose scan for outside changes [`Recorder::prepare_turn`] started.
     prepared: Option<i64>,
+    /// The number of the turn a [`Recorder::read_ahead`] thread waits for.
+    turn_for_scan: Option<mpsc::Sender<i64>>,
 }
 
 /// The paths a scan looked at, and what each holds now (`None`: absent).
 type Looked = BTreeMap<String, Option<Meta>>;
+
+/// The turn a scan for outside changes is recorded under.
+enum TurnNumber {
+    Known(i64),
+    /// Sent once the turn is begun in the store (dropped: it never is).
+    Later(mpsc::Receiver<i64>),
+}
 
 /// What a scanning thread gives back: the log, and whether the scan was recorded.
 type Scanned = (Option<Loaded>, Result<(), CheckpointError>);
@@ -101,6 +111,7 @@ impl Recorder {
             loaded: None,
             scanning: None,
             prepared: None,
+            turn_for_scan: None,
         }
     }
 
@@ -176,6 +187,13 @@ impl Recorder {
     /// on its own thread, so the turn's first block does not wait for it (changes made while
     /// the model answers count as that block's). Errors surface at the first block.
     pub fn prepare_turn(&mut self, turn: i64) {
+        // A thread that read ahead has the log: it scans once it has the number.
+        if let Some(number) = self.turn_for_scan.take() {
+            if number.send(turn).is_ok() {
+                self.prepared = Some(turn);
+                return;
+            }
+        }
         if !self.rules.settings.enabled || self.settle().is_err() {
             return;
         }
@@ -188,6 +206,35 @@ impl Recorder {
             .is_some_and(|l| l.log.len == log_len(&self.dir));
         let loaded = if current { self.loaded.take() } else { None };
         self.loaded = None;
+        if let Some(handle) = self.scan_outside_changes(loaded, TurnNumber::Known(turn)) {
+            self.scanning = Some(handle);
+            self.prepared = Some(turn);
+        }
+    }
+
+    /// For a process whose turn is numbered while its worker starts (`vis exec`): the log
+    /// is read (tens of milliseconds on a large workspace) on its own thread from now on,
+    /// and the scan of [`Recorder::prepare_turn`] follows once that gives the number. Without
+    /// a number (the turn was never begun), the thread only reads.
+    pub fn read_ahead(&mut self) {
+        if !self.rules.settings.enabled || self.scanning.is_some() || self.loaded.is_some() {
+            return;
+        }
+        let (number, wait) = mpsc::channel();
+        if let Some(handle) = self.scan_outside_changes(None, TurnNumber::Later(wait)) {
+            self.scanning = Some(handle);
+            self.turn_for_scan = Some(number);
+        }
+    }
+
+    /// The thread of [`Recorder::prepare_turn`]: reads the log unless `loaded` is current,
+    /// then records the baseline (a session's first turn), the interrupted block's changes,
+    /// or what changed outside Vis since the last checkpoint.
+    fn scan_outside_changes(
+        &self,
+        loaded: Option<Loaded>,
+        turn: TurnNumber,
+    ) -> Option<JoinHandle<Scanned>> {
         let mut rules = self.rules.clone();
         let dir = self.dir.clone();
         let spawned = std::thread::Builder::new()
@@ -198,6 +245,14 @@ impl Recorder {
                     None => match rules.open(&dir) {
                         Ok(opened) => opened,
                         Err(e) => return (None, Err(e)),
+                    },
+                };
+                let turn = match turn {
+                    TurnNumber::Known(turn) => turn,
+                    TurnNumber::Later(wait) => match wait.recv() {
+                        Ok(turn) => turn,
+                        // Not to be numbered: what was read is kept for the next use.
+                        Err(_) => return (loaded, Ok(())),
                     },
                 };
                 if let Some(l) = loaded.as_ref().filter(|_| rules.roots.is_empty()) {
@@ -221,14 +276,25 @@ impl Recorder {
                     }
                 }
             });
-        if let Ok(handle) = spawned {
-            self.scanning = Some(handle);
-            self.prepared = Some(turn);
+        spawned.ok()
+    }
+
+    /// For a process about to exit (`vis exec`): waits for the last scan, releases the change
+    /// feed (see `checkpoints::release`), and leaves the rest (the log and the manifest,
+    /// megabytes on a large workspace, in many small allocations) to the exit, which frees
+    /// them at once.
+    pub fn leave_at_exit(mut self) {
+        let _ = self.settle();
+        if let Some(loaded) = self.loaded.as_mut() {
+            loaded.feed = FeedState::Off;
         }
+        std::mem::forget(self);
     }
 
     /// Waits for the scan of the last block, if one is running; its error, if it failed.
     pub fn settle(&mut self) -> Result<(), CheckpointError> {
+        // A thread still waiting for its turn's number gets none: it returns what it read.
+        self.turn_for_scan = None;
         let Some(handle) = self.scanning.take() else {
             return Ok(());
         };

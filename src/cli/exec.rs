@@ -115,6 +115,9 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     opts.sandbox = limits.sandbox.clone();
     let artifact_dir = crate::config::artifact_dir(db, &session_id);
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
+    // This process ends after its block: the change feed's teardown (milliseconds of kernel
+    // time) is left to a child that outlives it, not to this process's exit.
+    crate::checkpoints::close_in_a_child_process();
     // Made before the worker starts: the checkpoints directory then exists, so the sandbox
     // hides it.
     let mut recorder = crate::checkpoints::Recorder::new(
@@ -123,6 +126,9 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         &roots,
         super::settings::checkpoint_settings(&config),
     );
+    // Reading the session's checkpoint log takes tens of milliseconds on a large workspace:
+    // it starts now, before the turn is numbered, and its scan once it is.
+    recorder.read_ahead();
     let mut supervisor = Supervisor::new(opts, defs);
     if let Some(launched) = launched {
         supervisor.adopt(launched);
@@ -228,6 +234,9 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
             );
         }
         runner.shutdown().await;
+        if let Some(recorder) = runner.take_checkpoints() {
+            recorder.leave_at_exit();
+        }
         listener.abort();
         ran.map(|ran| (ran, ended))
     })?;

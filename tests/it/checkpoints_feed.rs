@@ -173,3 +173,52 @@ vistest!(a_bad_watch_cap_is_refused_with_the_setting_named, |env| {
     // Nothing ran.
     assert_eq!(read(&env.workspace().join("f.txt")), "f0\n");
 });
+
+/// The processes whose command line names `token`.
+fn processes_naming(token: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(token) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+vistest!(
+    vis_exec_hands_its_feed_to_a_child_that_ends_with_it,
+    |env| {
+        // `vis exec` leaves the feed's teardown to a forked copy of itself (same command
+        // line), which must end when `vis exec` does: nothing of it may outlive the command,
+        // and the command's output pipes must close with it.
+        let ws = env.workspace();
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        std::fs::write(ws.join("a/b/f.txt"), "f0\n").unwrap();
+        let session = format!("feed-child-{}", std::process::id());
+        ok(&env.exec(&session, "print(1)"));
+        ok(&env.exec(&session, "open('a/b/f.txt', 'w').write('f1\\n')"));
+        // A new directory: the feed gives up mid-run and a new one is made.
+        ok(&env.exec(
+            &session,
+            "import os\nos.makedirs('a/c')\nopen('a/c/g.txt', 'w').write('g\\n')",
+        ));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = processes_naming(&session);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "processes of `vis exec --session {session}` outlived it: {left:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(diff(&env, &session, "t2").contains("+f1"));
+        assert!(diff(&env, &session, "t3").contains("a/c/g.txt"));
+    }
+);

@@ -238,6 +238,12 @@ impl BlockRunner {
         }
     }
 
+    /// Takes the session's recorder out (a process about to exit hands it to
+    /// [`Recorder::leave_at_exit`]); no checkpoints are recorded afterwards.
+    pub fn take_checkpoints(&mut self) -> Option<Recorder> {
+        self.checkpoints.take()
+    }
+
     /// The session's checkpoints (a rewind in `vis chat` or `vis serve` goes through them).
     pub fn checkpoints_mut(&mut self) -> Option<&mut Recorder> {
         self.checkpoints.as_mut()
