@@ -702,6 +702,7 @@ fn dispatch(
                     turn: origin.turn,
                     iteration: origin.iteration,
                     live: origin.live.cloned(),
+                    fence: store.lease_fence(),
                 },
                 request,
             );
