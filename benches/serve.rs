@@ -9,6 +9,10 @@
 //! N nodes (servers with their own registry) over the one database file; session i is made
 //! on node i mod N and its turn t goes through node (i + t) mod N, as behind a load balancer
 //! that does not route by session, so most turns are proxied to the node holding the lease.
+//! `--db URL`: an empty PostgreSQL database instead of a SQLite file.
+//!
+//! `--kill`: the time from a node's death to its sessions being served again, on real
+//! `vis serve` processes (`serve/kill.rs`).
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -20,6 +24,8 @@
 
 #[path = "../tests/it/support/fake_provider.rs"]
 mod fake_provider;
+#[path = "serve/kill.rs"]
+mod kill;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -81,6 +87,10 @@ fn worker_rss() -> Vec<u64> {
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if std::env::args().any(|a| a == "--kill") {
+        kill::run();
         return;
     }
     let sessions = arg("--sessions", 50);

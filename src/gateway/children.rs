@@ -33,7 +33,7 @@ use crate::protocol::{
     TurnStatus,
 };
 use crate::runtime::{CallOrigin, SubSessions, ToolFuture};
-use crate::store::{ChatPrefix, ChildLink, ChildRow, Store};
+use crate::store::{ChatPrefix, ChildLink, ChildRow, LeaseFence, Store};
 
 /// The most iterations one child may be given.
 pub const MAX_CHILD_ITERATIONS: i64 = 1000;
@@ -234,7 +234,11 @@ impl Children {
             iteration: origin.iteration,
             task: task.to_string(),
         };
+        // Under the parent's lease: a node that lost it starts no child, and every write of
+        // the child (its records, turns, end state) carries the same fence.
+        let fence = origin.fence.as_ref().map(|f| f.for_sub_session(&child));
         self.with_store(|store| {
+            store.set_lease_fence(fence.clone());
             let roots = store.require_session(&self.parent)?.workspace_roots;
             store.ensure_session(&child, &roots)?;
             store.link_child(&link)
@@ -260,6 +264,7 @@ impl Children {
             manifest: blueprint.manifest.map(|(_, entries)| entries),
             window: blueprint.window,
             live: origin.live.clone(),
+            fence,
         };
         let task_handle = tokio::spawn(run_child(
             plan,
@@ -549,6 +554,8 @@ struct ChildPlan {
     manifest: Option<Arc<Vec<ManifestEntry>>>,
     window: Option<crate::providers::ServerWindow>,
     live: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+    /// The parent's lease fence, guarding this child's writes (`None`: no lease).
+    fence: Option<LeaseFence>,
 }
 
 /// What the child's first message says besides the task.
@@ -574,6 +581,8 @@ async fn run_child(
         _ = cancel.cancelled() => ChildState { status: "cancelled".into(), answer: None },
     };
     if let Ok(store) = Store::open(&plan.db) {
+        // Refused when the parent's lease was lost: the new holder has marked the child.
+        store.set_lease_fence(plan.fence.clone());
         let _ = store.set_child_state(&plan.id, &ended.status, ended.answer.as_deref());
     }
     if let Some(live) = &plan.live {
@@ -626,7 +635,12 @@ async fn run_to_end(plan: &ChildPlan, cancel: &CancellationToken) -> ChildState 
         Ok(s) => s,
         Err(e) => return failed(e.to_string()),
     };
-    let _ = store.set_child_state(&plan.id, "running", None);
+    // Fenced before it opens, as the parent's store is: every write of the child's turn
+    // checks the parent's lease.
+    store.set_lease_fence(plan.fence.clone());
+    if let Err(e) = store.set_child_state(&plan.id, "running", None) {
+        return failed(e.to_string());
+    }
     let mut session = match ChatSession::open(store, &plan.db, &plan.id, plan.settings.clone()) {
         Ok((s, _)) => s,
         Err(e) => return failed(e.to_string()),

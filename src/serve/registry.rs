@@ -283,11 +283,11 @@ impl Registry {
     /// with `epoch` (docs/scaling.md, "Fencing"); nothing without a node (no leases).
     fn fence(&self, id: &str, epoch: i64, store: &Store) {
         if let Some(node) = self.node() {
-            store.set_lease_fence(Some(crate::store::LeaseFence {
-                session_id: id.to_string(),
-                instance: node.instance.clone(),
+            store.set_lease_fence(Some(crate::store::LeaseFence::new(
+                id,
+                &node.instance,
                 epoch,
-            }));
+            )));
         }
     }
 

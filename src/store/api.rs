@@ -580,9 +580,38 @@ pub enum LeaseClaim {
 /// epoch it got the lease with (a fencing token, docs/scaling.md "Fencing").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseFence {
+    /// The session whose lease row is checked: the one the node holds.
     pub session_id: String,
     pub instance: String,
     pub epoch: i64,
+    /// The sub-session whose writes the fence guards when it is not `session_id` itself: a
+    /// child (`spawn()`), at any depth, writes under the lease of the session the node holds.
+    pub sub_session: Option<String>,
+}
+
+impl LeaseFence {
+    /// The fence of the leased session `session_id` itself.
+    pub fn new(session_id: &str, instance: &str, epoch: i64) -> LeaseFence {
+        LeaseFence {
+            session_id: session_id.to_string(),
+            instance: instance.to_string(),
+            epoch,
+            sub_session: None,
+        }
+    }
+
+    /// The session whose writes this fence guards.
+    pub fn guards(&self) -> &str {
+        self.sub_session.as_deref().unwrap_or(&self.session_id)
+    }
+
+    /// The same lease, guarding the writes of sub-session `child` instead.
+    pub fn for_sub_session(&self, child: &str) -> LeaseFence {
+        LeaseFence {
+            sub_session: Some(child.to_string()),
+            ..self.clone()
+        }
+    }
 }
 
 /// Session leases: which `vis serve` node runs a session (docs/serve.md, "Many nodes").
@@ -611,17 +640,22 @@ pub trait Leases {
     fn release_lease(&self, session_id: &str, instance: &str, epoch: i64) -> Result<bool>;
     /// The unexpired holder of the lease, if any.
     fn lease_holder(&self, session_id: &str) -> Result<Option<LeaseHolder>>;
-    /// Fences this store's writes to `fence.session_id` (`None`: unfenced, the default, for
+    /// Fences this store's writes to `fence.guards()` (`None`: unfenced, the default, for
     /// every command that runs a session without a lease). While fenced, `begin_turn`,
-    /// `end_turn`, `begin_iteration`, `finish_iteration`, `append_history`, `record_request`
-    /// and `record_fold` check, in the transaction that writes, that the lease row still has
-    /// this instance and epoch and is unexpired, and fail with [`StoreError::LeaseLost`]
-    /// (nothing written) when it does not: a node frozen past its ttl cannot write into a
-    /// session another node has taken over. A fenced store also takes every running turn of
-    /// the session for dangling (`running_turns`): the lease says no one else runs it.
+    /// `end_turn`, `begin_iteration`, `finish_iteration`, `append_history`, `record_request`,
+    /// `record_fold` and, for a sub-session, `ensure_session`, `link_child` and
+    /// `set_child_state` check, in the transaction that writes, that the lease row of
+    /// `fence.session_id` still has this instance and epoch and is unexpired, and fail with
+    /// [`StoreError::LeaseLost`] (nothing written) when it does not: a node frozen past its
+    /// ttl cannot write into a session another node has taken over, nor into its children. A
+    /// fenced store also takes every running turn of the guarded session for dangling
+    /// (`running_turns`): the lease says no one else runs it.
     ///
     /// [`StoreError::LeaseLost`]: crate::store::StoreError::LeaseLost
     fn set_lease_fence(&self, fence: Option<LeaseFence>);
+    /// The fence set by [`Leases::set_lease_fence`], if any (a session's children write
+    /// under it).
+    fn lease_fence(&self) -> Option<LeaseFence>;
 }
 
 /// Images blocks showed the model, content-addressed: one row per distinct image (its blake3

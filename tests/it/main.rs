@@ -54,6 +54,7 @@ mod spawn;
 mod startup;
 mod store;
 mod store_cli;
+mod store_fence;
 mod store_postgres;
 mod structure;
 mod supervisor;

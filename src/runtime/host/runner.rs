@@ -708,6 +708,7 @@ fn dispatch(
                     turn: origin.turn,
                     iteration: origin.iteration,
                     live: origin.live.cloned(),
+                    fence: store.lease_fence(),
                 },
                 request,
             );

@@ -22,6 +22,9 @@ pub struct CallOrigin {
     pub iteration: i64,
     /// The parent turn's events (a child's start and end are reported there).
     pub live: Option<UnboundedSender<Event>>,
+    /// The lease fence the parent's writes are made under (`vis serve` nodes): its children
+    /// write under the same lease (docs/scaling.md, "Fencing").
+    pub fence: Option<crate::store::LeaseFence>,
 }
 
 /// A session's children: answers `spawn`, `sub.wait`, `sub.status`, `sub.cancel`, `sub.list`.

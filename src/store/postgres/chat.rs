@@ -6,7 +6,7 @@
 use tokio_postgres::Transaction;
 
 use super::{
-    check_fence, json_column, lock_session, named, next_number, run, to_json, touch_session,
+    check_fence, fenced_lock, json_column, named, next_number, run, to_json, touch_session,
     PostgresStore,
 };
 use crate::protocol::{IterationRecord, IterationStatus, Measurement};
@@ -159,8 +159,7 @@ impl Conversation for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
-            lock_session(&tx, session_id).await?;
+            fenced_lock(&tx, session_id, self.fence_for(session_id).as_ref()).await?;
             let seq = next_number(&tx, "history", "seq", session_id).await?;
             tx.execute(
                 "INSERT INTO history (session_id, seq, turn, kind, body, tokens, meta)
@@ -227,8 +226,7 @@ impl Conversation for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
-            lock_session(&tx, session_id).await?;
+            fenced_lock(&tx, session_id, self.fence_for(session_id).as_ref()).await?;
             let seq = next_number(&tx, "requests", "seq", session_id).await?;
             tx.execute(
                 "INSERT INTO requests (session_id, seq, turn, provider, model, started_at, latency_ms, ttft_ms, retries,

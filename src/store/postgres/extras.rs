@@ -41,23 +41,19 @@ fn child_row(r: &tokio_postgres::Row) -> Result<ChildRow> {
 
 impl ChildRecords for PostgresStore {
     fn link_child(&self, link: &ChildLink) -> Result<()> {
-        let changed = run(async {
-            let client = self.client().await?;
-            Ok(client
-                .execute(
-                    "UPDATE sessions SET parent_session = $2, parent_turn = $3,
-                        parent_iteration = $4, sub_task = $5, sub_status = 'queued',
-                        sub_answer = NULL WHERE id = $1",
-                    &[
-                        &link.child,
-                        &link.parent,
-                        &link.turn,
-                        &link.iteration,
-                        &link.task,
-                    ],
-                )
-                .await?)
-        })?;
+        let changed = run(self.fenced_execute(
+            &link.child,
+            "UPDATE sessions SET parent_session = $2, parent_turn = $3,
+                parent_iteration = $4, sub_task = $5, sub_status = 'queued',
+                sub_answer = NULL WHERE id = $1",
+            &[
+                &link.child,
+                &link.parent,
+                &link.turn,
+                &link.iteration,
+                &link.task,
+            ],
+        ))?;
         if changed == 0 {
             return Err(StoreError::UnknownSession(link.child.clone()));
         }
@@ -65,17 +61,13 @@ impl ChildRecords for PostgresStore {
     }
 
     fn set_child_state(&self, child: &str, status: &str, answer: Option<&str>) -> Result<()> {
-        run(async {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "UPDATE sessions SET sub_status = $2, sub_answer = COALESCE($3, sub_answer)
-                     WHERE id = $1 AND parent_session IS NOT NULL",
-                    &[&child, &status, &answer],
-                )
-                .await?;
-            Ok(())
-        })
+        run(self.fenced_execute(
+            child,
+            "UPDATE sessions SET sub_status = $2, sub_answer = COALESCE($3, sub_answer)
+             WHERE id = $1 AND parent_session IS NOT NULL",
+            &[&child, &status, &answer],
+        ))?;
+        Ok(())
     }
 
     fn children_of(&self, parent: &str) -> Result<Vec<ChildRow>> {
@@ -227,6 +219,10 @@ impl Leases for PostgresStore {
 
     fn set_lease_fence(&self, fence: Option<LeaseFence>) {
         *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = fence;
+    }
+
+    fn lease_fence(&self) -> Option<LeaseFence> {
+        self.fence.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 

@@ -167,7 +167,26 @@ impl PostgresStore {
     /// The fence on writes to `session_id`, if this store has one for it.
     fn fence_for(&self, session_id: &str) -> Option<LeaseFence> {
         let fence = self.fence.lock().unwrap_or_else(|p| p.into_inner());
-        fence.clone().filter(|f| f.session_id == session_id)
+        fence.clone().filter(|f| f.guards() == session_id)
+    }
+
+    /// Runs one statement that writes to `session_id`: in a transaction with the fence
+    /// checked first when this store is fenced for it, else as it is. The rows it changed.
+    async fn fenced_execute(
+        &self,
+        session_id: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64> {
+        let mut client = self.client().await?;
+        let Some(fence) = self.fence_for(session_id) else {
+            return Ok(client.execute(sql, params).await?);
+        };
+        let tx = client.transaction().await?;
+        check_fence(&tx, Some(&fence)).await?;
+        let changed = tx.execute(sql, params).await?;
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// A pooled connection, checked alive.
@@ -236,19 +255,26 @@ impl From<tokio_postgres::Error> for StoreError {
 /// Refuses the caller's transaction unless the lease row still has the fence's instance and
 /// epoch and is unexpired. `FOR SHARE` holds the row until the transaction ends, so a takeover
 /// (`UPDATE session_leases`) waits for these writes to commit: they were made under the lease.
+/// The statement is prepared once per connection (its cache): a fenced write costs one round
+/// trip more than an unfenced one, not two.
 async fn check_fence(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     fence: Option<&LeaseFence>,
 ) -> Result<()> {
     let Some(fence) = fence else {
         return Ok(());
     };
-    let held = tx
-        .query_opt(
+    let statement = tx
+        .prepare_cached(
             "SELECT 1 FROM session_leases
              WHERE session_id = $1 AND instance = $2 AND epoch = $3
                AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::BIGINT
              FOR SHARE",
+        )
+        .await?;
+    let held = tx
+        .query_opt(
+            &statement,
             &[&fence.session_id, &fence.instance, &fence.epoch],
         )
         .await?;
@@ -258,6 +284,73 @@ async fn check_fence(
             session: fence.session_id.clone(),
             epoch: fence.epoch,
         }),
+    }
+}
+
+impl PostgresStore {
+    /// Runs a fenced single statement: `WITH fence AS (SELECT 1 FROM session_leases WHERE …
+    /// FOR SHARE), … (the write, only WHERE EXISTS (SELECT 1 FROM fence)) SELECT EXISTS
+    /// (SELECT 1 FROM fence)`. One round trip (prepared once per connection), no transaction
+    /// around it; `LeaseLost` when the lease no longer holds (nothing written). `FOR SHARE`
+    /// makes a takeover's `UPDATE session_leases` wait for the write to commit.
+    async fn fenced_statement(
+        &self,
+        fence: &LeaseFence,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<()> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await?;
+        let held: bool = client.query_one(&statement, params).await?.try_get(0)?;
+        if held {
+            return Ok(());
+        }
+        Err(StoreError::LeaseLost {
+            session: fence.session_id.clone(),
+            epoch: fence.epoch,
+        })
+    }
+}
+
+/// [`lock_session`], with the lease checked in the same statement when `fence` is set: one
+/// round trip for both (prepared once per connection), so a fenced write costs no round trip
+/// more than an unfenced one.
+async fn fenced_lock(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    fence: Option<&LeaseFence>,
+) -> Result<()> {
+    let Some(fence) = fence else {
+        return lock_session(tx, session_id).await;
+    };
+    let statement = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM session_leases
+                 WHERE session_id = $2 AND instance = $3 AND epoch = $4
+                   AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::BIGINT
+                 FOR SHARE)
+             FROM sessions WHERE id = $1 FOR UPDATE OF sessions",
+        )
+        .await?;
+    let row = tx
+        .query_opt(
+            &statement,
+            &[
+                &session_id,
+                &fence.session_id,
+                &fence.instance,
+                &fence.epoch,
+            ],
+        )
+        .await?;
+    match row {
+        Some(row) if row.try_get::<_, bool>(0)? => Ok(()),
+        Some(_) => Err(StoreError::LeaseLost {
+            session: fence.session_id.clone(),
+            epoch: fence.epoch,
+        }),
+        // No such session: the write fails on its own; the lease still decides first.
+        None => check_fence(tx, Some(fence)).await,
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use tokio_postgres::Transaction;
 
 use super::{
-    check_fence, json_column, lock_session, named, next_number, run, touch_session, PostgresStore,
+    fenced_lock, json_column, lock_session, named, next_number, run, touch_session, PostgresStore,
 };
 use crate::protocol::{
     IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
@@ -110,17 +110,13 @@ impl SessionRecords for PostgresStore {
     }
 
     fn ensure_session(&self, id: &str, roots: &[String]) -> Result<SessionRow> {
-        run(async {
-            let client = self.client().await?;
-            client
-                .execute(
-                    "INSERT INTO sessions (id, created_at, updated_at, workspace_roots) VALUES ($1, $2, $2, $3)
-                     ON CONFLICT (id) DO NOTHING",
-                    &[&id, &now_millis(), &roots_json(roots)],
-                )
-                .await?;
-            Ok(())
-        })?;
+        // Fenced for a sub-session a block starts: a node that lost the lease starts none.
+        run(self.fenced_execute(
+            id,
+            "INSERT INTO sessions (id, created_at, updated_at, workspace_roots) VALUES ($1, $2, $2, $3)
+             ON CONFLICT (id) DO NOTHING",
+            &[&id, &now_millis(), &roots_json(roots)],
+        ))?;
         self.require_session(id)
     }
 
@@ -219,8 +215,7 @@ impl SessionRecords for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            check_fence(&tx, self.fence_for(session_id).as_ref()).await?;
-            lock_session(&tx, session_id).await?;
+            fenced_lock(&tx, session_id, self.fence_for(session_id).as_ref()).await?;
             let turn = next_number(&tx, "turns", "turn", session_id).await?;
             tx.execute(
                 "INSERT INTO turns (session_id, turn, kind, user_text, status, started_at, owner)
@@ -242,19 +237,33 @@ impl SessionRecords for PostgresStore {
     }
 
     fn end_turn(&self, session_id: &str, turn: i64, status: TurnStatus) -> Result<()> {
-        let fence = self.fence_for(session_id);
-        run(async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            check_fence(&tx, fence.as_ref()).await?;
-            tx.execute(
+        let Some(fence) = self.fence_for(session_id) else {
+            run(self.fenced_execute(
+                session_id,
                 "UPDATE turns SET status = $3, finished_at = $4 WHERE session_id = $1 AND turn = $2",
                 &[&session_id, &turn, &status.as_str(), &now_millis()],
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
-        })
+            ))?;
+            return Ok(());
+        };
+        run(self.fenced_statement(
+            &fence,
+            "WITH fence AS (SELECT 1 FROM session_leases
+                 WHERE session_id = $5 AND instance = $6 AND epoch = $7
+                   AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::BIGINT
+                 FOR SHARE),
+             ended AS (UPDATE turns SET status = $3, finished_at = $4
+                 WHERE session_id = $1 AND turn = $2 AND EXISTS (SELECT 1 FROM fence))
+             SELECT EXISTS (SELECT 1 FROM fence)",
+            &[
+                &session_id,
+                &turn,
+                &status.as_str(),
+                &now_millis(),
+                &fence.session_id,
+                &fence.instance,
+                &fence.epoch,
+            ],
+        ))
     }
 
     fn running_turns(&self, session_id: &str) -> Result<Vec<(i64, TurnKind)>> {
@@ -339,23 +348,41 @@ impl SessionRecords for PostgresStore {
         code: &str,
         started_at: i64,
     ) -> Result<()> {
-        let fence = self.fence_for(session_id);
-        run(async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await?;
-            check_fence(&tx, fence.as_ref()).await?;
-            // Again for a running iteration: the same row, untouched when its code is there.
-            tx.execute(
+        // Again for a running iteration: the same row, untouched when its code is there.
+        let Some(fence) = self.fence_for(session_id) else {
+            run(self.fenced_execute(
+                session_id,
                 "INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
                  VALUES ($1, $2, $3, $4, '', 'running', $5, 0, 0)
                  ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
                  WHERE iterations.status = 'running' AND iterations.code IS DISTINCT FROM excluded.code",
                 &[&session_id, &turn, &iteration, &code, &started_at],
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(())
-        })
+            ))?;
+            return Ok(());
+        };
+        run(self.fenced_statement(
+            &fence,
+            "WITH fence AS (SELECT 1 FROM session_leases
+                 WHERE session_id = $6 AND instance = $7 AND epoch = $8
+                   AND expires_at > (extract(epoch from clock_timestamp()) * 1000)::BIGINT
+                 FOR SHARE),
+             begun AS (INSERT INTO iterations (session_id, turn, iteration, code, output, status, started_at, duration_ms, exec_us)
+                 SELECT $1::TEXT, $2::BIGINT, $3::BIGINT, $4::TEXT, '', 'running', $5::BIGINT, 0, 0
+                 WHERE EXISTS (SELECT 1 FROM fence)
+                 ON CONFLICT (session_id, turn, iteration) DO UPDATE SET code = excluded.code
+                 WHERE iterations.status = 'running' AND iterations.code IS DISTINCT FROM excluded.code)
+             SELECT EXISTS (SELECT 1 FROM fence)",
+            &[
+                &session_id,
+                &turn,
+                &iteration,
+                &code,
+                &started_at,
+                &fence.session_id,
+                &fence.instance,
+                &fence.epoch,
+            ],
+        ))
     }
 
     fn finish_iteration(
@@ -366,8 +393,7 @@ impl SessionRecords for PostgresStore {
         run(async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            check_fence(&tx, self.fence_for(rec.session_id).as_ref()).await?;
-            lock_session(&tx, rec.session_id).await?;
+            fenced_lock(&tx, rec.session_id, self.fence_for(rec.session_id).as_ref()).await?;
             tx.execute(
                 "DELETE FROM iterations WHERE session_id = $1 AND turn = $2 AND iteration = $3 AND status = 'running'",
                 &[&rec.session_id, &rec.turn, &rec.iteration],

@@ -34,17 +34,19 @@ fn child_row(r: &Row<'_>) -> rusqlite::Result<ChildRow> {
 
 impl ChildRecords for SqliteStore {
     fn link_child(&self, link: &ChildLink) -> Result<()> {
-        let changed = self.conn.execute(
-            "UPDATE sessions SET parent_session = ?2, parent_turn = ?3, parent_iteration = ?4,
-                sub_task = ?5, sub_status = 'queued', sub_answer = NULL WHERE id = ?1",
-            params![
-                link.child,
-                link.parent,
-                link.turn,
-                link.iteration,
-                link.task
-            ],
-        )?;
+        let changed = self.fenced_write(&link.child, |conn| {
+            Ok(conn.execute(
+                "UPDATE sessions SET parent_session = ?2, parent_turn = ?3, parent_iteration = ?4,
+                    sub_task = ?5, sub_status = 'queued', sub_answer = NULL WHERE id = ?1",
+                params![
+                    link.child,
+                    link.parent,
+                    link.turn,
+                    link.iteration,
+                    link.task
+                ],
+            )?)
+        })?;
         if changed == 0 {
             return Err(StoreError::UnknownSession(link.child.clone()));
         }
@@ -52,12 +54,14 @@ impl ChildRecords for SqliteStore {
     }
 
     fn set_child_state(&self, child: &str, status: &str, answer: Option<&str>) -> Result<()> {
-        self.conn.execute(
-            "UPDATE sessions SET sub_status = ?2, sub_answer = COALESCE(?3, sub_answer)
-             WHERE id = ?1 AND parent_session IS NOT NULL",
-            params![child, status, answer],
-        )?;
-        Ok(())
+        self.fenced_write(child, |conn| {
+            conn.execute(
+                "UPDATE sessions SET sub_status = ?2, sub_answer = COALESCE(?3, sub_answer)
+                 WHERE id = ?1 AND parent_session IS NOT NULL",
+                params![child, status, answer],
+            )?;
+            Ok(())
+        })
     }
 
     fn children_of(&self, parent: &str) -> Result<Vec<ChildRow>> {

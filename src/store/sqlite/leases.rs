@@ -129,6 +129,10 @@ impl Leases for SqliteStore {
     fn set_lease_fence(&self, fence: Option<LeaseFence>) {
         *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = fence;
     }
+
+    fn lease_fence(&self) -> Option<LeaseFence> {
+        self.fence.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 #[cfg(test)]

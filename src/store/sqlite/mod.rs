@@ -209,7 +209,7 @@ impl SqliteStore {
     /// The fence on writes to `session_id`, if this store has one for it.
     fn fence_for(&self, session_id: &str) -> Option<LeaseFence> {
         let fence = self.fence.lock().unwrap_or_else(|p| p.into_inner());
-        fence.clone().filter(|f| f.session_id == session_id)
+        fence.clone().filter(|f| f.guards() == session_id)
     }
 
     /// [`immediate`](Self::immediate), refused with `LeaseLost` when this store is fenced for
@@ -299,10 +299,13 @@ fn next_number(
 /// Refuses the caller's write transaction unless the lease row still has the fence's instance
 /// and epoch and is unexpired.
 fn check_fence(conn: &Connection, fence: &LeaseFence) -> Result<()> {
+    // Prepared once per connection: every fenced write runs it.
     let held: Option<i64> = conn
-        .query_row(
+        .prepare_cached(
             "SELECT 1 FROM session_leases
              WHERE session_id = ?1 AND instance = ?2 AND epoch = ?3 AND expires_at > ?4",
+        )?
+        .query_row(
             rusqlite::params![fence.session_id, fence.instance, fence.epoch, now_millis()],
             |r| r.get(0),
         )

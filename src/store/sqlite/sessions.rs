@@ -59,10 +59,14 @@ impl SessionRecords for SqliteStore {
     fn ensure_session(&self, id: &str, roots: &[String]) -> Result<SessionRow> {
         let now = now_millis();
         let roots_json = serde_json::to_string(roots).unwrap_or_else(|_| "[]".into());
-        self.conn.execute(
-            "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, workspace_roots) VALUES (?1, ?2, ?2, ?3)",
-            params![id, now, roots_json],
-        )?;
+        // Fenced for a sub-session a block starts: a node that lost the lease starts none.
+        self.fenced_write(id, |conn| {
+            conn.execute(
+                "INSERT OR IGNORE INTO sessions (id, created_at, updated_at, workspace_roots) VALUES (?1, ?2, ?2, ?3)",
+                params![id, now, roots_json],
+            )?;
+            Ok(())
+        })?;
         self.require_session(id)
     }
 

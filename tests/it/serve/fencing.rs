@@ -1,7 +1,8 @@
 //! Fencing and losing a lease mid-work, on real `vis serve` nodes over one store: a node
 //! frozen past its lease (SIGSTOP) that wakes after another node took the session over
-//! writes nothing into it, a block cut short by a lost lease answers `503 lease_lost`, and a
-//! database restart during a turn leaves nothing half-written.
+//! writes nothing into it, a block cut short by a lost lease answers `503 lease_lost`, a
+//! database restart during a turn leaves nothing half-written, and a node that lost a
+//! session's lease writes nothing into the sub-sessions it ran for it.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use super::nodes::{
 };
 use super::Client;
 use crate::support::chat::events;
-use crate::support::fake_provider::FakeProvider;
+use crate::support::fake_provider::{FakeProvider, Reply};
 use crate::support::serve::{read_events, Sse};
 use crate::support::{wait_until, TestEnv};
 
@@ -312,3 +313,113 @@ fn a_database_restart_during_a_turn_ends_it_cleanly_and_the_node_goes_on() {
     }
     drop(a);
 }
+
+on_both_stores!(
+    a_node_that_lost_the_lease_writes_nothing_into_the_sub_sessions_it_ran,
+    |env| {
+        let fake = FakeProvider::start();
+        // As `script`, except that a sub-session's first request is answered only after a
+        // long while: the child is waiting on its model when its parent's lease is taken.
+        fake.respond_with(|req| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let last = messages.last().cloned().unwrap_or(Value::Null);
+            if last["role"] == "tool" {
+                return Reply::openai().text("Done.").build();
+            }
+            if last.to_string().contains("You are a sub-session") {
+                let reply = Reply::openai()
+                    .tool_call("c", "python_execution", r#"{"code": "print('child')"}"#)
+                    .build();
+                return Reply::delay(Duration::from_secs(120), reply);
+            }
+            let code = last["content"].as_str().unwrap_or("").to_string();
+            Reply::openai()
+                .tool_call(
+                    "c",
+                    "python_execution",
+                    &json!({ "code": code }).to_string(),
+                )
+                .build()
+        });
+        configure(&env, &fake);
+        let a = node(&env);
+        let token = token(&env);
+        let rt = events();
+        let c = Client::at(&a.url, Some(&token));
+        let id = rt.block_on(async {
+            let id = c.create(&env).await;
+            let evs = turn(&c, &id, "print('ready')").await;
+            assert_eq!(finished(&evs), "done", "{evs:?}");
+            id
+        });
+        // The parent's worker: once it is gone, A has shut the session down, its children
+        // (and their last writes) first.
+        let parent_worker = descendants(a.child.id() as i32);
+        assert!(!parent_worker.is_empty(), "A runs the parent's worker");
+        let running = {
+            let resp = rt.block_on(c.turn(
+                &id,
+                "s = spawn('CHILD-F: wait for the model')\nprint(s.wait())",
+            ));
+            rt.spawn(read_events(resp, 10_000))
+        };
+        let store = vis::store::Store::open(&env.db()).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(60), || fake
+                .requests()
+                .iter()
+                .any(|r| r.body_str().contains("You are a sub-session"))),
+            "the child never asked its model"
+        );
+        let child_id = store.children_of(&id).unwrap()[0].link.child.clone();
+        // The child's records as they stand while it waits on its model.
+        let snapshot = |store: &vis::store::Store| {
+            let row = store.child(&child_id).unwrap().unwrap();
+            let turns: Vec<(i64, String)> = store
+                .turns(&child_id)
+                .unwrap()
+                .into_iter()
+                .map(|t| (t.turn, t.status.as_str().to_string()))
+                .collect();
+            let history: Vec<(i64, String)> = store
+                .history(&child_id)
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.turn, h.kind.as_str().to_string()))
+                .collect();
+            (
+                row.status,
+                row.answer,
+                turns,
+                history,
+                store.iterations(&child_id).unwrap().len(),
+                store.requests(&child_id).unwrap().len(),
+            )
+        };
+        let before = snapshot(&*store);
+        assert_eq!(before.0, "running", "{before:?}");
+        assert_eq!(before.2, [(1, "running".to_string())], "{before:?}");
+        // Another instance takes the parent's lease: A finds it lost, interrupts the block,
+        // which cancels the child; the child's ending (its turn closed, its state) is a write
+        // A may no longer make.
+        steal_lease(&env, &id);
+        let evs = rt.block_on(running).unwrap();
+        assert!(
+            evs.iter()
+                .any(|e| e.event == "error" && e.data["kind"] == "lease_lost"),
+            "{evs:?}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(60), || parent_worker
+                .iter()
+                .all(|(p, start)| !still_runs(*p, start))),
+            "A still runs the parent's worker"
+        );
+        let after = snapshot(&*store);
+        assert_eq!(
+            after, before,
+            "A wrote into the child after losing the lease"
+        );
+    }
+);
