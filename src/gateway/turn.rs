@@ -385,6 +385,15 @@ async fn run_call(
         code: None,
         images: ran.images.iter().map(|i| i.meta.clone()).collect(),
     });
+    // The person sees what the model was told instead of an image it cannot take.
+    let provider = &session.settings.provider;
+    if !provider.accepts_images() {
+        for image in &ran.images {
+            let _ = events.send(Event::Notice {
+                text: crate::providers::images::note(&provider.model, image),
+            });
+        }
+    }
     Ok(ran.failure)
 }
 
