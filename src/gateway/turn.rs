@@ -390,7 +390,7 @@ async fn run_call(
     if !provider.accepts_images() {
         for image in &ran.images {
             let _ = events.send(Event::Notice {
-                text: crate::providers::images::note(&provider.model, image),
+                text: crate::providers::image_note(&provider.model, image),
             });
         }
     }

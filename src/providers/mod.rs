@@ -67,7 +67,7 @@ pub(crate) use client::install_crypto_provider;
 pub use client::{ModelResponse, Provider};
 pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;
-pub use images::ImagePolicy;
+pub use images::{note as image_note, ImagePolicy};
 pub use pricing::{
     expected_cached, is_cache_miss, CachePrices, InputCost, CACHE_MISS_SHARE, MIN_CACHED_PREFIX,
 };
