@@ -268,12 +268,8 @@ impl Children {
             window: blueprint.window,
             live: origin.live.clone(),
         };
-        let task_handle = tokio::spawn(run_child(
-            plan,
-            self.slots.clone(),
-            cancel.clone(),
-            state_tx,
-        ));
+        // Said before the child's task exists: a child that ends at once must not report its
+        // end ahead of its start.
         if let Some(live) = &origin.live {
             let _ = live.send(Event::ChildStarted {
                 turn: origin.turn,
@@ -282,6 +278,12 @@ impl Children {
                 task: first_line(task),
             });
         }
+        let task_handle = tokio::spawn(run_child(
+            plan,
+            self.slots.clone(),
+            cancel.clone(),
+            state_tx,
+        ));
         lock(&self.running).insert(
             child.clone(),
             Running {
