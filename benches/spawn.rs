@@ -9,6 +9,16 @@
 //!    and the parent's context growth (its last request's estimate less its first's).
 //!
 //! `SPAWN_ROUNDS` sets how many children the overhead is measured over (default 41).
+//! `SPAWN_TRACE=1` prints where each child's start goes (`vis::trace` marks: the host call,
+//! the child's records, its store and session, its turn, its request) and the median of
+//! every step.
+//!
+//! Figures (docs/spawn.md, 2026-12-05, 2 cores, old and new builds alternated): every tool,
+//! median 6.6–9.5 ms → 2.3–3.0 ms, p90 10.0–11.1 → 3.2–4.7 ms, max 10.4–14.4 → 4.9–10.2 ms
+//! (once 15.4); `tools=["cat", "grep"]` median 8.5–11.1 → 2.5–3.2 ms, p90 11.6–17.7 →
+//! 3.1–4.0 ms, max 12.6–18.9 → 4.1–8.8 ms. What changed: one HTTP client per process, the
+//! request on its own task ahead of the worker's fork, a child's catalog rendered once per
+//! parent, the store's log checkpointed when a child ends.
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -111,6 +121,10 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
     let arrivals: Arc<Mutex<Vec<f64>>> = Arc::default();
     let mut s = session(dir.path(), &fake, "bench-spawn");
     let mut overheads = Vec::new();
+    let tracing = std::env::var_os("SPAWN_TRACE").is_some();
+    vis::trace::enable(tracing);
+    // Per child: every step's time after the block's spawn() call, in ms.
+    let mut steps: Vec<Vec<(&'static str, f64)>> = Vec::new();
     for round in 0..rounds {
         // The parent's block, the child's answer (its arrival noted), the parent's answer.
         fake.push(call(
@@ -137,9 +151,32 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
             .expect("the block printed its spawn time");
         let arrived = arrivals.lock().unwrap()[round];
         overheads.push((arrived - t0) * 1000.0);
-        if std::env::var_os("SPAWN_TRACE").is_some() {
-            eprintln!("round {round}: {:.2} ms", (arrived - t0) * 1000.0);
+        if tracing {
+            // This round's child is the only sub-session: its marks up to its first request.
+            let marks = vis::trace::take();
+            let child = marks
+                .iter()
+                .find(|m| m.step == "host: spawn call")
+                .map(|m| m.key.clone())
+                .unwrap_or_default();
+            let mut marks: Vec<(&'static str, f64)> = marks
+                .into_iter()
+                .filter(|m| m.key == child && m.at <= arrived)
+                .map(|m| (m.step, (m.at - t0) * 1000.0))
+                .collect();
+            marks.sort_by(|a, b| a.1.total_cmp(&b.1));
+            marks.push(("provider: first request", (arrived - t0) * 1000.0));
+            let line: Vec<String> = marks
+                .iter()
+                .map(|(step, ms)| format!("{step} {ms:.2}"))
+                .collect();
+            eprintln!("round {round}: {}", line.join(" | "));
+            steps.push(marks);
         }
+    }
+    vis::trace::enable(false);
+    if tracing && steps.len() > 1 {
+        print_steps(&steps[1..]);
     }
     rt.block_on(s.shutdown());
     // The first child pays for the parent's first-use costs; report it apart.
@@ -152,6 +189,41 @@ fn overhead(rt: &tokio::runtime::Runtime, rounds: usize, tools: &str) {
         quantile(rest, 1.0),
         rest.len()
     );
+}
+
+/// The median time of each step after `spawn()` and after the step before it, over the
+/// children (steps in the order of their median time).
+fn print_steps(children: &[Vec<(&'static str, f64)>]) {
+    let mut names: Vec<&'static str> = Vec::new();
+    for marks in children {
+        for (step, _) in marks {
+            if !names.contains(step) {
+                names.push(step);
+            }
+        }
+    }
+    let mut rows: Vec<(&'static str, f64, f64)> = names
+        .iter()
+        .map(|name| {
+            let mut at = Vec::new();
+            let mut gap = Vec::new();
+            for marks in children {
+                if let Some(i) = marks.iter().position(|(s, _)| s == name) {
+                    at.push(marks[i].1);
+                    gap.push(marks[i].1 - if i == 0 { 0.0 } else { marks[i - 1].1 });
+                }
+            }
+            (*name, quantile(&at, 0.5), quantile(&gap, 0.5))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+    eprintln!(
+        "step (median over {} children): ms after spawn(), ms after the step before",
+        children.len()
+    );
+    for (name, at, gap) in rows {
+        eprintln!("  {name:<34} {at:>7.2} {gap:>7.2}");
+    }
 }
 
 /// A Python file of about `lines` lines that reads like real code.

@@ -9,7 +9,8 @@
 //! - `config`: where data lives;
 //! - `text`: line addresses, `cat`, `grep` and the atomic batch `patch`;
 //! - `mcp`: `vis mcp` (Vis as an MCP server) and MCP servers as Python namespaces;
-//! - `cli`: the `vis` command line.
+//! - `cli`: the `vis` command line;
+//! - `trace`: step marks a benchmark turns on (where a sub-session's start goes).
 
 pub mod catalog;
 pub mod checkpoints;
@@ -26,4 +27,5 @@ pub mod serve;
 pub mod session;
 pub mod store;
 pub mod text;
+pub mod trace;
 pub mod trust;

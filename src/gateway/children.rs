@@ -105,6 +105,8 @@ pub struct Children {
     blueprint: Mutex<Blueprint>,
     slots: Arc<Semaphore>,
     running: Mutex<HashMap<String, Running>>,
+    /// Prefixes rendered for children with fewer tools, shared by the children.
+    rendered: RenderedPrefixes,
     /// The parent's own connection to the store for the children's records (opened at the
     /// first call).
     store: Mutex<Option<Box<Store>>>,
@@ -136,6 +138,7 @@ impl Children {
             }),
             slots,
             running: Mutex::new(HashMap::new()),
+            rendered: RenderedPrefixes::default(),
             store: Mutex::new(None),
         }
     }
@@ -191,6 +194,7 @@ impl Children {
 
     /// Checks `params` and starts the child; the reply is its first state.
     fn spawn(&self, origin: &CallOrigin, params: SpawnParams) -> CallAnswer {
+        let called = crate::trace::now();
         let blueprint = lock(&self.blueprint).clone();
         let task = params.task.trim();
         if task.is_empty() {
@@ -227,6 +231,7 @@ impl Children {
             }));
         }
         let child = crate::session::new_session_id();
+        crate::trace::mark_at(&child, "host: spawn call", called);
         let link = ChildLink {
             child: child.clone(),
             parent: self.parent.clone(),
@@ -243,6 +248,7 @@ impl Children {
             store.ensure_session(&child, &roots)?;
             store.link_child(&link)
         })?;
+        crate::trace::mark(&child, "host: child stored");
         let (state_tx, state_rx) = watch::channel(ChildState {
             status: "queued".into(),
             answer: None,
@@ -261,17 +267,14 @@ impl Children {
             // A child with fewer tools (or of a parent without a conversation) renders its
             // own catalog, from the parent's manifest when there is one.
             prefix: blueprint.prefix.filter(|_| params.deny.is_empty()),
-            manifest: blueprint.manifest.map(|(_, entries)| entries),
+            manifest: blueprint.manifest,
+            rendered: self.rendered.clone(),
             window: blueprint.window,
             live: origin.live.clone(),
             fence,
         };
-        let task_handle = tokio::spawn(run_child(
-            plan,
-            self.slots.clone(),
-            cancel.clone(),
-            state_tx,
-        ));
+        // Said before the child's task exists: a child that ends at once must not report its
+        // end ahead of its start.
         if let Some(live) = &origin.live {
             let _ = live.send(Event::ChildStarted {
                 turn: origin.turn,
@@ -280,6 +283,12 @@ impl Children {
                 task: first_line(task),
             });
         }
+        let task_handle = tokio::spawn(run_child(
+            plan,
+            self.slots.clone(),
+            cancel.clone(),
+            state_tx,
+        ));
         lock(&self.running).insert(
             child.clone(),
             Running {
@@ -290,6 +299,7 @@ impl Children {
                 task: Some(task_handle),
             },
         );
+        crate::trace::mark(&child, "host: task started");
         Ok(HostReply::Sub(json!({
             "id": child,
             "task": task,
@@ -550,8 +560,9 @@ struct ChildPlan {
     settings: ChatSettings,
     spawn: SpawnSettings,
     prefix: Option<ChatPrefix>,
-    /// The parent's manifest, for a child that renders its own catalog.
-    manifest: Option<Arc<Vec<ManifestEntry>>>,
+    /// The parent's manifest and its version, for a child that renders its own catalog.
+    manifest: Option<(u64, Arc<Vec<ManifestEntry>>)>,
+    rendered: RenderedPrefixes,
     window: Option<crate::providers::ServerWindow>,
     live: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
     /// The parent's lease fence, guarding this child's writes (`None`: no lease).
@@ -568,9 +579,11 @@ async fn run_child(
     cancel: CancellationToken,
     state: watch::Sender<ChildState>,
 ) {
+    crate::trace::mark(&plan.id, "child: task runs");
     let ended = tokio::select! {
         permit = slots.acquire_owned() => match permit {
             Ok(permit) => {
+                crate::trace::mark(&plan.id, "child: slot taken");
                 let _ = state.send(ChildState { status: "running".into(), answer: None });
                 let ended = run_to_end(&plan, &cancel).await;
                 drop(permit);
@@ -580,7 +593,8 @@ async fn run_child(
         },
         _ = cancel.cancelled() => ChildState { status: "cancelled".into(), answer: None },
     };
-    if let Ok(store) = Store::open(&plan.db) {
+    let store = Store::open(&plan.db).ok();
+    if let Some(store) = &store {
         // Refused when the parent's lease was lost: the new holder has marked the child.
         store.set_lease_fence(plan.fence.clone());
         let _ = store.set_child_state(&plan.id, &ended.status, ended.answer.as_deref());
@@ -593,14 +607,48 @@ async fn run_child(
         });
     }
     let _ = state.send(ended);
+    // The log is folded into the database here, once the child is done and on a blocking
+    // thread: left to SQLite's automatic checkpoint, it falls on whichever commit takes the
+    // log past 1,000 pages, with its fsyncs (5 ms seen on a sibling's start path).
+    if let Some(store) = store {
+        let _ = tokio::task::spawn_blocking(move || store.settle_log()).await;
+    }
 }
+
+/// The prefixes rendered for a session's children with fewer tools, by the parent's manifest
+/// version and the child's deny list: children that leave out the same names share one
+/// (rendering and storing the catalog and counting the prompt's tokens is a millisecond of
+/// every such child's start otherwise).
+#[derive(Clone, Default)]
+struct RenderedPrefixes(Arc<Mutex<Vec<(PrefixKey, ChatPrefix)>>>);
+
+/// The parent's manifest version and the child's deny list, sorted.
+type PrefixKey = (u64, Vec<String>);
 
 /// The child's prefix rendered from the parent's manifest with the child's own deny list
 /// applied (what its worker will report: the same extensions, less what it leaves out; the
-/// parent's MCP servers are not the child's), so that its first request needs no worker.
+/// parent's MCP servers are not the child's), so that its first request needs no worker;
+/// rendered once per deny list and manifest (`RenderedPrefixes`).
 /// `None` (the child's worker renders it) when there is no manifest or rendering fails.
 fn catalog_prefix(plan: &ChildPlan, store: &Store) -> Option<ChatPrefix> {
-    let entries = plan.manifest.as_ref()?;
+    let (version, _) = plan.manifest.as_ref()?;
+    let mut deny = plan.settings.worker.deny.clone();
+    deny.sort();
+    let key = (*version, deny);
+    let found = lock(&plan.rendered.0)
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, prefix)| prefix.clone());
+    if found.is_some() {
+        return found;
+    }
+    let prefix = render_prefix(plan, store)?;
+    lock(&plan.rendered.0).push((key, prefix.clone()));
+    Some(prefix)
+}
+
+fn render_prefix(plan: &ChildPlan, store: &Store) -> Option<ChatPrefix> {
+    let (_, entries) = plan.manifest.as_ref()?;
     let kept: Vec<ManifestEntry> = entries
         .iter()
         .filter(|e| !matches!(e.origin, crate::catalog::Origin::Mcp(_)))
@@ -635,16 +683,19 @@ async fn run_to_end(plan: &ChildPlan, cancel: &CancellationToken) -> ChildState 
         Ok(s) => s,
         Err(e) => return failed(e.to_string()),
     };
+    crate::trace::mark(&plan.id, "child: store opened");
     // Fenced before it opens, as the parent's store is: every write of the child's turn
     // checks the parent's lease.
     store.set_lease_fence(plan.fence.clone());
     if let Err(e) = store.set_child_state(&plan.id, "running", None) {
         return failed(e.to_string());
     }
+    crate::trace::mark(&plan.id, "child: state written");
     let mut session = match ChatSession::open(store, &plan.db, &plan.id, plan.settings.clone()) {
         Ok((s, _)) => s,
         Err(e) => return failed(e.to_string()),
     };
+    crate::trace::mark(&plan.id, "child: session opened");
     session.set_spawn(plan.spawn.clone());
     let prefix = plan
         .prefix
@@ -655,9 +706,11 @@ async fn run_to_end(plan: &ChildPlan, cancel: &CancellationToken) -> ChildState 
             return failed(e.to_string());
         }
     }
+    crate::trace::mark(&plan.id, "child: prefix adopted");
     if let Err(e) = session.settle_limits(plan.window) {
         return failed(e.to_string());
     }
+    crate::trace::mark(&plan.id, "child: limits settled");
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
     let message = format!("{FRAMING}\n\n{}", plan.task);
     let ended = session.run_turn(&message, &events, cancel).await;

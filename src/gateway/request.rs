@@ -59,6 +59,10 @@ pub(super) struct Clock {
 
 /// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
 /// meanwhile (a start failure shows when a block needs the worker).
+///
+/// The request runs on a task of its own: a worker's start forks and execs synchronously
+/// (milliseconds on a busy machine), and on the turn's task that would hold back the request's
+/// connect and write until it is done (a sub-session's first request waited for it).
 pub(super) async fn request(
     session: &mut ChatSession,
     body: Vec<u8>,
@@ -66,20 +70,65 @@ pub(super) async fn request(
     stop: &CancellationToken,
     warm_up: bool,
 ) -> (Option<Result<ModelResponse, ProviderError>>, Clock) {
-    let mut clock = Clock::default();
     let body = to_bytes(body);
     session.cache.in_flight = Some(body.clone());
-    if let Err(e) = session.provider() {
-        return (Some(Err(e)), clock);
-    }
-    let Some(provider) = session.provider.as_ref() else {
-        return (
-            Some(Err(ProviderError::Config("no provider".into()))),
-            clock,
-        );
+    let provider = match session.provider() {
+        Ok(provider) => provider.clone(),
+        Err(e) => return (Some(Err(e)), Clock::default()),
     };
-    let supervisor = session.runner.supervisor_mut();
+    crate::trace::mark(&session.id, "request: client ready");
     let sink = events.clone();
+    let stop = stop.clone();
+    let id = session.id.clone();
+    let mut sending = AbortOnDrop(tokio::spawn(async move {
+        crate::trace::mark(&id, "request: task runs");
+        stream(&provider, body, &sink, &stop).await
+    }));
+    let start = async {
+        if warm_up {
+            // Lets the request's task (and the connection's) run before the fork.
+            tokio::task::yield_now().await;
+            crate::trace::mark(&session.id, "request: worker start begun");
+            let _ = session.runner.supervisor_mut().start().await;
+        }
+    };
+    let (sent, ()) = tokio::join!(sending.wait(), start);
+    match sent {
+        Ok(answer) => answer,
+        Err(e) => (
+            Some(Err(ProviderError::Config(format!(
+                "the request's task ended without an answer ({e})"
+            )))),
+            Clock::default(),
+        ),
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped (the turn that waits for it was
+/// dropped: its request goes with it).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn wait(&mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Streams `body` with `provider`, turning its events into the turn's; `None` when `stop`
+/// interrupted it.
+async fn stream(
+    provider: &crate::providers::Provider,
+    body: bytes::Bytes,
+    sink: &tokio::sync::mpsc::UnboundedSender<Event>,
+    stop: &CancellationToken,
+) -> (Option<Result<ModelResponse, ProviderError>>, Clock) {
+    let mut clock = Clock::default();
     // An attempt starts when the request goes out, or after a retry's wait.
     let mut attempt_start = std::time::Instant::now();
     let clock_ref = &mut clock;
@@ -112,18 +161,10 @@ pub(super) async fn request(
         };
         let _ = sink.send(event);
     };
-    let stream = async {
-        tokio::select! {
-            answer = provider.stream(body, &mut on_event) => Some(answer),
-            _ = stop.cancelled() => None,
-        }
+    let answer = tokio::select! {
+        answer = provider.stream(body, &mut on_event) => Some(answer),
+        _ = stop.cancelled() => None,
     };
-    let start = async {
-        if warm_up {
-            let _ = supervisor.start().await;
-        }
-    };
-    let (answer, ()) = tokio::join!(stream, start);
     (answer, clock)
 }
 

@@ -66,6 +66,7 @@ pub(super) async fn run(
     let (prefix, window) = tokio::join!(session.ensure_prefix(), asking);
     prefix?;
     session.settle_limits(window)?;
+    crate::trace::mark(&session.id, "turn: prefix ready");
     session.brief_children();
     let id = session.id.clone();
     let turn = session
@@ -74,6 +75,7 @@ pub(super) async fn run(
         .begin_turn(&id, TurnKind::Chat, Some(text))?;
     session.conversation.set_turn(Some(turn));
     session.runner.prepare_checkpoints(turn);
+    crate::trace::mark(&id, "turn: begun");
     let _ = events.send(Event::TurnStarted { turn });
     session.conversation.append(
         session.runner.store_mut(),
@@ -82,6 +84,7 @@ pub(super) async fn run(
         HistoryItem::User { text: text.into() },
         None,
     )?;
+    crate::trace::mark(&id, "turn: message stored");
     let mut iterations = 0u32;
     // A resumed session's worker starts while its first request streams.
     let mut warm_up = !session.runner.supervisor().is_running();
@@ -135,8 +138,10 @@ pub(super) async fn run(
                 );
             }
         }
+        crate::trace::mark(&id, "turn: updates, limits");
         let body = session.next_request_body()?;
         let estimate = session.conversation.estimate();
+        crate::trace::mark(&id, "turn: body built");
         let _ = events.send(Event::RequestStarted { turn, n });
         let started_at = now_millis();
         let (answer, clock) = request(session, body, events, stop, warm_up).await;
@@ -380,6 +385,15 @@ async fn run_call(
         code: None,
         images: ran.images.iter().map(|i| i.meta.clone()).collect(),
     });
+    // The person sees what the model was told instead of an image it cannot take.
+    let provider = &session.settings.provider;
+    if !provider.accepts_images() {
+        for image in &ran.images {
+            let _ = events.send(Event::Notice {
+                text: crate::providers::image_note(&provider.model, image),
+            });
+        }
+    }
     Ok(ran.failure)
 }
 

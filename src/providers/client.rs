@@ -62,6 +62,40 @@ pub(crate) fn install_crypto_provider() {
     });
 }
 
+/// The process's HTTP client for a connect timeout, direct (a loopback server: no proxy) or
+/// not. Building one costs milliseconds (its TLS setup), which every session and every
+/// sub-session would pay before its first request; one client per kind also keeps one
+/// connection pool, so a sub-session's first request reuses a connection its parent opened.
+/// Headers (the key) go with each request, never with the client.
+fn shared_client(
+    connect_timeout: Duration,
+    direct: bool,
+) -> Result<reqwest::Client, ProviderError> {
+    type Clients = Vec<((Duration, bool), reqwest::Client)>;
+    static CLIENTS: std::sync::Mutex<Clients> = std::sync::Mutex::new(Vec::new());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (connect_timeout, direct);
+    if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
+        return Ok(client.clone());
+    }
+    let mut builder = reqwest::Client::builder()
+        .user_agent(concat!("vis/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true);
+    if direct {
+        builder = builder.no_proxy();
+    }
+    let client = builder.build().map_err(|err| {
+        ProviderError::Config(format!(
+            "cannot set up the HTTP client ({}); check the TLS setup of this machine",
+            root_cause(&err)
+        ))
+    })?;
+    clients.push((key, client.clone()));
+    Ok(client)
+}
+
 pub(crate) fn is_loopback(url: &Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -140,20 +174,7 @@ impl Provider {
             }
         }
 
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("vis/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(settings.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true);
-        if is_loopback(&endpoint) {
-            builder = builder.no_proxy();
-        }
-        let client = builder.build().map_err(|err| {
-            ProviderError::Config(format!(
-                "cannot set up the HTTP client ({}); check the TLS setup of this machine",
-                root_cause(&err)
-            ))
-        })?;
+        let client = shared_client(settings.connect_timeout, is_loopback(&endpoint))?;
         Ok(Provider {
             settings,
             client,

@@ -16,8 +16,10 @@
 //! Design notes:
 //! - The gateway serializes the request body (canonically, so prompt caches keep hitting) and
 //!   this module sends those bytes untouched; it never parses or rebuilds a request.
-//! - One `reqwest::Client` per `Provider`, so connections (and TLS sessions) are reused from
-//!   one request to the next.
+//! - One `reqwest::Client` per process and connect timeout (direct or through the proxies),
+//!   shared by every `Provider`: connections (and TLS sessions) are reused from one request to
+//!   the next and by every session and sub-session of the process, and a new session does not
+//!   pay the client's setup (milliseconds) before its first request.
 //! - TLS is rustls with the `ring` provider (installed process-wide on first use unless
 //!   another provider already is) and the platform's root certificates. Proxies from the
 //!   environment are honoured, except for loopback base URLs, which are always reached
@@ -65,7 +67,7 @@ pub(crate) use client::install_crypto_provider;
 pub use client::{ModelResponse, Provider};
 pub use discover::{context_window, ServerWindow, PROBE_TIMEOUT};
 pub use error::ProviderError;
-pub use images::ImagePolicy;
+pub use images::{note as image_note, ImagePolicy};
 pub use pricing::{
     expected_cached, is_cache_miss, CachePrices, InputCost, CACHE_MISS_SHARE, MIN_CACHED_PREFIX,
 };

@@ -82,3 +82,55 @@ fn fake_turn(env: &crate::support::TestEnv, job: &str, png_len: usize) {
     }
     panic!("/jobs never showed the job's end");
 }
+
+/// One turn of `vis chat` showing a 120×80 PNG with `config` as config.toml (the model is
+/// `fake-model`);
+/// the screen after it and the second request (the block's result on its way to the model).
+fn show_turn(env: &crate::support::TestEnv, config: &str) -> (String, String) {
+    let png = crate::images::image_bytes(120, 80, image::ImageFormat::Png);
+    std::fs::write(env.workspace().join("plot.png"), &png).unwrap();
+    std::fs::create_dir_all(env.config_dir()).unwrap();
+    std::fs::write(env.config_dir().join("config.toml"), config).unwrap();
+    let fake = FakeProvider::start();
+    fake.push(calls(
+        KIND,
+        "a",
+        &["show('plot.png', caption='\\x1b[31mred\\x1b[0m loss curve')"],
+    ));
+    fake.push(answer(KIND, "Seen."));
+    let tmux = start(env, &fake, &[]);
+    tmux.send_line("plot it");
+    let screen = wait_turns(&tmux, 1);
+    let second = fake.requests()[1].body_str();
+    (screen, second)
+}
+
+vistest!(
+    chat_says_when_an_image_was_not_sent_to_a_model_without_image_input,
+    |env| {
+        let (screen, sent) = show_turn(&env, "[provider]\nimages = false\n");
+        let note = "[vis] image not sent: fake-model does not accept images (PNG 120×80, \\x1b[31mred\\x1b[0m loss curve)";
+        assert!(screen.contains(note), "{note} in:\n{screen}");
+        // Right under the block's placeholder line, before the model's answer.
+        let lines: Vec<&str> = screen.lines().collect();
+        let at = |what: &str| lines.iter().position(|l| l.contains(what)).unwrap();
+        assert!(at("[image 120×80 PNG") < at(note), "{screen}");
+        assert!(at(note) < at("Seen."), "{screen}");
+        // What the model got: the same note, and no image.
+        assert!(
+            sent.contains("image not sent: fake-model does not accept images"),
+            "{sent}"
+        );
+        assert!(!sent.contains("image_url"), "{sent}");
+    }
+);
+
+vistest!(
+    chat_says_nothing_of_the_kind_when_the_model_takes_the_image,
+    |env| {
+        let (screen, sent) = show_turn(&env, "[provider]\nimages = true\n");
+        assert!(screen.contains("[image 120×80 PNG"), "{screen}");
+        assert!(!screen.contains("not sent"), "{screen}");
+        assert!(sent.contains("image_url"), "{sent}");
+    }
+);

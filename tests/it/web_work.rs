@@ -236,7 +236,8 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
             // Turn 2: the child's start and end show live, each with a link to it.
             b.type_into("#message", "ask a child").await;
             b.click("#send").await;
-            let live = b.wait_text(".live", "sub-session").await;
+            // The model's text says "sub-session" too: wait for the start line itself.
+            let live = b.wait_text(".live", "started (t2/i1)").await;
             assert!(live.contains("started (t2/i1): CHILD-W: look at the plot"), "{live}");
             let child = b
                 .wait_js(
