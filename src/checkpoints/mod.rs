@@ -37,6 +37,7 @@ mod log;
 mod record;
 mod release;
 mod restore;
+mod rules;
 mod scan;
 mod session;
 
@@ -45,12 +46,13 @@ use std::path::{Path, PathBuf};
 pub use diff::{render_diff, DiffOptions};
 pub use fork::{fork_history, ForkedHistory};
 pub use log::{Change, FileState, Origin};
-pub use record::{CheckpointSettings, Recorder};
+pub use record::Recorder;
 pub use release::close_in_a_child_process;
 pub use restore::{
     copy_workspace, plan_rewind, restore_into, rewind_files, Conflict, RestoreReport, RewindPlan,
     RewindReport,
 };
+pub use rules::CheckpointSettings;
 pub use session::{rewind_session, RewindOptions, RewindOutcome};
 
 /// A moment of a session that files can be restored to.
