@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::support::chat::events;
-use crate::support::fake_provider::FakeProvider;
+use crate::support::fake_provider::{FakeProvider, Gate, Reply};
 use crate::support::serve::{ServerConfig, TestServer};
 use crate::vistest;
 use crate::web::browser::Browser;
@@ -165,9 +165,15 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
     ));
     fake.push(final_answer("The plot is above.", 1200, 900));
     // Turn 2 hands a sub-task to a child, whose answer carries markup.
+    // The child's answer is held until the page has shown its start (the fake answers at
+    // once otherwise, and the turn's live part can give way before a poll sees it).
+    let child_gate = Gate::new(2);
     fake.conversation(
         "CHILD-W",
-        vec![final_answer(&format!("{} child answer", trap(4)), 500, 0)],
+        vec![Reply::gated(
+            &child_gate,
+            final_answer(&format!("{} child answer", trap(4)), 500, 0),
+        )],
     );
     fake.push(block(
         "b",
@@ -249,6 +255,7 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
                 .unwrap()
                 .to_string();
             assert!(!child.is_empty() && child != id, "{child}");
+            child_gate.release();
             // The child's end is not awaited in `.live`: the fake answers at once, so the turn can
             // end (and its live part give way to the transcript) before a poll sees it; the
             // stored card and head below show the answer.
