@@ -26,8 +26,10 @@
 mod fake_provider;
 #[path = "serve/kill.rs"]
 mod kill;
+#[path = "../tests/it/support/procs.rs"]
+mod procs;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,20 @@ use vis::serve::{
     Access, Registry, RegistryOptions, ServeOptions, ServeProviders, ServeToken, SettingsFor,
     WorkspacePolicy,
 };
+
+/// `--db postgres://…` measures a PostgreSQL store (an empty database); else a SQLite file in
+/// `dir`.
+fn db_arg(dir: &Path) -> PathBuf {
+    let args: Vec<String> = std::env::args().collect();
+    match args
+        .iter()
+        .position(|a| a == "--db")
+        .and_then(|i| args.get(i + 1))
+    {
+        Some(url) => PathBuf::from(url),
+        None => dir.join("vis.db"),
+    }
+}
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -98,16 +114,7 @@ fn main() {
     let nodes = arg("--nodes", 1).max(1);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
-    // `--db postgres://…` measures a PostgreSQL store (an empty database); else a SQLite file.
-    let args: Vec<String> = std::env::args().collect();
-    let db = match args
-        .iter()
-        .position(|a| a == "--db")
-        .and_then(|i| args.get(i + 1))
-    {
-        Some(url) => PathBuf::from(url),
-        None => dir.path().join("vis.db"),
-    };
+    let db = db_arg(dir.path());
     let fake = FakeProvider::start();
     // Reply by where the conversation stands: a block after the person's message, an answer
     // after the block's result. The block prints its session and turn.

@@ -25,7 +25,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::fake_provider::FakeProvider;
-use super::{arg, percentile};
+use super::procs::{descendants, still_runs};
+use super::{arg, db_arg, percentile};
 
 /// A `vis serve` node this bench started.
 struct Node {
@@ -110,50 +111,6 @@ impl World {
     }
 }
 
-/// Every live descendant of `pid`, with its start time (a reused pid is not mistaken for it).
-fn descendants(pid: i32) -> Vec<(i32, String)> {
-    let mut parent_of = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Some((parent, state, start)) = stat_of(p) {
-            if state != "Z" {
-                parent_of.push((p, parent, start));
-            }
-        }
-    }
-    let mut found: Vec<(i32, String)> = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for (p, pp, start) in &parent_of {
-            if *pp == parent && !found.iter().any(|(f, _)| f == p) {
-                found.push((*p, start.clone()));
-                frontier.push(*p);
-            }
-        }
-    }
-    found
-}
-
-/// A process's parent, state and start time from `/proc/PID/stat`.
-fn stat_of(pid: i32) -> Option<(i32, String, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    (fields.len() > 19).then(|| {
-        (
-            fields[1].parse().unwrap_or(0),
-            fields[0].to_string(),
-            fields[19].to_string(),
-        )
-    })
-}
-
-fn still_runs(pid: i32, start: &str) -> bool {
-    stat_of(pid).is_some_and(|(_, state, s)| state != "Z" && s == start)
-}
-
 /// The fake model: a user message is the code of one block; after the block, "Done.".
 fn script(fake: &FakeProvider) {
     fake.respond_with(|req| {
@@ -210,15 +167,7 @@ pub fn run() {
     let ttl = arg("--ttl", 5);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tmp = tempfile::tempdir().unwrap();
-    let args: Vec<String> = std::env::args().collect();
-    let db = match args
-        .iter()
-        .position(|a| a == "--db")
-        .and_then(|i| args.get(i + 1))
-    {
-        Some(url) => PathBuf::from(url),
-        None => tmp.path().join("vis.db"),
-    };
+    let db = db_arg(tmp.path());
     let world = World {
         dir: tmp.path().to_path_buf(),
         db,

@@ -15,6 +15,7 @@ use vis::store::{LeaseClaim, LeaseNode};
 use super::Client;
 use crate::support::chat::events;
 use crate::support::fake_provider::{FakeProvider, Reply};
+pub(super) use crate::support::procs::{descendants, still_runs};
 use crate::support::serve::{read_events, ServeProcess, Sse};
 use crate::support::{wait_until, TestEnv};
 use crate::vistest;
@@ -109,53 +110,6 @@ pub(super) fn token(env: &TestEnv) -> String {
         .unwrap()
         .trim()
         .to_string()
-}
-
-/// Every descendant of `pid` now, with its start time (so a reused pid is not mistaken for it).
-pub(super) fn descendants(pid: i32) -> Vec<(i32, String)> {
-    let mut parent_of = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 19 && fields[0] != "Z" {
-            parent_of.push((
-                p,
-                fields[1].parse::<i32>().unwrap_or(0),
-                fields[19].to_string(),
-            ));
-        }
-    }
-    let mut found: Vec<(i32, String)> = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for (p, pp, start) in &parent_of {
-            if *pp == parent && !found.iter().any(|(f, _)| f == p) {
-                found.push((*p, start.clone()));
-                frontier.push(*p);
-            }
-        }
-    }
-    found
-}
-
-/// Whether the process `pid` started at `start` still runs (zombies count as gone).
-pub(super) fn still_runs(pid: i32, start: &str) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return false;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    fields.len() > 19 && fields[0] != "Z" && fields[19] == start
 }
 
 fn kill9(node: &mut ServeProcess) {

@@ -7,6 +7,7 @@ pub mod chat;
 pub mod fake_provider;
 pub mod mcp;
 pub mod postgres;
+pub mod procs;
 pub mod serve;
 pub mod tmux;
 
