@@ -196,8 +196,13 @@ pub fn plan_rewind(
     next_turn: i64,
 ) -> Result<RewindPlan, CheckpointError> {
     recorder.catch_up(next_turn, 0)?;
+    // The recorder keeps the manifest, not the history: the log is read afresh (it holds
+    // what `catch_up` just appended).
+    let history = Log::load(recorder.dir())?;
     let loaded = recorder.loaded()?;
-    let log = &loaded.log;
+    let Some(log) = history.as_ref() else {
+        return Err(CheckpointError::NoCheckpoints(String::new()));
+    };
     let want = log.files_at(point);
     // Each path the session changed since the point, with its last change.
     let mut last: BTreeMap<&str, (Origin, Option<&FileState>)> = BTreeMap::new();

@@ -44,6 +44,8 @@ pub(super) type Looked = BTreeMap<String, Option<Meta>>;
 
 /// A session's log as read, with its manifest and the change feed of its last walk.
 pub(crate) struct Loaded {
+    /// What a recorder appends with: its baseline's files were moved into `manifest`
+    /// ([`Log::take_manifest`]); history comes from a fresh [`Log::load`].
     pub log: Log,
     pub manifest: BTreeMap<String, Entry>,
     pub blobs: Blobs,
@@ -63,12 +65,15 @@ pub(super) struct Rules {
 impl Rules {
     /// The session's log as it is on disk (`None`: there is none).
     pub(super) fn open(&self, dir: &Path) -> Result<Option<Loaded>, CheckpointError> {
-        Ok(Log::load(dir)?.map(|log| Loaded {
-            manifest: log.manifest(),
-            kept_bytes: log.kept_bytes(),
-            blobs: Blobs::new(dir),
-            log,
-            feed: FeedState::Off,
+        Ok(Log::load(dir)?.map(|mut log| {
+            let kept_bytes = log.kept_bytes();
+            Loaded {
+                manifest: log.take_manifest(),
+                kept_bytes,
+                blobs: Blobs::new(dir),
+                log,
+                feed: FeedState::Off,
+            }
         }))
     }
 
@@ -99,7 +104,7 @@ impl Rules {
                 found.unreadable_names
             ));
         }
-        let log = Log::create(
+        let mut log = Log::create(
             dir,
             Record::Baseline {
                 roots: self.roots.clone(),
@@ -109,7 +114,7 @@ impl Rules {
             },
         )?;
         Ok(Loaded {
-            manifest: log.manifest(),
+            manifest: log.take_manifest(),
             log,
             blobs,
             kept_bytes,
