@@ -63,6 +63,9 @@ pub(super) struct ConversationCalls<'a> {
     pub limits: Limits,
     /// The model call the block answers (`None` for a block run without the model).
     pub call_id: Option<String>,
+    /// The session's model when it takes no images: the result's images are kept with the
+    /// line it reads instead of each ([`note_not_sent`]).
+    pub images_not_sent_to: Option<String>,
     budget: CallBudget,
 }
 
@@ -80,8 +83,18 @@ impl<'a> ConversationCalls<'a> {
             folding,
             limits,
             call_id,
+            images_not_sent_to: None,
             budget: CallBudget::default(),
         }
+    }
+}
+
+/// Notes on each of `images` the line `model` reads instead of it (`None`: the model takes
+/// images): what the request carries, kept with the result for the views built from the store
+/// (the same line `vis chat` and the web view show while the turn runs).
+pub(super) fn note_not_sent(images: &mut [ShownImage], model: Option<&str>) {
+    for image in images {
+        image.meta.not_sent = model.map(|model| crate::providers::image_note(model, image));
     }
 }
 
@@ -137,16 +150,22 @@ impl HostCalls for ConversationCalls<'_> {
             push_line(output, &line);
         }
         let call_id = self.call_id.clone()?;
+        let mut images = images.to_vec();
+        note_not_sent(&mut images, self.images_not_sent_to.as_deref());
         let item = HistoryItem::ToolResult {
             call_id: call_id.clone(),
             output: output.clone(),
             is_error: !status.is_ok(),
-            images: images.to_vec(),
+            images,
+        };
+        let tokens = history::estimate_item(&item) as i64;
+        let HistoryItem::ToolResult { images, .. } = item else {
+            return None;
         };
         Some(ToolAnswer {
             call_id,
-            tokens: history::estimate_item(&item) as i64,
-            images: images.iter().map(|i| i.meta.clone()).collect(),
+            tokens,
+            images: images.into_iter().map(|i| i.meta).collect(),
         })
     }
 }

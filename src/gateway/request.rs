@@ -57,8 +57,15 @@ pub(super) struct Clock {
     ttft: Option<std::time::Duration>,
 }
 
+/// How long a worker's start (`warm_up`) leaves the request it overlaps to go out alone: a
+/// reused connection's write takes well under a millisecond; a new connection's handshake
+/// waits on the network more than on the CPU. The model's answer takes far longer, so the
+/// worker is still ready before a block needs it.
+const WORKER_START_GRACE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// One request; `None` when `stop` interrupted it. With `warm_up`, the worker starts
-/// meanwhile (a start failure shows when a block needs the worker).
+/// meanwhile, [`WORKER_START_GRACE`] after the request (a start failure shows when a block
+/// needs the worker).
 ///
 /// The request runs on a task of its own: a worker's start forks and execs synchronously
 /// (milliseconds on a busy machine), and on the turn's task that would hold back the request's
@@ -80,14 +87,21 @@ pub(super) async fn request(
     let sink = events.clone();
     let stop = stop.clone();
     let id = session.id.clone();
+    let (ended, request_ended) = tokio::sync::oneshot::channel::<()>();
     let mut sending = AbortOnDrop(tokio::spawn(async move {
         crate::trace::mark(&id, "request: task runs");
-        stream(&provider, body, &sink, &stop).await
+        let answer = stream(&provider, body, &sink, &stop).await;
+        let _ = ended.send(());
+        answer
     }));
     let start = async {
         if warm_up {
-            // Lets the request's task (and the connection's) run before the fork.
-            tokio::task::yield_now().await;
+            // The worker is not needed before the model answers, and its launch (a process
+            // start, then CPython's: tens of ms of CPU) competes with the request's connect
+            // and write for the cores: started at once, a child's first request reached the
+            // server 3-4 ms later, once 15 ms (`docs/spawn.md`). It starts once the request
+            // has had the time to go out, or when the request ends, if that is sooner.
+            let _ = tokio::time::timeout(WORKER_START_GRACE, request_ended).await;
             crate::trace::mark(&session.id, "request: worker start begun");
             let _ = session.runner.supervisor_mut().start().await;
         }

@@ -350,6 +350,8 @@ async fn run_call(
     };
     session.conversation.set_running(Some((turn, iteration)));
     let id = session.id.clone();
+    let provider = &session.settings.provider;
+    let not_sent_to = (!provider.accepts_images()).then(|| provider.model.clone());
     let mut calls = ConversationCalls::new(
         &mut session.conversation,
         &id,
@@ -357,15 +359,18 @@ async fn run_call(
         limits,
         Some(call.id.clone()),
     );
+    calls.images_not_sent_to = not_sent_to.clone();
     let ran = session
         .runner
         .run_block(spec, &mut calls, stop.child_token())
         .await;
     session.conversation.set_running(None);
-    let ran = ran?;
+    let mut ran = ran?;
     if let Some(e) = ran.unrecorded {
         return Err(e.into());
     }
+    // As the stored result has them (`calls::note_not_sent`).
+    super::calls::note_not_sent(&mut ran.images, not_sent_to.as_deref());
     push_result(
         session,
         turn,
@@ -386,12 +391,9 @@ async fn run_call(
         images: ran.images.iter().map(|i| i.meta.clone()).collect(),
     });
     // The person sees what the model was told instead of an image it cannot take.
-    let provider = &session.settings.provider;
-    if !provider.accepts_images() {
-        for image in &ran.images {
-            let _ = events.send(Event::Notice {
-                text: crate::providers::image_note(&provider.model, image),
-            });
+    for image in &ran.images {
+        if let Some(note) = &image.meta.not_sent {
+            let _ = events.send(Event::Notice { text: note.clone() });
         }
     }
     Ok(ran.failure)

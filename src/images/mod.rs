@@ -139,6 +139,8 @@ pub fn prepare(
         bytes: data.len() as u64,
         caption,
         resized_from,
+        // Said by the session that records the result (its model decides).
+        not_sent: None,
     };
     Ok(Prepared { meta, data })
 }

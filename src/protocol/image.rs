@@ -84,6 +84,11 @@ pub struct ImageRef {
     /// The size before it was scaled down to the limits, when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resized_from: Option<(u32, u32)>,
+    /// The line the model read instead of the image, when the session's model took no images
+    /// as the block ran (`[vis] image not sent: MODEL does not accept images (…)`): kept with
+    /// the result, so a view built from the store says what the request said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_sent: Option<String>,
 }
 
 impl ImageRef {
@@ -166,6 +171,7 @@ mod tests {
             bytes: 48 * 1024,
             caption: Some("plot".into()),
             resized_from: None,
+            not_sent: None,
         }
     }
 

@@ -1,8 +1,10 @@
 //! The web view and the work a session runs beside its turns (issue 27), in a real headless
 //! Chromium: background jobs (their starts and ends live from the turn's events, between turns,
 //! and after a reload), images a block showed (served by the image route with the page's login,
-//! refused to other sessions and to requests without it), and sub-sessions (a link that opens
-//! the child). Job commands, captions and a child's answer carry markup that must stay text.
+//! refused to other sessions and to requests without it; in the real `vis serve`, the note a
+//! model without image input read instead, shown under the block after a reload), and
+//! sub-sessions (a link that opens the child). Job commands, captions and a child's answer
+//! carry markup that must stay text.
 
 use std::path::Path;
 
@@ -283,3 +285,131 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
             b.close().await;
         });
 });
+
+/// The real `vis serve` with `[provider] images = IMAGES`: one turn (through the API) whose
+/// block showed a PNG with markup in its caption. Then the page, opened afresh, builds the
+/// session from the store: what its transcript shows, the image elements, the notices, the
+/// API's image record and the request the model got after the block.
+struct StoredImage {
+    transcript: String,
+    images: usize,
+    notices: Vec<String>,
+    api_image: Value,
+    sent: String,
+}
+
+fn stored_image_turn(env: &crate::support::TestEnv, images: bool) -> StoredImage {
+    use crate::serve::{Client, OPENAI};
+    use crate::support::serve::ServeProcess;
+    let fake = FakeProvider::start();
+    std::fs::create_dir_all(env.config_dir()).unwrap();
+    std::fs::write(
+        env.config_dir().join("config.toml"),
+        format!(
+            "[provider]\nname = \"openai\"\nmodel = \"fake-model\"\nbase_url = \"{}\"\nmax_retries = 0\nimages = {images}\n",
+            fake.base_url(OPENAI)
+        ),
+    )
+    .unwrap();
+    let png = crate::images::image_bytes(120, 80, image::ImageFormat::Png);
+    std::fs::write(env.workspace().join("plot.png"), &png).unwrap();
+    fake.push(block(
+        "a",
+        "Here is the plot.",
+        &format!("show('plot.png', caption={:?})\nprint('shown')", trap(5)),
+        1000,
+        0,
+    ));
+    fake.push(final_answer("The plot is above.", 1200, 900));
+    let server = ServeProcess::start(env.command(&["serve"]));
+    let token = std::fs::read_to_string(vis::config::serve_token_path(&env.db())).unwrap();
+    events().block_on(async {
+        let c = Client::at(&server.url, Some(token.trim()));
+        let id = c.create(env).await;
+        let evs = crate::support::serve::read_events(c.turn(&id, "plot it").await, 1000).await;
+        assert_eq!(evs.last().unwrap().data["status"], "done", "{evs:?}");
+        let (status, page) = c
+            .json(reqwest::Method::GET, &format!("/api/sessions/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let api_image = page["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["kind"] == "tool_result")
+            .map(|h| h["images"][0].clone())
+            .unwrap();
+        let b = Browser::start().await;
+        b.goto(&format!("{}#{id}", server.login_url)).await;
+        let transcript = b.wait_text("#transcript", "The plot is above.").await;
+        b.wait_js(
+            "the image to load",
+            "const i = document.querySelector('#transcript img.shown-image'); return i && i.complete && i.naturalWidth > 0;",
+        )
+        .await;
+        let shown = b.count("#transcript img.shown-image").await;
+        let notices = b
+            .js(
+                "return [...document.querySelectorAll('#transcript .block + .notice')].map(n => n.textContent);",
+                vec![],
+            )
+            .await;
+        nothing_ran(&b).await;
+        b.screenshot(if images { "stored-image-sent" } else { "stored-image-not-sent" })
+            .await;
+        b.close().await;
+        StoredImage {
+            transcript,
+            images: shown,
+            notices: serde_json::from_value(notices).unwrap(),
+            api_image,
+            sent: fake.requests()[1].body_str(),
+        }
+    })
+}
+
+vistest!(
+    the_stored_web_view_says_when_an_image_was_not_sent_to_the_model,
+    |env| {
+        let stored = stored_image_turn(&env, false);
+        let note = format!(
+            "[vis] image not sent: fake-model does not accept images (PNG 120×80, {})",
+            trap(5)
+        );
+        // The request after the block carried the note in place of the image ...
+        assert!(stored.sent.contains(&note), "{}", stored.sent);
+        assert!(!stored.sent.contains("image_url"), "{}", stored.sent);
+        // ... the store kept it with the result, and the page built from the store shows it
+        // under the block, as text, once; the person still sees the image itself.
+        assert_eq!(
+            stored.api_image["not_sent"],
+            json!(note),
+            "{}",
+            stored.api_image
+        );
+        assert_eq!(stored.notices, vec![note.clone()], "{}", stored.transcript);
+        assert_eq!(stored.transcript.matches("image not sent").count(), 1);
+        assert_eq!(stored.images, 1);
+    }
+);
+
+vistest!(
+    the_stored_web_view_of_a_model_that_takes_images_shows_no_note,
+    |env| {
+        let stored = stored_image_turn(&env, true);
+        assert!(stored.sent.contains("image_url"), "{}", stored.sent);
+        assert!(!stored.sent.contains("image not sent"));
+        assert!(
+            stored.api_image.get("not_sent").is_none(),
+            "{}",
+            stored.api_image
+        );
+        assert_eq!(stored.images, 1);
+        assert!(stored.notices.is_empty(), "{:?}", stored.notices);
+        assert!(
+            !stored.transcript.contains("image not sent"),
+            "{}",
+            stored.transcript
+        );
+    }
+);

@@ -45,6 +45,11 @@ export function transcript(d, skipTurn) {
     (f.spans || []).forEach((sp, idx) => starts.set(sp.first_seq, { fold: f, idx, last: sp.last_seq }));
   }
   const shown = new Set();
+  // What the model read instead of each image its model took none of (kept with the result),
+  // after the block, where the live view's notice was: text, like every notice.
+  const notSent = (r, into) => {
+    for (const m of (r && r.images) || []) if (typeof m.not_sent === 'string') into.append(notice(m.not_sent));
+  };
   // The last answer of each turn: a turn cut at the output limit says so after it.
   const lastAnswer = new Map();
   for (const h of items) if (h.kind === 'assistant') lastAnswer.set(h.turn, h.seq);
@@ -87,6 +92,7 @@ export function transcript(d, skipTurn) {
             images: r ? r.images : null,
             children: r ? spawned.get(`${r.turn}/${r.iteration}`) : null,
           }));
+          notSent(r, into);
         }
       }
       flushText();
@@ -98,6 +104,7 @@ export function transcript(d, skipTurn) {
     } else if (h.kind === 'tool_result' && !shown.has(h.seq)) {
       const it = iters.get(`${h.turn}/${h.iteration}`);
       into.append(blockCard({ label: `t${h.turn}/i${h.iteration}`, code: it ? it.code : null, status: h.status, output: h.body, wall_ms: it ? it.duration_ms : null, session: d.session && d.session.id, images: h.images, children: spawned.get(`${h.turn}/${h.iteration}`) }));
+      notSent(h, into);
     }
   };
 

@@ -35,6 +35,39 @@ pub struct SqliteStore {
     fence: std::sync::Mutex<Option<LeaseFence>>,
 }
 
+/// How long a connection waits for another's lock in all (then the statement fails with
+/// "database is locked").
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The pause before try `tries + 1` for a lock another connection holds, or `None` once the
+/// pauses add up to [`LOCK_WAIT`]. SQLite's own busy timeout sleeps 1, 2, 5, 10 ms and longer
+/// between tries, while the writes of this program hold the lock for a fraction of a
+/// millisecond: a sub-session's first commits, waiting behind its parent's or a sibling's,
+/// lost 4 ms each (`docs/spawn.md`). Short pauses first, then longer ones.
+fn lock_pause(tries: i32) -> Option<Duration> {
+    const SHORT: i32 = 40;
+    const MEDIUM: i32 = SHORT + 100;
+    let long_tries = ((LOCK_WAIT.as_millis() as i32) - 2 - 100) / 10;
+    match tries {
+        t if t < 0 => None,
+        t if t < SHORT => Some(Duration::from_micros(50)),
+        t if t < MEDIUM => Some(Duration::from_millis(1)),
+        t if t < MEDIUM + long_tries => Some(Duration::from_millis(10)),
+        _ => None,
+    }
+}
+
+/// The connection's busy handler: waits [`lock_pause`], true to try again.
+fn wait_for_lock(tries: i32) -> bool {
+    match lock_pause(tries) {
+        Some(pause) => {
+            std::thread::sleep(pause);
+            true
+        }
+        None => false,
+    }
+}
+
 fn classify_open_error(path: &Path, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
@@ -126,8 +159,7 @@ impl SqliteStore {
 
     fn init(conn: Connection, path: &Path) -> Result<SqliteStore> {
         let classify = |e| classify_open_error(path, e);
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(classify)?;
+        conn.busy_handler(Some(wait_for_lock)).map_err(classify)?;
         // Reading the schema is the first thing that touches the file: a non-database fails
         // here, before anything could be written.
         let tables: i64 = conn
@@ -361,4 +393,57 @@ pub(super) fn json_column<T: serde::de::DeserializeOwned>(
             format!("column `{name}` does not hold the JSON it should ({e})").into(),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_pauses_start_short_and_add_up_to_the_lock_wait() {
+        let pauses: Vec<Duration> = (0..).map_while(lock_pause).collect();
+        assert!(pauses[0] < Duration::from_millis(1), "{:?}", pauses[0]);
+        assert!(pauses.windows(2).all(|w| w[0] <= w[1]));
+        let total: Duration = pauses.iter().sum();
+        assert!(
+            total >= LOCK_WAIT - Duration::from_millis(20) && total <= LOCK_WAIT,
+            "{total:?}"
+        );
+        assert_eq!(lock_pause(-1), None);
+    }
+
+    #[test]
+    fn a_write_waits_for_another_connections_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vis.db");
+        let holder = SqliteStore::open(&path).unwrap();
+        let waiter = SqliteStore::open(&path).unwrap();
+        holder
+            .conn
+            .execute_batch(
+                "BEGIN IMMEDIATE; INSERT INTO vis_meta (key, value) VALUES ('held', '1');",
+            )
+            .unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            holder.conn.execute_batch("COMMIT").unwrap();
+        });
+        waiter
+            .conn
+            .execute(
+                "INSERT INTO vis_meta (key, value) VALUES ('waited', '1')",
+                [],
+            )
+            .unwrap();
+        release.join().unwrap();
+        let rows: i64 = waiter
+            .conn
+            .query_row(
+                "SELECT count(*) FROM vis_meta WHERE key IN ('held', 'waited')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 2);
+    }
 }

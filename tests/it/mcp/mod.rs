@@ -11,3 +11,4 @@ mod namespaces;
 mod protocol;
 mod server;
 mod spawn;
+mod work;

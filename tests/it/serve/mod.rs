@@ -1,6 +1,7 @@
 //! `vis serve`: the API (`api`), who may use it and how (`access`: token, login, Host,
 //! Origin; `local`: blocks and other local users), its limits (`limits`), and the real command
-//! with its configuration (`command`: the token file, providers, workspaces, upgrades).
+//! with its configuration (`command`: the token file, providers, workspaces, upgrades), and the
+//! events of the work a block starts (`work_events`: jobs, sub-sessions, unsent images).
 
 mod access;
 mod api;
@@ -9,6 +10,7 @@ mod fencing;
 mod limits;
 mod local;
 mod nodes;
+mod work_events;
 
 use serde_json::{json, Value};
 use vis::providers::ProviderKind;
