@@ -39,11 +39,8 @@ impl FoldingConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::key_marker as at;
     use super::*;
-
-    fn at(key: &str) -> String {
-        format!("[{key}] ")
-    }
 
     #[test]
     fn zero_limits_and_a_threshold_above_the_limit_are_refused() {

@@ -49,11 +49,8 @@ impl ImagesConfig {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::key_marker as at;
     use super::*;
-
-    fn at(key: &str) -> String {
-        format!("[{key}] ")
-    }
 
     #[test]
     fn limits_fill_in_the_defaults() {

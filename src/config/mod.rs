@@ -320,32 +320,32 @@ impl Config {
             ))
         })?;
         let at = |path: &[&str]| line_of_key(text, path);
-        let at_under = |table: &str, keys: &[&str]| {
-            let path: Vec<&str> = std::iter::once(table).chain(keys.iter().copied()).collect();
-            at(&path)
+        // `line N: ` for a key of one table, and for a key path under one table.
+        let key_in = |table: &'static str| move |key: &str| at(&[table, key]);
+        let keys_in = |table: &'static str| {
+            move |keys: &[&str]| {
+                let path: Vec<&str> = std::iter::once(table).chain(keys.iter().copied()).collect();
+                at(&path)
+            }
         };
-        let mut config = Config {
-            dir: dir.to_path_buf(),
-            ..Config::default()
-        };
-        for name in typed.permissions.deny.unwrap_or_default() {
-            crate::catalog::validate_name(&name, crate::catalog::NameRule::Slug).map_err(|e| {
+        let deny = typed.permissions.deny.unwrap_or_default();
+        for name in &deny {
+            crate::catalog::validate_name(name, crate::catalog::NameRule::Slug).map_err(|e| {
                 invalid(format!(
                     "{}in `permissions.deny`: {e}",
                     at(&["permissions", "deny"])
                 ))
             })?;
-            config.deny.push(name);
         }
-        if let Some(budget) = typed.catalog.budget {
-            if budget <= 0 {
+        let catalog_budget = match typed.catalog.budget {
+            Some(budget) if budget <= 0 => {
                 return Err(invalid(format!(
                     "{}`catalog.budget` must be a positive whole number of tokens, got {budget}; e.g. budget = 2000",
                     at(&["catalog", "budget"])
                 )));
             }
-            config.catalog_budget = Some(budget as usize);
-        }
+            budget => budget.map(|b| b as usize),
+        };
         let runtime_number = |key: &str,
                               value: Option<f64>,
                               min: f64,
@@ -360,62 +360,47 @@ impl Config {
                 }
         };
         let runtime = &typed.runtime;
-        config.timeout = runtime_number("timeout", runtime.timeout, 0.001, "300")?;
-        config.memory_limit_mb =
+        let timeout = runtime_number("timeout", runtime.timeout, 0.001, "300")?;
+        let memory_limit_mb =
             runtime_number("memory_limit_mb", runtime.memory_limit_mb, 64.0, "4096")?
                 .map(|n| n as u64);
-        config.output_limit = runtime_number("output_limit", runtime.output_limit, 100.0, "20000")?
+        let output_limit = runtime_number("output_limit", runtime.output_limit, 100.0, "20000")?
             .map(|n| n as usize);
-        typed
-            .provider
-            .check(|key| at(&["provider", key]))
-            .map_err(invalid)?;
+        typed.provider.check(key_in("provider")).map_err(invalid)?;
         if typed.gateway.max_iterations == Some(0) {
             return Err(invalid(format!(
                 "{}`gateway.max_iterations` must be at least 1",
                 at(&["gateway", "max_iterations"])
             )));
         }
-        typed
-            .folding
-            .check(|key| at(&["folding", key]))
-            .map_err(invalid)?;
-        config.mcp = parse_mcp_table(&table, text, path, ServerSource::Config)
+        typed.folding.check(key_in("folding")).map_err(invalid)?;
+        let mcp = parse_mcp_table(&table, text, path, ServerSource::Config)
             .map_err(|e| invalid(e.to_string()))?;
-        config.provider = typed.provider;
-        config.gateway = typed.gateway;
-        config.checkpoints = typed.checkpoints;
-        typed
-            .spawn
-            .check(|key| at(&["spawn", key]))
-            .map_err(invalid)?;
-        config.spawn = typed.spawn;
-        typed
-            .jobs
-            .check(|key| at(&["jobs", key]))
-            .map_err(invalid)?;
-        config.jobs = typed.jobs;
-        typed
-            .images
-            .check(|key| at(&["images", key]))
-            .map_err(invalid)?;
-        config.images = typed.images;
-        typed
-            .serve
-            .check(|keys| at_under("serve", keys))
-            .map_err(invalid)?;
-        config.folding = typed.folding;
-        config.serve = typed.serve;
-        config.trusted_workspaces = typed.trust.workspaces;
-        config.sandbox = typed
-            .sandbox
-            .resolve(|key| at(&["sandbox", key]))
-            .map_err(invalid)?;
-        typed
-            .pricing
-            .check(|keys| at_under("pricing", keys))
-            .map_err(invalid)?;
-        config.pricing = typed.pricing;
-        Ok(config)
+        typed.spawn.check(key_in("spawn")).map_err(invalid)?;
+        typed.jobs.check(key_in("jobs")).map_err(invalid)?;
+        typed.images.check(key_in("images")).map_err(invalid)?;
+        typed.serve.check(keys_in("serve")).map_err(invalid)?;
+        let sandbox = typed.sandbox.resolve(key_in("sandbox")).map_err(invalid)?;
+        typed.pricing.check(keys_in("pricing")).map_err(invalid)?;
+        Ok(Config {
+            dir: dir.to_path_buf(),
+            deny,
+            catalog_budget,
+            timeout,
+            memory_limit_mb,
+            output_limit,
+            provider: typed.provider,
+            gateway: typed.gateway,
+            folding: typed.folding,
+            serve: typed.serve,
+            trusted_workspaces: typed.trust.workspaces,
+            sandbox,
+            mcp,
+            checkpoints: typed.checkpoints,
+            jobs: typed.jobs,
+            pricing: typed.pricing,
+            spawn: typed.spawn,
+            images: typed.images,
+        })
     }
 }

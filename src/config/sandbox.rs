@@ -83,11 +83,8 @@ fn expand_home(path: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::key_marker as at;
     use super::*;
-
-    fn at(key: &str) -> String {
-        format!("[{key}] ")
-    }
 
     #[test]
     fn paths_are_made_absolute_or_refused() {

@@ -6,6 +6,12 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
     Config::parse(Path::new("/c"), Path::new("/c/config.toml"), text)
 }
 
+/// A section check's `at` for unit tests: `[key] ` instead of a line, so a message shows
+/// which key it was given.
+pub(super) fn key_marker(key: &str) -> String {
+    format!("[{key}] ")
+}
+
 #[test]
 fn reads_deny_and_budget() {
     let c = parse("[permissions]\ndeny = [\"git.blame\", \"tests\"]\n[catalog]\nbudget = 900\n[other]\nx = 1\n").unwrap();
