@@ -14,7 +14,10 @@
 
 mod api;
 mod cost;
+mod decode;
+mod fork;
 mod postgres;
+mod snapshot;
 mod sqlite;
 
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@ use crate::store::api::{
     ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseFence, LeaseHolder, LeaseNode,
     Leases,
 };
+use crate::store::decode::{child_row, lease_holder};
 use crate::store::{now_millis, Result, StoreError};
 
 const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_iteration, s.sub_task,
@@ -19,25 +20,6 @@ const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_ite
     (SELECT COALESCE(SUM(input_tokens), 0)::BIGINT FROM requests r WHERE r.session_id = s.id),
     (SELECT COALESCE(SUM(output_tokens), 0)::BIGINT FROM requests r WHERE r.session_id = s.id),
     (SELECT count(*) FROM requests r WHERE r.session_id = s.id)";
-
-fn child_row(r: &tokio_postgres::Row) -> Result<ChildRow> {
-    Ok(ChildRow {
-        link: ChildLink {
-            child: r.try_get(0)?,
-            parent: r.try_get(1)?,
-            turn: r.try_get(2)?,
-            iteration: r.try_get(3)?,
-            task: r.try_get::<_, Option<String>>(4)?.unwrap_or_default(),
-        },
-        status: r
-            .try_get::<_, Option<String>>(5)?
-            .unwrap_or_else(|| "queued".into()),
-        answer: r.try_get(6)?,
-        input_tokens: r.try_get(7)?,
-        output_tokens: r.try_get(8)?,
-        requests: r.try_get(9)?,
-    })
-}
 
 impl ChildRecords for PostgresStore {
     fn link_child(&self, link: &ChildLink) -> Result<()> {
@@ -100,16 +82,6 @@ fn millis(d: Duration) -> i64 {
 
 /// The server's clock in milliseconds, as SQL (the same expression in every statement).
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
-
-fn holder(r: &tokio_postgres::Row) -> Result<LeaseHolder> {
-    Ok(LeaseHolder {
-        node_id: r.try_get(0)?,
-        instance: r.try_get(1)?,
-        address: r.try_get(2)?,
-        epoch: r.try_get(3)?,
-        expires_in_ms: r.try_get(4)?,
-    })
-}
 
 impl Leases for PostgresStore {
     fn acquire_lease(
@@ -213,7 +185,7 @@ impl Leases for PostgresStore {
         run(async {
             let client = self.client().await?;
             let row = client.query_opt(sql.as_str(), &[&session_id]).await?;
-            row.as_ref().map(holder).transpose()
+            row.as_ref().map(lease_holder).transpose()
         })
     }
 

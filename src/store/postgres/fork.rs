@@ -10,6 +10,7 @@ use tokio_postgres::{GenericClient, Transaction};
 use super::{lock_session, next_number};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest};
+use crate::store::fork::copy_rows_statement;
 use crate::store::{now_millis, Result};
 
 /// Tables whose rows belong to a turn, copied through the fork's turn.
@@ -147,24 +148,14 @@ async fn copy_rows(
     if filter.contains("$3") {
         values.push(&fork.through);
     }
-    let selected: Vec<String> = columns
-        .iter()
-        .map(|column| {
-            if column == id_column {
-                "$2".to_string()
-            } else if let Some((_, value)) = overrides.iter().find(|(name, _)| name == column) {
-                values.push(*value);
-                format!("${}", values.len())
-            } else {
-                format!("\"{column}\"")
-            }
-        })
-        .collect();
-    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-    let sql = format!(
-        "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {filter}",
-        quoted.join(", "),
-        selected.join(", ")
+    let sql = copy_rows_statement(
+        table,
+        &columns,
+        id_column,
+        overrides,
+        filter,
+        &mut values,
+        |n| format!("${n}"),
     );
     Ok(tx.execute(&sql, &values).await?)
 }

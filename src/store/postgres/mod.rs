@@ -415,6 +415,22 @@ fn json_column<T: serde::de::DeserializeOwned>(row: &tokio_postgres::Row, idx: u
     })
 }
 
+impl super::decode::Columns for tokio_postgres::Row {
+    type Error = StoreError;
+
+    fn get<T: super::decode::Column>(&self, idx: usize) -> Result<T> {
+        Ok(self.try_get(idx)?)
+    }
+
+    fn named<T>(&self, idx: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
+        named(self, idx, parse)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, idx: usize) -> Result<T> {
+        json_column(self, idx)
+    }
+}
+
 /// A value for a JSON column.
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| StoreError::CorruptRecord(e.to_string()))

@@ -11,6 +11,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::{next_number, SqliteStore};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest};
+use crate::store::fork::copy_rows_statement;
 use crate::store::{now_millis, Result};
 
 /// Tables whose rows belong to a turn, copied through the fork's turn.
@@ -129,24 +130,14 @@ fn copy_rows(
         names.collect::<rusqlite::Result<_>>()?
     };
     let mut values: Vec<&dyn rusqlite::ToSql> = vec![&fork.source, &fork.new_id, &fork.through];
-    let selected: Vec<String> = columns
-        .iter()
-        .map(|column| {
-            if column == id_column {
-                "?2".to_string()
-            } else if let Some((_, value)) = overrides.iter().find(|(name, _)| name == column) {
-                values.push(*value);
-                format!("?{}", values.len())
-            } else {
-                format!("\"{column}\"")
-            }
-        })
-        .collect();
-    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-    let sql = format!(
-        "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {filter}",
-        quoted.join(", "),
-        selected.join(", ")
+    let sql = copy_rows_statement(
+        table,
+        &columns,
+        id_column,
+        overrides,
+        filter,
+        &mut values,
+        |n| format!("?{n}"),
     );
     // Every value given must have a place in the statement: ?1..?3 always do.
     let sql = format!("{sql} AND ?1 IS NOT NULL AND ?2 IS NOT NULL AND ?3 IS NOT NULL");

@@ -1,0 +1,62 @@
+//! What both backends' forks share: the statement that copies a table's rows from the source
+//! session into the fork. Only the way a backend names its parameters (`$n`, `?n`) and how
+//! it lists a table's columns differ, and those stay in the backends.
+
+/// The `INSERT … SELECT` that copies the rows of `table` matching `filter` into the new
+/// session: every one of `columns` as it is, but `id_column` (parameter 2, the new id) and
+/// the `overrides` (each appended to `values`, which hold the parameters already bound, and
+/// named by its place there). `parameter(n)` writes parameter `n` as the backend does.
+pub(super) fn copy_rows_statement<V: Copy>(
+    table: &str,
+    columns: &[String],
+    id_column: &str,
+    overrides: &[(&str, V)],
+    filter: &str,
+    values: &mut Vec<V>,
+    parameter: fn(usize) -> String,
+) -> String {
+    let selected: Vec<String> = columns
+        .iter()
+        .map(|column| {
+            if column == id_column {
+                parameter(2)
+            } else if let Some((_, value)) = overrides.iter().find(|(name, _)| name == column) {
+                values.push(*value);
+                parameter(values.len())
+            } else {
+                format!("\"{column}\"")
+            }
+        })
+        .collect();
+    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+    format!(
+        "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {filter}",
+        quoted.join(", "),
+        selected.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_id_and_overrides_take_parameters_and_the_rest_is_copied() {
+        let columns = ["session_id", "turn", "owner", "body"].map(String::from);
+        let mut values = vec!["source", "new", "through"];
+        let sql = copy_rows_statement(
+            "turns",
+            &columns,
+            "session_id",
+            &[("owner", "nobody")],
+            "session_id = $1 AND turn <= $3",
+            &mut values,
+            |n| format!("${n}"),
+        );
+        assert_eq!(
+            sql,
+            "INSERT INTO turns (\"session_id\", \"turn\", \"owner\", \"body\") SELECT $2, \"turn\", $4, \"body\" FROM turns WHERE session_id = $1 AND turn <= $3"
+        );
+        assert_eq!(values, ["source", "new", "through", "nobody"]);
+    }
+}
