@@ -12,12 +12,12 @@
 //! one written by a newer Vis is refused with an error that says what to do. A PostgreSQL
 //! URL's password never appears in a message ([`shown_location`]).
 
+mod addressed;
 mod api;
 mod cost;
 mod decode;
 mod fork;
 mod postgres;
-mod snapshot;
 mod sqlite;
 
 use std::path::{Path, PathBuf};

@@ -37,6 +37,27 @@ pub const SESSION_TABLES: &[&str] = &[
     "requests",
 ];
 
+/// The column that names the session in each of [`SESSION_TABLES`].
+pub fn session_column(table: &str) -> &'static str {
+    if table == "sessions" {
+        "id"
+    } else {
+        "session_id"
+    }
+}
+
+/// The tables whose rows belong to a turn (`turns` first: the others refer to it): what a
+/// fork copies through its turn, and what a rewind's cut removes from its turn on (in
+/// reverse).
+pub const TURN_TABLES: &[&str] = &[
+    "turns",
+    "iterations",
+    "history",
+    "requests",
+    "folds",
+    "def_changes",
+];
+
 /// The tables shared by every session (content-addressed or keyed by workspace and server).
 pub const SHARED_TABLES: &[&str] = &["catalog_snapshots", "mcp_approvals", "mcp_tools", "images"];
 

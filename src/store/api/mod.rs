@@ -32,7 +32,9 @@ use crate::protocol::{
     IterationRecord, IterationRow, Measurement, PersistedDef, TurnKind, TurnRow, TurnStatus,
 };
 
-pub use copy::{RecordCopy, StoredValue, TableRows, SESSION_TABLES, SHARED_TABLES};
+pub use copy::{
+    session_column, RecordCopy, StoredValue, TableRows, SESSION_TABLES, SHARED_TABLES, TURN_TABLES,
+};
 pub use leases::{LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases};
 pub use rows::{
     ChatPrefix, ChildLink, ChildRow, Counts, FoldRow, ForkCopied, ForkRequest, HistoryKind,

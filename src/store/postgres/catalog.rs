@@ -4,8 +4,8 @@
 
 use super::{run, PostgresStore};
 use crate::catalog::Snapshot;
+use crate::store::addressed::{checked_snapshot, entries_json};
 use crate::store::api::{CatalogSnapshots, McpRecords};
-use crate::store::snapshot::{checked_snapshot, entries_json};
 use crate::store::{now_millis, Result};
 
 impl CatalogSnapshots for PostgresStore {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{run, PostgresStore};
 use crate::protocol::{ImageFormat, ImageRef};
+use crate::store::addressed::{image_pattern, stored_image};
 use crate::store::api::{
     ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseFence, LeaseHolder, LeaseNode,
     Leases,
@@ -222,10 +223,9 @@ impl ImageStore for PostgresStore {
 
     fn image(&self, session_id: &str, hash: &str) -> Result<Option<(ImageFormat, Vec<u8>)>> {
         // Hashes are hex: anything else names no image (and never reaches the LIKE pattern).
-        if hash.is_empty() || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let Some(pattern) = image_pattern(hash) else {
             return Ok(None);
-        }
-        let pattern = format!("%\"hash\":\"{hash}\"%");
+        };
         let row: Option<(String, Vec<u8>)> = run(async {
             let client = self.client().await?;
             let row = client
@@ -240,15 +240,7 @@ impl ImageStore for PostgresStore {
                 None => None,
             })
         })?;
-        row.map(|(media_type, data)| {
-            ImageFormat::parse_media_type(&media_type)
-                .map(|format| (format, data))
-                .ok_or_else(|| {
-                    StoreError::CorruptRecord(format!(
-                        "image {hash} has the unknown media type {media_type:?}"
-                    ))
-                })
-        })
-        .transpose()
+        row.map(|(media_type, data)| stored_image(hash, &media_type, data))
+            .transpose()
     }
 }

@@ -9,19 +9,9 @@ use tokio_postgres::{GenericClient, Transaction};
 
 use super::{lock_session, next_number};
 use crate::protocol::{IterationRecord, PersistedDef};
-use crate::store::api::{ForkCopied, ForkRequest};
+use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
 use crate::store::fork::copy_rows_statement;
 use crate::store::{now_millis, Result};
-
-/// Tables whose rows belong to a turn, copied through the fork's turn.
-const TURN_TABLES: &[&str] = &[
-    "turns",
-    "iterations",
-    "history",
-    "requests",
-    "folds",
-    "def_changes",
-];
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 
@@ -239,14 +229,7 @@ pub(super) async fn truncate_from_turn(
         &[&session_id, &from],
     )
     .await?;
-    for table in [
-        "folds",
-        "history",
-        "requests",
-        "iterations",
-        "def_changes",
-        "turns",
-    ] {
+    for table in TURN_TABLES.iter().rev() {
         tx.execute(
             &format!("DELETE FROM {table} WHERE session_id = $1 AND turn >= $2"),
             &[&session_id, &from],

@@ -15,8 +15,8 @@ use super::{
 };
 use crate::protocol::{IterationRecord, IterationRow, PersistedDef, TurnKind, TurnRow, TurnStatus};
 use crate::store::api::{
-    Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
-    TurnRange, SESSION_TABLES,
+    session_column, Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary,
+    ToolAnswer, TurnRange, SESSION_TABLES,
 };
 use crate::store::decode::{iteration_row, session_summary, turn_row};
 use crate::store::{now_millis, process_identity, Result};
@@ -157,13 +157,8 @@ impl SessionRecords for PostgresStore {
             lock_session(&tx, session_id).await?;
             // Rows that refer to others first, the session's own row last.
             for table in SESSION_TABLES.iter().rev() {
-                let key = if *table == "sessions" {
-                    "id"
-                } else {
-                    "session_id"
-                };
                 tx.execute(
-                    &format!("DELETE FROM {table} WHERE {key} = $1"),
+                    &format!("DELETE FROM {table} WHERE {} = $1", session_column(table)),
                     &[&session_id],
                 )
                 .await?;

@@ -7,8 +7,8 @@ use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
 use crate::catalog::Snapshot;
+use crate::store::addressed::{checked_snapshot, entries_json};
 use crate::store::api::CatalogSnapshots;
-use crate::store::snapshot::{checked_snapshot, entries_json};
 use crate::store::{now_millis, Result};
 
 /// The table (migration 2).

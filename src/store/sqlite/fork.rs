@@ -10,19 +10,9 @@ use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::{next_number, SqliteStore};
 use crate::protocol::{IterationRecord, PersistedDef};
-use crate::store::api::{ForkCopied, ForkRequest};
+use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
 use crate::store::fork::copy_rows_statement;
 use crate::store::{now_millis, Result};
-
-/// Tables whose rows belong to a turn, copied through the fork's turn.
-const TURN_TABLES: &[&str] = &[
-    "turns",
-    "iterations",
-    "history",
-    "requests",
-    "folds",
-    "def_changes",
-];
 
 /// Appends one definition change (`None`: deleted) to the session's log, inside the caller's
 /// transaction.
