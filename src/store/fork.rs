@@ -36,6 +36,43 @@ pub(super) fn copy_rows_statement<V: Copy>(
     )
 }
 
+/// What a fork's `sessions` row holds instead of the source's (its id aside): when it was
+/// made, its workspace, where it came from, and the source's prompt-cache key (which the
+/// backend reads in its transaction).
+pub(super) struct ForkedSession {
+    now: i64,
+    roots: String,
+    origin: String,
+    cache_key: String,
+}
+
+impl ForkedSession {
+    pub(super) fn new(fork: &super::ForkRequest<'_>, cache_key: String) -> ForkedSession {
+        ForkedSession {
+            now: super::now_millis(),
+            roots: serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into()),
+            origin: format!("{} at t{}", fork.source, fork.through),
+            cache_key,
+        }
+    }
+
+    /// The overrides of [`copy_rows_statement`] for the `sessions` row, each value made a
+    /// backend parameter by `int` or `text`.
+    pub(super) fn overrides<'a, V>(
+        &'a self,
+        int: fn(&'a i64) -> V,
+        text: fn(&'a String) -> V,
+    ) -> [(&'static str, V); 5] {
+        [
+            ("created_at", int(&self.now)),
+            ("updated_at", int(&self.now)),
+            ("workspace_roots", text(&self.roots)),
+            ("forked_from", text(&self.origin)),
+            ("cache_key", text(&self.cache_key)),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,3 +116,22 @@ pub trait Leases {
     /// under it).
     fn lease_fence(&self) -> Option<LeaseFence>;
 }
+
+/// The end of [`Leases::acquire_lease`] in every backend, after the statement that takes the
+/// lease: `Granted` with the epoch it got (`granted`), else who holds the lease, or, when it
+/// expired between the two statements, a second try.
+pub(crate) fn claim_or_holder<S: Leases + ?Sized>(
+    store: &S,
+    granted: Option<i64>,
+    session_id: &str,
+    me: &LeaseNode<'_>,
+    ttl: std::time::Duration,
+) -> Result<LeaseClaim> {
+    if let Some(epoch) = granted {
+        return Ok(LeaseClaim::Granted { epoch });
+    }
+    match store.lease_holder(session_id)? {
+        Some(holder) => Ok(LeaseClaim::Held(holder)),
+        None => store.acquire_lease(session_id, me, ttl, None),
+    }
+}

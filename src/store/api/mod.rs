@@ -35,6 +35,7 @@ use crate::protocol::{
 pub use copy::{
     session_column, RecordCopy, StoredValue, TableRows, SESSION_TABLES, SHARED_TABLES, TURN_TABLES,
 };
+pub(crate) use leases::claim_or_holder;
 pub use leases::{LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases};
 pub use rows::{
     ChatPrefix, ChildLink, ChildRow, Counts, FoldRow, ForkCopied, ForkRequest, HistoryKind,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{run, PostgresStore};
 use crate::protocol::{ImageFormat, ImageRef};
 use crate::store::addressed::{image_pattern, stored_image};
+use crate::store::api::claim_or_holder;
 use crate::store::api::{
     ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseFence, LeaseHolder, LeaseNode,
     Leases,
@@ -138,14 +139,7 @@ impl Leases for PostgresStore {
                 None => None,
             })
         })?;
-        if let Some(epoch) = granted {
-            return Ok(LeaseClaim::Granted { epoch });
-        }
-        match self.lease_holder(session_id)? {
-            Some(holder) => Ok(LeaseClaim::Held(holder)),
-            // It expired between the two statements: try once more.
-            None => self.acquire_lease(session_id, me, ttl, None),
-        }
+        claim_or_holder(self, granted, session_id, me, ttl)
     }
 
     fn renew_leases(&self, instance: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {

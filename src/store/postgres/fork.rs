@@ -10,8 +10,8 @@ use tokio_postgres::{GenericClient, Transaction};
 use super::{lock_session, next_number};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
-use crate::store::fork::copy_rows_statement;
-use crate::store::{now_millis, Result};
+use crate::store::fork::{copy_rows_statement, ForkedSession};
+use crate::store::Result;
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 
@@ -48,21 +48,12 @@ pub(super) async fn fork_session(
     fork: &ForkRequest<'_>,
 ) -> Result<ForkCopied> {
     lock_session(tx, fork.source).await?;
-    let now = now_millis();
-    let roots = serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into());
-    let origin = format!("{} at t{}", fork.source, fork.through);
-    let cache_key = prompt_cache_key(tx, fork.source).await?;
+    let row = ForkedSession::new(fork, prompt_cache_key(tx, fork.source).await?);
     copy_rows(
         tx,
         "sessions",
         "id",
-        &[
-            ("created_at", &now),
-            ("updated_at", &now),
-            ("workspace_roots", &roots),
-            ("forked_from", &origin),
-            ("cache_key", &cache_key),
-        ],
+        &row.overrides(|v| v as Param<'_>, |v| v as Param<'_>),
         "id = $1",
         fork,
     )

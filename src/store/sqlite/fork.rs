@@ -11,8 +11,8 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::{next_number, SqliteStore};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
-use crate::store::fork::copy_rows_statement;
-use crate::store::{now_millis, Result};
+use crate::store::fork::{copy_rows_statement, ForkedSession};
+use crate::store::Result;
 
 /// Appends one definition change (`None`: deleted) to the session's log, inside the caller's
 /// transaction.
@@ -43,21 +43,12 @@ pub(super) fn log_def_change(
 
 pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> Result<ForkCopied> {
     let tx = store.immediate()?;
-    let now = now_millis();
-    let roots = serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into());
-    let origin = format!("{} at t{}", fork.source, fork.through);
-    let cache_key = prompt_cache_key_in(&tx, fork.source)?;
+    let row = ForkedSession::new(fork, prompt_cache_key_in(&tx, fork.source)?);
     copy_rows(
         &tx,
         "sessions",
         "id",
-        &[
-            ("created_at", &now),
-            ("updated_at", &now),
-            ("workspace_roots", &roots),
-            ("forked_from", &origin),
-            ("cache_key", &cache_key),
-        ],
+        &row.overrides(|v| v as &dyn rusqlite::ToSql, |v| v as &dyn rusqlite::ToSql),
         "id = ?1",
         fork,
     )?;
@@ -276,8 +267,9 @@ pub(super) fn turn_owners(
 
 #[cfg(test)]
 mod tests {
+    use super::super::sessions::tests::first_iteration;
     use super::*;
-    use crate::protocol::{IterationStatus, Status, TurnKind};
+    use crate::protocol::TurnKind;
     use crate::store::api::{FoldRecords, SessionRecords};
 
     fn def(name: &str, body: &str) -> PersistedDef {
@@ -294,24 +286,7 @@ mod tests {
     fn turn(store: &mut SqliteStore, set: &[PersistedDef], deleted: &[String]) {
         let t = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         store
-            .finish_iteration(
-                &IterationRecord {
-                    session_id: "s1",
-                    turn: t,
-                    iteration: 1,
-                    code: "pass",
-                    output: "",
-                    status: IterationStatus::Ended(Status::Ok),
-                    started_at: 0,
-                    duration_ms: 1,
-                    exec_us: 1,
-                    artifact: None,
-                    worker_exit: None,
-                    defs_set: set,
-                    defs_deleted: deleted,
-                },
-                None,
-            )
+            .finish_iteration(&first_iteration(t, "pass", set, deleted), None)
             .unwrap();
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
+use crate::store::api::claim_or_holder;
 use crate::store::api::{LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases};
 use crate::store::decode::lease_holder;
 use crate::store::{now_millis, Result};
@@ -73,14 +74,7 @@ impl Leases for SqliteStore {
                 |r| r.get(0),
             )
             .optional()?;
-        if let Some(epoch) = granted {
-            return Ok(LeaseClaim::Granted { epoch });
-        }
-        match self.lease_holder(session_id)? {
-            Some(holder) => Ok(LeaseClaim::Held(holder)),
-            // It expired between the two statements: try once more.
-            None => self.acquire_lease(session_id, me, ttl, None),
-        }
+        claim_or_holder(self, granted, session_id, me, ttl)
     }
 
     fn renew_leases(&self, instance: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {

@@ -393,7 +393,7 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::protocol::{IterationStatus, Status};
     use crate::store::StoreError;
@@ -409,7 +409,7 @@ mod tests {
     }
 
     /// Iteration 1 of `turn` in session `s1`, ended ok.
-    fn first_iteration<'a>(
+    pub(in crate::store::sqlite) fn first_iteration<'a>(
         turn: i64,
         code: &'a str,
         defs_set: &'a [PersistedDef],
