@@ -10,7 +10,7 @@ use tokio_postgres::{GenericClient, Transaction};
 use super::{lock_session, next_number};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
-use crate::store::fork::{copy_rows_statement, ForkedSession};
+use crate::store::fork::{copy_rows_statement, fork_copied, ForkedSession};
 use crate::store::Result;
 
 type Param<'a> = &'a (dyn ToSql + Sync);
@@ -93,14 +93,7 @@ pub(super) async fn fork_session(
     )
     .await?;
     let defs = write_defs_at(tx, fork.source, fork.new_id, fork.through).await?;
-    let [turns, iterations, history, _requests, folds, _changes] = copied;
-    Ok(ForkCopied {
-        turns,
-        iterations,
-        history,
-        folds,
-        defs: defs as i64,
-    })
+    Ok(fork_copied(copied, defs as i64))
 }
 
 /// Copies the rows of `table` matching `filter` (`$1` the source session, `$3` the fork's

@@ -11,7 +11,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::{next_number, SqliteStore};
 use crate::protocol::{IterationRecord, PersistedDef};
 use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
-use crate::store::fork::{copy_rows_statement, ForkedSession};
+use crate::store::fork::{copy_rows_statement, fork_copied, ForkedSession};
 use crate::store::Result;
 
 /// Appends one definition change (`None`: deleted) to the session's log, inside the caller's
@@ -84,14 +84,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
     )?;
     let defs = write_defs_at(&tx, fork.source, fork.new_id, fork.through)?;
     tx.commit()?;
-    let [turns, iterations, history, _requests, folds, _changes] = copied;
-    Ok(ForkCopied {
-        turns,
-        iterations,
-        history,
-        folds,
-        defs: defs as i64,
-    })
+    Ok(fork_copied(copied, defs as i64))
 }
 
 /// Copies the rows of `table` matching `filter` (`?1` the source session, `?3` the fork's
