@@ -73,8 +73,8 @@ impl ForkedSession {
     }
 }
 
-/// What a fork copied: `per_table` counts the rows of each of [`TURN_TABLES`](super::api::TURN_TABLES), in
-/// its order; `defs` the definitions the fork has.
+/// What a fork copied: `per_table` counts the rows of each of
+/// [`TURN_TABLES`](super::api::TURN_TABLES), in its order; `defs` the definitions the fork has.
 pub(super) fn fork_copied(per_table: [i64; 6], defs: i64) -> super::ForkCopied {
     let [turns, iterations, history, _requests, folds, _changes] = per_table;
     super::ForkCopied {
