@@ -27,13 +27,7 @@ pub struct ContextArgs {
 
 pub fn run(args: ContextArgs, db: &Path) -> Result<i32, CliError> {
     validate_session_id(&args.id)?;
-    if !crate::store::location_exists(db) {
-        return Err(CliError::usage(format!(
-            "no session '{}': the database {} does not exist yet",
-            args.id,
-            crate::store::shown_location(db)
-        )));
-    }
+    super::diff::require_database(db, &args.id)?;
     let config = load_config()?;
     let store = Store::open(db)?;
     let row = store.require_session(&args.id)?;

@@ -45,13 +45,20 @@ pub fn run(args: DiffArgs, db: &Path) -> Result<i32, CliError> {
 
 /// The store at `db`, which must exist (these commands never create one).
 pub(super) fn open_existing(db: &Path, id: &str) -> Result<Box<Store>, CliError> {
+    require_database(db, id)?;
+    Ok(Store::open(db)?)
+}
+
+/// A usage error naming session `id` when the database at `db` does not exist: a command
+/// that reads a session never creates one.
+pub(super) fn require_database(db: &Path, id: &str) -> Result<(), CliError> {
     if !crate::store::location_exists(db) {
         return Err(CliError::usage(format!(
             "no session '{id}': the database {} does not exist yet",
             crate::store::shown_location(db)
         )));
     }
-    Ok(Store::open(db)?)
+    Ok(())
 }
 
 impl From<CheckpointError> for CliError {

@@ -147,7 +147,14 @@ pub(super) async fn run(
         let (answer, clock) = request(session, body, events, stop, warm_up).await;
         warm_up = false;
         let response = match answer {
-            None => {
+            Some(Ok(response)) => response,
+            // No answer: the request failed or was interrupted; its record says which.
+            not_answered => {
+                let error = not_answered.and_then(Result::err);
+                let (kind, message) = match &error {
+                    Some(e) => (e.kind(), e.to_string()),
+                    None => ("interrupted", "the request was interrupted".to_string()),
+                };
                 record_request(
                     session,
                     turn,
@@ -155,28 +162,15 @@ pub(super) async fn run(
                     estimate,
                     Outcome::Failed {
                         clock,
-                        kind: "interrupted",
-                        message: "the request was interrupted".into(),
-                    },
-                )?;
-                return interrupted(session, turn, events);
-            }
-            Some(Err(e)) => {
-                let (kind, message) = (e.kind().to_string(), e.to_string());
-                record_request(
-                    session,
-                    turn,
-                    started_at,
-                    estimate,
-                    Outcome::Failed {
-                        clock,
-                        kind: e.kind(),
+                        kind,
                         message: message.clone(),
                     },
                 )?;
-                return failed(session, turn, TurnStatus::Failed, &kind, message, events);
+                return match error {
+                    Some(_) => failed(session, turn, TurnStatus::Failed, kind, message, events),
+                    None => interrupted(session, turn, events),
+                };
             }
-            Some(Ok(response)) => response,
         };
         let cost = record_request(
             session,

@@ -275,32 +275,48 @@ mod tests {
 
     #[test]
     fn entries_hide_secrets_and_name_the_variables_they_take() {
-        assert_eq!(shown_entry("DEBUG", "1", "="), "DEBUG=1");
-        assert_eq!(
-            shown_entry("API_TOKEN", "hunter2hunter2", "="),
-            "API_TOKEN=<hidden: 14 characters; a secret by its name>"
-        );
-        assert_eq!(
-            shown_entry("UPSTREAM", "sk-live-0123456789abcdef", "="),
-            "UPSTREAM=<hidden: 24 characters; it looks like a secret>"
-        );
-        // A reference is shown: which of the user's variables goes to the server.
-        assert_eq!(
-            shown_entry("GITHUB_TOKEN", "${GITHUB_TOKEN}", "="),
-            "GITHUB_TOKEN=${GITHUB_TOKEN}   <- from your environment: GITHUB_TOKEN (a secret by its name)"
-        );
-        assert_eq!(
-            shown_entry("Authorization", "Bearer ${DOCS_TOKEN}", ": "),
-            "Authorization: Bearer ${DOCS_TOKEN}   <- from your environment: DOCS_TOKEN (a secret by its name)"
-        );
-        assert_eq!(
-            shown_entry("CONFIG", "${HOME}/.app/config", "="),
-            "CONFIG=${HOME}/.app/config   <- from your environment: HOME"
-        );
-        // A literal secret next to a reference stays hidden.
-        assert_eq!(
-            shown_entry("MIXED_KEY", "abc123secret:${USER}", "="),
-            "MIXED_KEY=<hidden: 20 characters; a secret by its name>   <- from your environment: USER"
-        );
+        for (name, value, separator, shown) in [
+            ("DEBUG", "1", "=", "DEBUG=1"),
+            (
+                "API_TOKEN",
+                "hunter2hunter2",
+                "=",
+                "API_TOKEN=<hidden: 14 characters; a secret by its name>",
+            ),
+            (
+                "UPSTREAM",
+                "sk-live-0123456789abcdef",
+                "=",
+                "UPSTREAM=<hidden: 24 characters; it looks like a secret>",
+            ),
+            // A reference is shown: which of the user's variables goes to the server.
+            (
+                "GITHUB_TOKEN",
+                "${GITHUB_TOKEN}",
+                "=",
+                "GITHUB_TOKEN=${GITHUB_TOKEN}   <- from your environment: GITHUB_TOKEN (a secret by its name)",
+            ),
+            (
+                "Authorization",
+                "Bearer ${DOCS_TOKEN}",
+                ": ",
+                "Authorization: Bearer ${DOCS_TOKEN}   <- from your environment: DOCS_TOKEN (a secret by its name)",
+            ),
+            (
+                "CONFIG",
+                "${HOME}/.app/config",
+                "=",
+                "CONFIG=${HOME}/.app/config   <- from your environment: HOME",
+            ),
+            // A literal secret next to a reference stays hidden.
+            (
+                "MIXED_KEY",
+                "abc123secret:${USER}",
+                "=",
+                "MIXED_KEY=<hidden: 20 characters; a secret by its name>   <- from your environment: USER",
+            ),
+        ] {
+            assert_eq!(shown_entry(name, value, separator), shown, "{name}");
+        }
     }
 }

@@ -79,6 +79,20 @@ pub struct Before {
     pub turn: i64,
 }
 
+#[cfg(test)]
+impl Before {
+    /// 1,000 input tokens to `openai`'s model `m` in turn 2: the request the unit tests
+    /// measure folds against.
+    pub(crate) fn example() -> Before {
+        Before {
+            input_tokens: Some(1000),
+            provider: "openai".into(),
+            model: "m".into(),
+            turn: 2,
+        }
+    }
+}
+
 /// What the request after a group of folds says about them (SPEC §7: the net change of the
 /// whole request, never a reused older count).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,12 +173,7 @@ mod tests {
     use serde_json::json;
 
     fn before() -> Before {
-        Before {
-            input_tokens: Some(1000),
-            provider: "openai".into(),
-            model: "m".into(),
-            turn: 2,
-        }
+        Before::example()
     }
 
     #[test]

@@ -185,18 +185,27 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_body_is_valid_json_with_messages_last() {
-        let tool = tool();
-        let req = OpenAiRequest {
+    /// A request of session `s-1` to model `m` with system prompt `sys`.
+    fn request<'a>(
+        tool: &'a ToolSpec,
+        stream: bool,
+        tool_choice: Option<&'a ToolChoice>,
+    ) -> OpenAiRequest<'a> {
+        OpenAiRequest {
             model: "m",
             session_id: "s-1",
             system: "sys",
-            tool: &tool,
+            tool,
             max_tokens: None,
-            stream: true,
-            tool_choice: None,
-        };
+            stream,
+            tool_choice,
+        }
+    }
+
+    #[test]
+    fn the_body_is_valid_json_with_messages_last() {
+        let tool = tool();
+        let req = request(&tool, true, None);
         let items = vec![
             HistoryItem::User { text: "hi".into() },
             HistoryItem::Assistant(AssistantMessage {
@@ -248,15 +257,7 @@ mod tests {
                 json!({"type": "function", "function": {"name": "python_execution"}}),
             ),
         ] {
-            let req = OpenAiRequest {
-                model: "m",
-                session_id: "s-1",
-                system: "sys",
-                tool: &tool,
-                max_tokens: None,
-                stream: false,
-                tool_choice: Some(&choice),
-            };
+            let req = request(&tool, false, Some(&choice));
             let body: Value = serde_json::from_slice(&body(&req, &[], &ImagePolicy::SEND)).unwrap();
             assert_eq!(body["tool_choice"], json);
             assert_eq!(body["stream"], false);

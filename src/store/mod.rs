@@ -7,13 +7,19 @@
 //! [`open`]: SQLite in WAL mode for a file path ([`SqliteStore`]), PostgreSQL for a
 //! `postgres://` or `postgresql://` URL ([`PostgresStore`], see `docs/scaling.md`).
 //! [`resolve_location`] decides which a `--db` names, and refuses a scheme Vis does not know.
+//! What the two backends share beside their SQL is written once here: reading a record from
+//! a row (`decode`), the statements of a fork (`fork`), and checking content-addressed
+//! records (`addressed`).
 //!
 //! Opening never overwrites data it does not recognize: a corrupt file, a foreign database or
 //! one written by a newer Vis is refused with an error that says what to do. A PostgreSQL
 //! URL's password never appears in a message ([`shown_location`]).
 
+mod addressed;
 mod api;
 mod cost;
+mod decode;
+mod fork;
 mod postgres;
 mod sqlite;
 

@@ -106,13 +106,7 @@ impl Tally {
 
 pub fn run(args: ReplayArgs, db: &Path) -> Result<i32, CliError> {
     crate::session::validate_session_id(&args.id)?;
-    if !crate::store::location_exists(db) {
-        return Err(CliError::usage(format!(
-            "no session '{}': the database {} does not exist yet",
-            args.id,
-            crate::store::shown_location(db)
-        )));
-    }
+    crate::cli::diff::require_database(db, &args.id)?;
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
     let original = Store::open(db)?;

@@ -62,6 +62,17 @@ pub struct Effect {
     pub tail_tokens: u64,
 }
 
+/// The items of `view` that `span` covers: one run, as a fold's spans are contiguous in the
+/// conversation (`None` when it covers none).
+fn covered_range(view: &[Entry], span: &FoldSpan) -> Option<std::ops::Range<usize>> {
+    let start = view.iter().position(|e| covered(e, span))?;
+    let end = view[start..]
+        .iter()
+        .position(|e| !covered(e, span))
+        .map_or(view.len(), |n| start + n);
+    Some(start..end)
+}
+
 /// The effect of applying `spans` to `view`; `None` when they cover nothing. The spans of
 /// one fold are disjoint, so each covers the same items before and after the others are
 /// applied, and the first change is at the smallest start either way.
@@ -69,13 +80,9 @@ pub fn effect(view: &[Entry], spans: &[FoldSpan]) -> Option<Effect> {
     let mut first_changed: Option<usize> = None;
     let (mut removed_tokens, mut fold_tokens) = (0u64, 0u64);
     for span in spans {
-        let Some(start) = view.iter().position(|e| covered(e, span)) else {
+        let Some(std::ops::Range { start, end }) = covered_range(view, span) else {
             continue;
         };
-        let end = view[start..]
-            .iter()
-            .position(|e| !covered(e, span))
-            .map_or(view.len(), |n| start + n);
         removed_tokens += view[start..end].iter().map(|e| e.tokens).sum::<u64>();
         fold_tokens += span_item(span).1;
         first_changed = Some(first_changed.map_or(start, |f: usize| f.min(start)));
@@ -118,13 +125,9 @@ pub fn tokens_before_seq(
 pub fn apply(view: &mut Vec<Entry>, fold_id: i64, spans: &[FoldSpan]) -> Option<usize> {
     let mut first_changed: Option<usize> = None;
     for span in spans {
-        let Some(start) = view.iter().position(|e| covered(e, span)) else {
+        let Some(std::ops::Range { start, end }) = covered_range(view, span) else {
             continue;
         };
-        let end = view[start..]
-            .iter()
-            .position(|e| !covered(e, span))
-            .map_or(view.len(), |n| start + n);
         let turn = view[start].turn;
         let (item, tokens) = span_item(span);
         let entry = Entry {

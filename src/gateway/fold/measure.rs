@@ -337,12 +337,7 @@ mod tests {
     }
 
     fn before() -> Before {
-        Before {
-            input_tokens: Some(1000),
-            provider: "openai".into(),
-            model: "m".into(),
-            turn: 2,
-        }
+        Before::example()
     }
 
     #[test]

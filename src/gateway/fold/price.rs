@@ -181,11 +181,7 @@ mod tests {
     use super::*;
 
     fn anthropic() -> CachePrices {
-        CachePrices {
-            cache_read: 0.1,
-            cache_write: 1.25,
-            lifetime_secs: 300,
-        }
+        CachePrices::builtin(crate::providers::ProviderKind::Anthropic, "")
     }
 
     #[test]

@@ -204,10 +204,19 @@ mod tests {
     use crate::protocol::HistoryItem;
 
     fn anthropic() -> CachePrices {
-        CachePrices {
-            cache_read: 0.1,
-            cache_write: 1.25,
-            lifetime_secs: 300,
+        CachePrices::builtin(crate::providers::ProviderKind::Anthropic, "")
+    }
+
+    /// Pricing at the normal level over 40 requests, no fold since the last request and no
+    /// request measured yet; each test sets what it is about.
+    fn pricing<'a>(prices: &'a CachePrices, cache: &'a CacheState) -> Pricing<'a> {
+        Pricing {
+            prices,
+            cache,
+            reset: None,
+            expected_requests: 40,
+            level: Some(Level::Normal),
+            request_tokens: None,
         }
     }
 
@@ -252,12 +261,8 @@ mod tests {
         let warm = CacheState::Warm;
         // The request keeps 3,000 tokens besides the 3,000 settled ones: not a batch yet.
         let mut p = Pricing {
-            prices: &prices,
-            cache: &warm,
-            reset: None,
-            expected_requests: 40,
-            level: Some(Level::Normal),
             request_tokens: Some(6000),
+            ..pricing(&prices, &warm)
         };
         assert_eq!(p.batch_tokens(3000), 6000);
         let hint = rank(&entries, &found, &p);
@@ -288,13 +293,9 @@ mod tests {
         let prices = anthropic();
         let cold = CacheState::Cold("idle".into());
         let p = Pricing {
-            prices: &prices,
-            cache: &cold,
-            reset: None,
-            expected_requests: 40,
-            level: Some(Level::Normal),
             // Far below the warm batch size: cold, that does not matter.
             request_tokens: Some(60_000),
+            ..pricing(&prices, &cold)
         };
         let hint = rank(&entries, &found, &p);
         assert_eq!(keys(&hint), ["t1,t2,t3"]);
@@ -314,12 +315,9 @@ mod tests {
         // t2 was folded since the last request: t3 lies behind it, t1 before it.
         let others: Vec<Span> = found.iter().filter(|s| s.key != "t2").cloned().collect();
         let mut p = Pricing {
-            prices: &prices,
-            cache: &warm,
             reset: Some((2, "t2".into())),
-            expected_requests: 40,
-            level: Some(Level::Normal),
             request_tokens: Some(4000),
+            ..pricing(&prices, &warm)
         };
         let hint = rank(&entries, &others, &p);
         // t1 alone is not a batch (the request keeps 3,000 besides it); t3 is free.
@@ -358,12 +356,10 @@ mod tests {
         let prices = anthropic();
         let warm = CacheState::Warm;
         let p = Pricing {
-            prices: &prices,
-            cache: &warm,
-            reset: None,
             expected_requests: 10,
             level: Some(Level::Urgent),
             request_tokens: Some(1_000_000),
+            ..pricing(&prices, &warm)
         };
         let hint = rank(&entries, &found, &p);
         // Each range on its own, largest first, value or batch size ignored.
@@ -384,14 +380,11 @@ mod tests {
         let prices = anthropic();
         let warm = CacheState::Warm;
         let p = Pricing {
-            prices: &prices,
-            cache: &warm,
-            reset: None,
             expected_requests: 10,
-            level: Some(Level::Normal),
             // A batch by size (the request keeps 100 besides t1), but 240 net tokens × 0.1 × 10
             // requests minus the re-cache do not pay for writing the gist.
             request_tokens: Some(400),
+            ..pricing(&prices, &warm)
         };
         let hint = rank(&entries, &spans(&entries, now, false), &p);
         assert!(hint.candidates.is_empty(), "{hint:?}");

@@ -2,7 +2,8 @@
 //!
 //! - `runner`: the one place a block runs in a session (chat, serve, exec and mcp alike):
 //!   builds the block, answers its host calls in one `match`, cancels what it started,
-//!   records the iteration;
+//!   records the iteration; `dispatch` is that `match` (what each host call means, who
+//!   answers it), `spec` what a run is given and gives back;
 //! - `supervisor`: one session's worker: start, restore, kill, restart (async); `exec` runs a
 //!   block with its deadlines and interrupts, `settle` decides its status in one table,
 //!   `mcp_tools` forwards the MCP servers' tools; `blocking` wraps it all for synchronous
@@ -20,6 +21,7 @@
 
 mod blocking;
 pub mod channel;
+mod dispatch;
 mod env;
 mod exec;
 pub mod jobs;
@@ -31,20 +33,20 @@ mod runner;
 mod settle;
 mod show;
 mod spawn;
+mod spec;
 mod subs;
 mod supervisor;
 mod tail;
 
 pub use blocking::{HostHandler, Interrupter, NoHostCalls, Runtime};
 pub use channel::{HostCall, HostCallSink};
+pub use dispatch::{Answered, HostCalls, NoConversation, ToolFuture, ToolHub};
 pub use exec::validate_code;
 pub use jobs::{JobInfo, Jobs};
 pub use options::{WorkerOptions, DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TIMEOUT};
-pub use runner::{
-    Answered, BlockLimits, BlockRunner, BlockSpec, HostCalls, NoConversation, Ran, RunError,
-    ToolFuture, ToolHub,
-};
+pub use runner::BlockRunner;
 pub use spawn::Launched;
+pub use spec::{BlockLimits, BlockSpec, Ran, RunError};
 pub use subs::{CallOrigin, ShutdownFuture, SubSessions, Unavailable};
 pub use supervisor::Supervisor;
 pub use tail::{LiveOutput, OutputWatcher, LIVE_CHUNK_BYTES, LIVE_INTERVAL};

@@ -3,15 +3,14 @@
 //! PostgreSQL store.
 
 use super::{run, PostgresStore};
-use crate::catalog::{RenderMode, Snapshot, SnapshotItem};
+use crate::catalog::Snapshot;
+use crate::store::addressed::{checked_snapshot, entries_json};
 use crate::store::api::{CatalogSnapshots, McpRecords};
-use crate::store::{now_millis, Result, StoreError};
+use crate::store::{now_millis, Result};
 
 impl CatalogSnapshots for PostgresStore {
     fn save_catalog_snapshot(&self, snapshot: &Snapshot) -> Result<bool> {
-        let entries_json = serde_json::to_string(&snapshot.items).map_err(|e| {
-            StoreError::CorruptRecord(format!("catalog snapshot entries cannot be encoded: {e}"))
-        })?;
+        let entries_json = entries_json(snapshot)?;
         run(async {
             let client = self.client().await?;
             let n = client
@@ -48,19 +47,7 @@ impl CatalogSnapshots for PostgresStore {
         let Some((mode, body, entries_json)) = row else {
             return Ok(None);
         };
-        let corrupt = |reason: String| StoreError::CorruptSnapshot {
-            hash: hash.to_string(),
-            reason,
-        };
-        let mode = RenderMode::parse(&mode)
-            .ok_or_else(|| corrupt(format!("unknown rendering mode `{mode}`")))?;
-        let items: Vec<SnapshotItem> = serde_json::from_str(&entries_json)
-            .map_err(|e| corrupt(format!("its entries are not valid JSON: {e}")))?;
-        let snapshot = Snapshot::new(mode, body, items);
-        if snapshot.hash != hash {
-            return Err(corrupt(format!("its body hashes to `{}`", snapshot.hash)));
-        }
-        Ok(Some(snapshot))
+        checked_snapshot(hash, &mode, body, &entries_json).map(Some)
     }
 }
 

@@ -6,14 +6,14 @@
 use tokio_postgres::Transaction;
 
 use super::{
-    check_fence, fenced_lock, json_column, named, next_number, run, to_json, touch_session,
-    PostgresStore,
+    check_fence, fenced_lock, json_column, next_number, run, to_json, touch_session, PostgresStore,
 };
-use crate::protocol::{IterationRecord, IterationStatus, Measurement};
+use crate::protocol::{IterationRecord, Measurement};
 use crate::store::api::{
-    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, InputLimit,
-    NewHistoryItem, RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
+    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryRow, InputLimit, NewHistoryItem,
+    RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
 };
+use crate::store::decode::{fold_row, history_row, request_record};
 use crate::store::{now_millis, Result};
 
 impl Conversation for PostgresStore {
@@ -197,28 +197,7 @@ impl Conversation for PostgresStore {
                     &[&session_id, &range.first, &range.last],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(HistoryRow {
-                        seq: r.try_get(0)?,
-                        turn: r.try_get(1)?,
-                        kind: named(r, 2, HistoryKind::parse)?,
-                        iteration: r.try_get(3)?,
-                        call_id: r.try_get(4)?,
-                        body: r.try_get::<_, Option<String>>(5)?.unwrap_or_default(),
-                        status: match r.try_get::<_, Option<String>>(6)? {
-                            Some(_) => Some(named(r, 6, IterationStatus::parse)?),
-                            None => None,
-                        },
-                        tokens: r.try_get(7)?,
-                        meta: r.try_get(8)?,
-                        images: match r.try_get::<_, Option<String>>(9)? {
-                            None => Vec::new(),
-                            Some(_) => json_column(r, 9)?,
-                        },
-                    })
-                })
-                .collect()
+            rows.iter().map(history_row).collect()
         })
     }
 
@@ -278,34 +257,7 @@ impl Conversation for PostgresStore {
                     &[&session_id, &range.first, &range.last],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(RequestRecord {
-                        seq: r.try_get(0)?,
-                        turn: r.try_get(1)?,
-                        provider: r.try_get(2)?,
-                        model: r.try_get(3)?,
-                        started_at: r.try_get(4)?,
-                        latency_ms: r.try_get(5)?,
-                        ttft_ms: r.try_get(6)?,
-                        retries: r.try_get(7)?,
-                        input_tokens: r.try_get(8)?,
-                        cached_tokens: r.try_get(9)?,
-                        cache_creation_tokens: r.try_get(10)?,
-                        output_tokens: r.try_get(11)?,
-                        estimate_tokens: r.try_get(12)?,
-                        error_kind: r.try_get(13)?,
-                        error: r.try_get(14)?,
-                        fold_measurement: r.try_get(15)?,
-                        finish_reason: r.try_get(16)?,
-                        uncached_tokens: r.try_get(17)?,
-                        cache_write_tokens: r.try_get(18)?,
-                        weighted_tokens: r.try_get(19)?,
-                        expected_cached_tokens: r.try_get(20)?,
-                        cache_miss: r.try_get(21)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(request_record).collect()
         })
     }
 
@@ -385,23 +337,7 @@ impl FoldRecords for PostgresStore {
                     &[&session_id, &range.first, &range.last],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(FoldRow {
-                        id: r.try_get(0)?,
-                        turn: r.try_get(1)?,
-                        iteration: r.try_get(2)?,
-                        key: r.try_get(3)?,
-                        spans: json_column(r, 4)?,
-                        gist: r.try_get(5)?,
-                        automatic: r.try_get(6)?,
-                        absorbed_by: r.try_get(7)?,
-                        receipt: json_column(r, 8)?,
-                        group_id: r.try_get(9)?,
-                        measurement: json_column(r, 10)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(fold_row).collect()
         })
     }
 

@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use super::{run, PostgresStore};
 use crate::protocol::{ImageFormat, ImageRef};
+use crate::store::addressed::{image_pattern, stored_image};
+use crate::store::api::claim_or_holder;
 use crate::store::api::{
     ChildLink, ChildRecords, ChildRow, ImageStore, LeaseClaim, LeaseFence, LeaseHolder, LeaseNode,
     Leases,
 };
+use crate::store::decode::{child_row, lease_holder};
 use crate::store::{now_millis, Result, StoreError};
 
 const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_iteration, s.sub_task,
@@ -19,25 +22,6 @@ const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_ite
     (SELECT COALESCE(SUM(input_tokens), 0)::BIGINT FROM requests r WHERE r.session_id = s.id),
     (SELECT COALESCE(SUM(output_tokens), 0)::BIGINT FROM requests r WHERE r.session_id = s.id),
     (SELECT count(*) FROM requests r WHERE r.session_id = s.id)";
-
-fn child_row(r: &tokio_postgres::Row) -> Result<ChildRow> {
-    Ok(ChildRow {
-        link: ChildLink {
-            child: r.try_get(0)?,
-            parent: r.try_get(1)?,
-            turn: r.try_get(2)?,
-            iteration: r.try_get(3)?,
-            task: r.try_get::<_, Option<String>>(4)?.unwrap_or_default(),
-        },
-        status: r
-            .try_get::<_, Option<String>>(5)?
-            .unwrap_or_else(|| "queued".into()),
-        answer: r.try_get(6)?,
-        input_tokens: r.try_get(7)?,
-        output_tokens: r.try_get(8)?,
-        requests: r.try_get(9)?,
-    })
-}
 
 impl ChildRecords for PostgresStore {
     fn link_child(&self, link: &ChildLink) -> Result<()> {
@@ -101,16 +85,6 @@ fn millis(d: Duration) -> i64 {
 /// The server's clock in milliseconds, as SQL (the same expression in every statement).
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
 
-fn holder(r: &tokio_postgres::Row) -> Result<LeaseHolder> {
-    Ok(LeaseHolder {
-        node_id: r.try_get(0)?,
-        instance: r.try_get(1)?,
-        address: r.try_get(2)?,
-        epoch: r.try_get(3)?,
-        expires_in_ms: r.try_get(4)?,
-    })
-}
-
 impl Leases for PostgresStore {
     fn acquire_lease(
         &self,
@@ -165,14 +139,7 @@ impl Leases for PostgresStore {
                 None => None,
             })
         })?;
-        if let Some(epoch) = granted {
-            return Ok(LeaseClaim::Granted { epoch });
-        }
-        match self.lease_holder(session_id)? {
-            Some(holder) => Ok(LeaseClaim::Held(holder)),
-            // It expired between the two statements: try once more.
-            None => self.acquire_lease(session_id, me, ttl, None),
-        }
+        claim_or_holder(self, granted, session_id, me, ttl)
     }
 
     fn renew_leases(&self, instance: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {
@@ -213,7 +180,7 @@ impl Leases for PostgresStore {
         run(async {
             let client = self.client().await?;
             let row = client.query_opt(sql.as_str(), &[&session_id]).await?;
-            row.as_ref().map(holder).transpose()
+            row.as_ref().map(lease_holder).transpose()
         })
     }
 
@@ -250,10 +217,9 @@ impl ImageStore for PostgresStore {
 
     fn image(&self, session_id: &str, hash: &str) -> Result<Option<(ImageFormat, Vec<u8>)>> {
         // Hashes are hex: anything else names no image (and never reaches the LIKE pattern).
-        if hash.is_empty() || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let Some(pattern) = image_pattern(hash) else {
             return Ok(None);
-        }
-        let pattern = format!("%\"hash\":\"{hash}\"%");
+        };
         let row: Option<(String, Vec<u8>)> = run(async {
             let client = self.client().await?;
             let row = client
@@ -268,15 +234,7 @@ impl ImageStore for PostgresStore {
                 None => None,
             })
         })?;
-        row.map(|(media_type, data)| {
-            ImageFormat::parse_media_type(&media_type)
-                .map(|format| (format, data))
-                .ok_or_else(|| {
-                    StoreError::CorruptRecord(format!(
-                        "image {hash} has the unknown media type {media_type:?}"
-                    ))
-                })
-        })
-        .transpose()
+        row.map(|(media_type, data)| stored_image(hash, &media_type, data))
+            .transpose()
     }
 }

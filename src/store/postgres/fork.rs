@@ -9,18 +9,9 @@ use tokio_postgres::{GenericClient, Transaction};
 
 use super::{lock_session, next_number};
 use crate::protocol::{IterationRecord, PersistedDef};
-use crate::store::api::{ForkCopied, ForkRequest};
-use crate::store::{now_millis, Result};
-
-/// Tables whose rows belong to a turn, copied through the fork's turn.
-const TURN_TABLES: &[&str] = &[
-    "turns",
-    "iterations",
-    "history",
-    "requests",
-    "folds",
-    "def_changes",
-];
+use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
+use crate::store::fork::{copy_rows_statement, fork_copied, ForkedSession};
+use crate::store::Result;
 
 type Param<'a> = &'a (dyn ToSql + Sync);
 
@@ -57,21 +48,12 @@ pub(super) async fn fork_session(
     fork: &ForkRequest<'_>,
 ) -> Result<ForkCopied> {
     lock_session(tx, fork.source).await?;
-    let now = now_millis();
-    let roots = serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into());
-    let origin = format!("{} at t{}", fork.source, fork.through);
-    let cache_key = prompt_cache_key(tx, fork.source).await?;
+    let row = ForkedSession::new(fork, prompt_cache_key(tx, fork.source).await?);
     copy_rows(
         tx,
         "sessions",
         "id",
-        &[
-            ("created_at", &now),
-            ("updated_at", &now),
-            ("workspace_roots", &roots),
-            ("forked_from", &origin),
-            ("cache_key", &cache_key),
-        ],
+        &row.overrides(|v| v as Param<'_>, |v| v as Param<'_>),
         "id = $1",
         fork,
     )
@@ -111,14 +93,7 @@ pub(super) async fn fork_session(
     )
     .await?;
     let defs = write_defs_at(tx, fork.source, fork.new_id, fork.through).await?;
-    let [turns, iterations, history, _requests, folds, _changes] = copied;
-    Ok(ForkCopied {
-        turns,
-        iterations,
-        history,
-        folds,
-        defs: defs as i64,
-    })
+    Ok(fork_copied(copied, defs as i64))
 }
 
 /// Copies the rows of `table` matching `filter` (`$1` the source session, `$3` the fork's
@@ -147,24 +122,14 @@ async fn copy_rows(
     if filter.contains("$3") {
         values.push(&fork.through);
     }
-    let selected: Vec<String> = columns
-        .iter()
-        .map(|column| {
-            if column == id_column {
-                "$2".to_string()
-            } else if let Some((_, value)) = overrides.iter().find(|(name, _)| name == column) {
-                values.push(*value);
-                format!("${}", values.len())
-            } else {
-                format!("\"{column}\"")
-            }
-        })
-        .collect();
-    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-    let sql = format!(
-        "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {filter}",
-        quoted.join(", "),
-        selected.join(", ")
+    let sql = copy_rows_statement(
+        table,
+        &columns,
+        id_column,
+        overrides,
+        filter,
+        &mut values,
+        |n| format!("${n}"),
     );
     Ok(tx.execute(&sql, &values).await?)
 }
@@ -248,14 +213,7 @@ pub(super) async fn truncate_from_turn(
         &[&session_id, &from],
     )
     .await?;
-    for table in [
-        "folds",
-        "history",
-        "requests",
-        "iterations",
-        "def_changes",
-        "turns",
-    ] {
+    for table in TURN_TABLES.iter().rev() {
         tx.execute(
             &format!("DELETE FROM {table} WHERE session_id = $1 AND turn >= $2"),
             &[&session_id, &from],

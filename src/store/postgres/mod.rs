@@ -129,25 +129,21 @@ impl PostgresStore {
     pub fn open(url: &str) -> Result<PostgresStore> {
         let shown = redact(url);
         let pool = pool_for(url, &shown)?;
-        let store = PostgresStore {
-            pool,
-            url: PathBuf::from(url),
-            shown,
-            fence: Mutex::new(None),
-        };
-        run(async {
-            let mut client = store.client().await?;
-            migrations::migrate(&mut client, &store.shown).await
-        })?;
-        Ok(store)
+        PostgresStore::migrated(url, shown, pool)
     }
 
     /// Connects to the database at `url` over a pool of its own (one connection), shared
     /// with no other store: a node's lease renewals never wait behind its request path.
     pub fn open_private(url: &str) -> Result<PostgresStore> {
         let shown = redact(url);
+        let pool = build_pool(url, &shown, 1)?;
+        PostgresStore::migrated(url, shown, pool)
+    }
+
+    /// The store at `url` over `pool`, its schema brought up to date.
+    fn migrated(url: &str, shown: String, pool: Pool) -> Result<PostgresStore> {
         let store = PostgresStore {
-            pool: build_pool(url, &shown, 1)?,
+            pool,
             url: PathBuf::from(url),
             shown,
             fence: Mutex::new(None),
@@ -413,6 +409,22 @@ fn json_column<T: serde::de::DeserializeOwned>(row: &tokio_postgres::Row, idx: u
             "column `{name}` does not hold the JSON it should ({e})"
         ))
     })
+}
+
+impl super::decode::Columns for tokio_postgres::Row {
+    type Error = StoreError;
+
+    fn get<T: super::decode::Column>(&self, idx: usize) -> Result<T> {
+        Ok(self.try_get(idx)?)
+    }
+
+    fn named<T>(&self, idx: usize, parse: fn(&str) -> Option<T>) -> Result<T> {
+        named(self, idx, parse)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, idx: usize) -> Result<T> {
+        json_column(self, idx)
+    }
 }
 
 /// A value for a JSON column.

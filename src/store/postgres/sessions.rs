@@ -13,13 +13,12 @@ use tokio_postgres::Transaction;
 use super::{
     fenced_lock, json_column, lock_session, named, next_number, run, touch_session, PostgresStore,
 };
-use crate::protocol::{
-    IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
-};
+use crate::protocol::{IterationRecord, IterationRow, PersistedDef, TurnKind, TurnRow, TurnStatus};
 use crate::store::api::{
-    Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
-    TurnRange, SESSION_TABLES,
+    session_column, Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary,
+    ToolAnswer, TurnRange, SESSION_TABLES,
 };
+use crate::store::decode::{iteration_row, session_summary, turn_row};
 use crate::store::{now_millis, process_identity, Result};
 
 const INTERRUPTED_OUTPUT: &str = "[vis] interrupted: the process running this block stopped before it finished; the block's effects are unknown.";
@@ -147,20 +146,7 @@ impl SessionRecords for PostgresStore {
                     &[],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(SessionSummary {
-                        id: r.try_get(0)?,
-                        created_at: r.try_get(1)?,
-                        updated_at: r.try_get(2)?,
-                        workspace_roots: json_column(r, 3)?,
-                        turns: r.try_get(4)?,
-                        iterations: r.try_get(5)?,
-                        defs: r.try_get(6)?,
-                        parent_session: r.try_get(7)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(session_summary).collect()
         })
     }
 
@@ -171,13 +157,8 @@ impl SessionRecords for PostgresStore {
             lock_session(&tx, session_id).await?;
             // Rows that refer to others first, the session's own row last.
             for table in SESSION_TABLES.iter().rev() {
-                let key = if *table == "sessions" {
-                    "id"
-                } else {
-                    "session_id"
-                };
                 tx.execute(
-                    &format!("DELETE FROM {table} WHERE {key} = $1"),
+                    &format!("DELETE FROM {table} WHERE {} = $1", session_column(table)),
                     &[&session_id],
                 )
                 .await?;
@@ -312,18 +293,7 @@ impl SessionRecords for PostgresStore {
                     &[&session_id, &range.first, &range.last],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(TurnRow {
-                        turn: r.try_get(0)?,
-                        kind: named(r, 1, TurnKind::parse)?,
-                        user_text: r.try_get(2)?,
-                        status: named(r, 3, TurnStatus::parse)?,
-                        started_at: r.try_get(4)?,
-                        finished_at: r.try_get(5)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(turn_row).collect()
         })
     }
 
@@ -419,22 +389,7 @@ impl SessionRecords for PostgresStore {
                     &[&session_id, &range.first, &range.last],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(IterationRow {
-                        turn: r.try_get(0)?,
-                        iteration: r.try_get(1)?,
-                        code: r.try_get(2)?,
-                        output: r.try_get(3)?,
-                        status: named(r, 4, IterationStatus::parse)?,
-                        started_at: r.try_get(5)?,
-                        duration_ms: r.try_get(6)?,
-                        exec_us: r.try_get(7)?,
-                        artifact: r.try_get(8)?,
-                        worker_exit: r.try_get(9)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(iteration_row).collect()
         })
     }
 

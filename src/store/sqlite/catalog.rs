@@ -6,9 +6,10 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
-use crate::catalog::{RenderMode, Snapshot, SnapshotItem};
+use crate::catalog::Snapshot;
+use crate::store::addressed::{checked_snapshot, entries_json};
 use crate::store::api::CatalogSnapshots;
-use crate::store::{now_millis, Result, StoreError};
+use crate::store::{now_millis, Result};
 
 /// The table (migration 2).
 pub const CATALOG_SNAPSHOTS_SQL: &str = "CREATE TABLE IF NOT EXISTS catalog_snapshots (
@@ -21,9 +22,7 @@ pub const CATALOG_SNAPSHOTS_SQL: &str = "CREATE TABLE IF NOT EXISTS catalog_snap
 
 impl CatalogSnapshots for SqliteStore {
     fn save_catalog_snapshot(&self, snapshot: &Snapshot) -> Result<bool> {
-        let entries_json = serde_json::to_string(&snapshot.items).map_err(|e| {
-            StoreError::CorruptRecord(format!("catalog snapshot entries cannot be encoded: {e}"))
-        })?;
+        let entries_json = entries_json(snapshot)?;
         let n = self.conn.execute(
             "INSERT OR IGNORE INTO catalog_snapshots (hash, mode, body, entries_json, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -50,18 +49,6 @@ impl CatalogSnapshots for SqliteStore {
         let Some((mode, body, entries_json)) = row else {
             return Ok(None);
         };
-        let corrupt = |reason: String| StoreError::CorruptSnapshot {
-            hash: hash.to_string(),
-            reason,
-        };
-        let mode = RenderMode::parse(&mode)
-            .ok_or_else(|| corrupt(format!("unknown rendering mode `{mode}`")))?;
-        let items: Vec<SnapshotItem> = serde_json::from_str(&entries_json)
-            .map_err(|e| corrupt(format!("its entries are not valid JSON: {e}")))?;
-        let snapshot = Snapshot::new(mode, body, items);
-        if snapshot.hash != hash {
-            return Err(corrupt(format!("its body hashes to `{}`", snapshot.hash)));
-        }
-        Ok(Some(snapshot))
+        checked_snapshot(hash, &mode, body, &entries_json).map(Some)
     }
 }

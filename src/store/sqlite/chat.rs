@@ -8,12 +8,13 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{json_column, named, next_number, touch_session, SqliteStore};
-use crate::protocol::{IterationRecord, IterationStatus, Measurement};
+use super::{json_column, next_number, touch_session, SqliteStore};
+use crate::protocol::{IterationRecord, Measurement};
 use crate::store::api::{
-    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryKind, HistoryRow, InputLimit,
-    NewHistoryItem, RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
+    ChatPrefix, Conversation, FoldRecords, FoldRow, HistoryRow, InputLimit, NewHistoryItem,
+    RequestRecord, RequestTotals, SessionModel, ToolAnswer, TurnRange,
 };
+use crate::store::decode::{fold_row, history_row, request_record};
 use crate::store::{now_millis, Result, StoreError};
 
 impl Conversation for SqliteStore {
@@ -145,39 +146,7 @@ impl Conversation for SqliteStore {
               AND i.turn = h.turn AND i.iteration = h.iteration
              WHERE h.session_id = ?1 AND h.turn BETWEEN ?2 AND ?3 ORDER BY h.seq",
             params![session_id, range.first, range.last],
-            |r| {
-                let kind: String = r.get(2)?;
-                Ok(HistoryRow {
-                    seq: r.get(0)?,
-                    turn: r.get(1)?,
-                    kind: HistoryKind::parse(&kind).ok_or_else(|| {
-                        rusqlite::Error::FromSqlConversionFailure(
-                            2,
-                            rusqlite::types::Type::Text,
-                            format!("unknown history kind '{kind}'").into(),
-                        )
-                    })?,
-                    iteration: r.get(3)?,
-                    call_id: r.get(4)?,
-                    body: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-                    status: match r.get::<_, Option<String>>(6)? {
-                        Some(_) => Some(named(r, 6, IterationStatus::parse)?),
-                        None => None,
-                    },
-                    tokens: r.get(7)?,
-                    meta: r.get(8)?,
-                    images: match r.get::<_, Option<String>>(9)? {
-                        None => Vec::new(),
-                        Some(text) => serde_json::from_str(&text).map_err(|e| {
-                            rusqlite::Error::FromSqlConversionFailure(
-                                9,
-                                rusqlite::types::Type::Text,
-                                format!("unreadable image list: {e}").into(),
-                            )
-                        })?,
-                    },
-                })
-            },
+            |r| history_row(r),
         )
     }
 
@@ -245,32 +214,7 @@ impl Conversation for SqliteStore {
                     fold_measurement, finish_reason, uncached_tokens, cache_write_tokens, weighted_tokens,
                     expected_cached_tokens, cache_miss
              FROM requests WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY seq",
-params![session_id, range.first, range.last], |r| {
-            Ok(RequestRecord {
-                seq: r.get(0)?,
-                turn: r.get(1)?,
-                provider: r.get(2)?,
-                model: r.get(3)?,
-                started_at: r.get(4)?,
-                latency_ms: r.get(5)?,
-                ttft_ms: r.get(6)?,
-                retries: r.get(7)?,
-                input_tokens: r.get(8)?,
-                cached_tokens: r.get(9)?,
-                cache_creation_tokens: r.get(10)?,
-                output_tokens: r.get(11)?,
-                estimate_tokens: r.get(12)?,
-                error_kind: r.get(13)?,
-                error: r.get(14)?,
-                fold_measurement: r.get(15)?,
-                finish_reason: r.get(16)?,
-                uncached_tokens: r.get(17)?,
-                cache_write_tokens: r.get(18)?,
-                weighted_tokens: r.get(19)?,
-                expected_cached_tokens: r.get(20)?,
-                cache_miss: r.get(21)?,
-            })
-        },
+params![session_id, range.first, range.last], |r| request_record(r),
 )
     }
 
@@ -335,21 +279,7 @@ impl FoldRecords for SqliteStore {
         self.rows(
 "SELECT id, turn, iteration, key, spans, gist, automatic, absorbed_by, receipt, group_id, measurement
              FROM folds WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY id",
-params![session_id, range.first, range.last], |r| {
-            Ok(FoldRow {
-                id: r.get(0)?,
-                turn: r.get(1)?,
-                iteration: r.get(2)?,
-                key: r.get(3)?,
-                spans: json_column(r, 4)?,
-                gist: r.get(5)?,
-                automatic: r.get(6)?,
-                absorbed_by: r.get(7)?,
-                receipt: json_column(r, 8)?,
-                group_id: r.get(9)?,
-                measurement: json_column(r, 10)?,
-            })
-        },
+params![session_id, range.first, range.last], |r| fold_row(r),
 )
     }
 

@@ -1,10 +1,11 @@
 //! Sub-sessions in the SQLite store ([`ChildRecords`]): the parent link and state columns of
 //! `sessions` (migration 9).
 
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
 use crate::store::api::{ChildLink, ChildRecords, ChildRow};
+use crate::store::decode::child_row;
 use crate::store::{Result, StoreError};
 
 const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_iteration, s.sub_task,
@@ -12,25 +13,6 @@ const CHILD_COLUMNS: &str = "s.id, s.parent_session, s.parent_turn, s.parent_ite
     (SELECT COALESCE(SUM(input_tokens), 0) FROM requests r WHERE r.session_id = s.id),
     (SELECT COALESCE(SUM(output_tokens), 0) FROM requests r WHERE r.session_id = s.id),
     (SELECT count(*) FROM requests r WHERE r.session_id = s.id)";
-
-fn child_row(r: &Row<'_>) -> rusqlite::Result<ChildRow> {
-    Ok(ChildRow {
-        link: ChildLink {
-            child: r.get(0)?,
-            parent: r.get(1)?,
-            turn: r.get(2)?,
-            iteration: r.get(3)?,
-            task: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-        },
-        status: r
-            .get::<_, Option<String>>(5)?
-            .unwrap_or_else(|| "queued".into()),
-        answer: r.get(6)?,
-        input_tokens: r.get(7)?,
-        output_tokens: r.get(8)?,
-        requests: r.get(9)?,
-    })
-}
 
 impl ChildRecords for SqliteStore {
     fn link_child(&self, link: &ChildLink) -> Result<()> {
@@ -70,7 +52,7 @@ impl ChildRecords for SqliteStore {
              ORDER BY s.created_at, s.id"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([parent], child_row)?;
+        let rows = stmt.query_map([parent], |r| child_row(r))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -78,7 +60,10 @@ impl ChildRecords for SqliteStore {
         let sql = format!(
             "SELECT {CHILD_COLUMNS} FROM sessions s WHERE s.id = ?1 AND s.parent_session IS NOT NULL"
         );
-        Ok(self.conn.query_row(&sql, [child], child_row).optional()?)
+        Ok(self
+            .conn
+            .query_row(&sql, [child], |r| child_row(r))
+            .optional()?)
     }
 }
 

@@ -10,18 +10,9 @@ use rusqlite::{params, OptionalExtension, Transaction};
 
 use super::{next_number, SqliteStore};
 use crate::protocol::{IterationRecord, PersistedDef};
-use crate::store::api::{ForkCopied, ForkRequest};
-use crate::store::{now_millis, Result};
-
-/// Tables whose rows belong to a turn, copied through the fork's turn.
-const TURN_TABLES: &[&str] = &[
-    "turns",
-    "iterations",
-    "history",
-    "requests",
-    "folds",
-    "def_changes",
-];
+use crate::store::api::{ForkCopied, ForkRequest, TURN_TABLES};
+use crate::store::fork::{copy_rows_statement, fork_copied, ForkedSession};
+use crate::store::Result;
 
 /// Appends one definition change (`None`: deleted) to the session's log, inside the caller's
 /// transaction.
@@ -52,21 +43,12 @@ pub(super) fn log_def_change(
 
 pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> Result<ForkCopied> {
     let tx = store.immediate()?;
-    let now = now_millis();
-    let roots = serde_json::to_string(fork.roots).unwrap_or_else(|_| "[]".into());
-    let origin = format!("{} at t{}", fork.source, fork.through);
-    let cache_key = prompt_cache_key_in(&tx, fork.source)?;
+    let row = ForkedSession::new(fork, prompt_cache_key_in(&tx, fork.source)?);
     copy_rows(
         &tx,
         "sessions",
         "id",
-        &[
-            ("created_at", &now),
-            ("updated_at", &now),
-            ("workspace_roots", &roots),
-            ("forked_from", &origin),
-            ("cache_key", &cache_key),
-        ],
+        &row.overrides(|v| v as &dyn rusqlite::ToSql, |v| v as &dyn rusqlite::ToSql),
         "id = ?1",
         fork,
     )?;
@@ -102,14 +84,7 @@ pub(super) fn fork_session(store: &mut SqliteStore, fork: &ForkRequest<'_>) -> R
     )?;
     let defs = write_defs_at(&tx, fork.source, fork.new_id, fork.through)?;
     tx.commit()?;
-    let [turns, iterations, history, _requests, folds, _changes] = copied;
-    Ok(ForkCopied {
-        turns,
-        iterations,
-        history,
-        folds,
-        defs: defs as i64,
-    })
+    Ok(fork_copied(copied, defs as i64))
 }
 
 /// Copies the rows of `table` matching `filter` (`?1` the source session, `?3` the fork's
@@ -129,24 +104,14 @@ fn copy_rows(
         names.collect::<rusqlite::Result<_>>()?
     };
     let mut values: Vec<&dyn rusqlite::ToSql> = vec![&fork.source, &fork.new_id, &fork.through];
-    let selected: Vec<String> = columns
-        .iter()
-        .map(|column| {
-            if column == id_column {
-                "?2".to_string()
-            } else if let Some((_, value)) = overrides.iter().find(|(name, _)| name == column) {
-                values.push(*value);
-                format!("?{}", values.len())
-            } else {
-                format!("\"{column}\"")
-            }
-        })
-        .collect();
-    let quoted: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-    let sql = format!(
-        "INSERT INTO {table} ({}) SELECT {} FROM {table} WHERE {filter}",
-        quoted.join(", "),
-        selected.join(", ")
+    let sql = copy_rows_statement(
+        table,
+        &columns,
+        id_column,
+        overrides,
+        filter,
+        &mut values,
+        |n| format!("?{n}"),
     );
     // Every value given must have a place in the statement: ?1..?3 always do.
     let sql = format!("{sql} AND ?1 IS NOT NULL AND ?2 IS NOT NULL AND ?3 IS NOT NULL");
@@ -295,8 +260,9 @@ pub(super) fn turn_owners(
 
 #[cfg(test)]
 mod tests {
+    use super::super::sessions::tests::first_iteration;
     use super::*;
-    use crate::protocol::{IterationStatus, Status, TurnKind};
+    use crate::protocol::TurnKind;
     use crate::store::api::{FoldRecords, SessionRecords};
 
     fn def(name: &str, body: &str) -> PersistedDef {
@@ -313,24 +279,7 @@ mod tests {
     fn turn(store: &mut SqliteStore, set: &[PersistedDef], deleted: &[String]) {
         let t = store.begin_turn("s1", TurnKind::Exec, None).unwrap();
         store
-            .finish_iteration(
-                &IterationRecord {
-                    session_id: "s1",
-                    turn: t,
-                    iteration: 1,
-                    code: "pass",
-                    output: "",
-                    status: IterationStatus::Ended(Status::Ok),
-                    started_at: 0,
-                    duration_ms: 1,
-                    exec_us: 1,
-                    artifact: None,
-                    worker_exit: None,
-                    defs_set: set,
-                    defs_deleted: deleted,
-                },
-                None,
-            )
+            .finish_iteration(&first_iteration(t, "pass", set, deleted), None)
             .unwrap();
     }
 

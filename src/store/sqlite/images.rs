@@ -5,8 +5,9 @@ use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
 use crate::protocol::{ImageFormat, ImageRef};
+use crate::store::addressed::{image_pattern, stored_image};
 use crate::store::api::ImageStore;
-use crate::store::{now_millis, Result, StoreError};
+use crate::store::{now_millis, Result};
 
 impl ImageStore for SqliteStore {
     fn put_image(&mut self, meta: &ImageRef, data: &[u8]) -> Result<()> {
@@ -26,28 +27,19 @@ impl ImageStore for SqliteStore {
     }
 
     fn image(&self, session_id: &str, hash: &str) -> Result<Option<(ImageFormat, Vec<u8>)>> {
-        // Hashes are hex: anything else names no image (and never reaches the LIKE pattern).
-        if hash.is_empty() || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let Some(pattern) = image_pattern(hash) else {
             return Ok(None);
-        }
+        };
         let row: Option<(String, Vec<u8>)> = self
             .conn
             .query_row(
                 "SELECT media_type, data FROM images WHERE hash = ?1 AND EXISTS (
                      SELECT 1 FROM history WHERE session_id = ?2 AND images LIKE ?3)",
-                params![hash, session_id, format!("%\"hash\":\"{hash}\"%")],
+                params![hash, session_id, pattern],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        row.map(|(media_type, data)| {
-            ImageFormat::parse_media_type(&media_type)
-                .map(|format| (format, data))
-                .ok_or_else(|| {
-                    StoreError::CorruptRecord(format!(
-                        "image {hash} has the unknown media type {media_type:?}"
-                    ))
-                })
-        })
-        .transpose()
+        row.map(|(media_type, data)| stored_image(hash, &media_type, data))
+            .transpose()
     }
 }

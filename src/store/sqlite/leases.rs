@@ -11,7 +11,9 @@ use std::time::Duration;
 use rusqlite::{params, OptionalExtension};
 
 use super::SqliteStore;
+use crate::store::api::claim_or_holder;
 use crate::store::api::{LeaseClaim, LeaseFence, LeaseHolder, LeaseNode, Leases};
+use crate::store::decode::lease_holder;
 use crate::store::{now_millis, Result};
 
 /// The table (migration 10). `expires_at` is in milliseconds on the store's clock; a released
@@ -72,14 +74,7 @@ impl Leases for SqliteStore {
                 |r| r.get(0),
             )
             .optional()?;
-        if let Some(epoch) = granted {
-            return Ok(LeaseClaim::Granted { epoch });
-        }
-        match self.lease_holder(session_id)? {
-            Some(holder) => Ok(LeaseClaim::Held(holder)),
-            // It expired between the two statements: try once more.
-            None => self.acquire_lease(session_id, me, ttl, None),
-        }
+        claim_or_holder(self, granted, session_id, me, ttl)
     }
 
     fn renew_leases(&self, instance: &str, ttl: Duration) -> Result<Vec<(String, i64)>> {
@@ -113,15 +108,7 @@ impl Leases for SqliteStore {
                 "SELECT node_id, instance, address, epoch, expires_at - ?2 FROM session_leases
                  WHERE session_id = ?1 AND expires_at > ?2",
                 params![session_id, now],
-                |r| {
-                    Ok(LeaseHolder {
-                        node_id: r.get(0)?,
-                        instance: r.get(1)?,
-                        address: r.get(2)?,
-                        epoch: r.get(3)?,
-                        expires_in_ms: r.get(4)?,
-                    })
-                },
+                |r| lease_holder(r),
             )
             .optional()?)
     }

@@ -395,6 +395,22 @@ pub(super) fn json_column<T: serde::de::DeserializeOwned>(
     })
 }
 
+impl super::decode::Columns for rusqlite::Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn get<T: super::decode::Column>(&self, idx: usize) -> rusqlite::Result<T> {
+        rusqlite::Row::get(self, idx)
+    }
+
+    fn named<T>(&self, idx: usize, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+        named(self, idx, parse)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, idx: usize) -> rusqlite::Result<T> {
+        json_column(self, idx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,13 +6,12 @@ use std::path::Path;
 use rusqlite::{params, OptionalExtension};
 
 use super::{chat, json_column, named, next_number, touch_session, SqliteStore};
-use crate::protocol::{
-    IterationRecord, IterationRow, IterationStatus, PersistedDef, TurnKind, TurnRow, TurnStatus,
-};
+use crate::protocol::{IterationRecord, IterationRow, PersistedDef, TurnKind, TurnRow, TurnStatus};
 use crate::store::api::{
-    Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary, ToolAnswer,
-    TurnRange, SESSION_TABLES,
+    session_column, Counts, ForkCopied, ForkRequest, SessionRecords, SessionRow, SessionSummary,
+    ToolAnswer, TurnRange, SESSION_TABLES,
 };
+use crate::store::decode::{iteration_row, session_summary, turn_row};
 use crate::store::{now_millis, Result};
 
 impl SessionRecords for SqliteStore {
@@ -273,18 +272,7 @@ impl SessionRecords for SqliteStore {
                     s.parent_session
              FROM sessions s ORDER BY s.updated_at DESC, s.id",
             [],
-            |r| {
-                Ok(SessionSummary {
-                    id: r.get(0)?,
-                    created_at: r.get(1)?,
-                    updated_at: r.get(2)?,
-                    workspace_roots: json_column(r, 3)?,
-                    turns: r.get(4)?,
-                    iterations: r.get(5)?,
-                    defs: r.get(6)?,
-                    parent_session: r.get(7)?,
-                })
-            },
+            |r| session_summary(r),
         )
     }
 
@@ -293,16 +281,7 @@ impl SessionRecords for SqliteStore {
             "SELECT turn, kind, user_text, status, started_at, finished_at FROM turns
              WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY turn",
             params![session_id, range.first, range.last],
-            |r| {
-                Ok(TurnRow {
-                    turn: r.get(0)?,
-                    kind: named(r, 1, TurnKind::parse)?,
-                    user_text: r.get(2)?,
-                    status: named(r, 3, TurnStatus::parse)?,
-                    started_at: r.get(4)?,
-                    finished_at: r.get(5)?,
-                })
-            },
+            |r| turn_row(r),
         )
     }
 
@@ -346,13 +325,8 @@ impl SessionRecords for SqliteStore {
         let tx = self.immediate()?;
         // Rows that refer to others first, the session's own row last.
         for table in SESSION_TABLES.iter().rev() {
-            let key = if *table == "sessions" {
-                "id"
-            } else {
-                "session_id"
-            };
             tx.execute(
-                &format!("DELETE FROM {table} WHERE {key} = ?1"),
+                &format!("DELETE FROM {table} WHERE {} = ?1", session_column(table)),
                 [session_id],
             )?;
         }
@@ -364,20 +338,7 @@ impl SessionRecords for SqliteStore {
         self.rows(
 "SELECT turn, iteration, code, output, status, started_at, duration_ms, exec_us, artifact, worker_exit
              FROM iterations WHERE session_id = ?1 AND turn BETWEEN ?2 AND ?3 ORDER BY turn, iteration",
-params![session_id, range.first, range.last], |r| {
-            Ok(IterationRow {
-                turn: r.get(0)?,
-                iteration: r.get(1)?,
-                code: r.get(2)?,
-                output: r.get(3)?,
-                status: named(r, 4, IterationStatus::parse)?,
-                started_at: r.get(5)?,
-                duration_ms: r.get(6)?,
-                exec_us: r.get(7)?,
-                artifact: r.get(8)?,
-                worker_exit: r.get(9)?,
-            })
-        },
+params![session_id, range.first, range.last], |r| iteration_row(r),
 )
     }
 }
@@ -432,9 +393,9 @@ fn insert_iteration(tx: &rusqlite::Transaction<'_>, rec: &IterationRecord<'_>) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::protocol::Status;
+    use crate::protocol::{IterationStatus, Status};
     use crate::store::StoreError;
 
     fn def(name: &str) -> PersistedDef {
@@ -448,7 +409,7 @@ mod tests {
     }
 
     /// Iteration 1 of `turn` in session `s1`, ended ok.
-    fn first_iteration<'a>(
+    pub(in crate::store::sqlite) fn first_iteration<'a>(
         turn: i64,
         code: &'a str,
         defs_set: &'a [PersistedDef],

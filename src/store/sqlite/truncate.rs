@@ -3,6 +3,7 @@
 
 use rusqlite::{params, Transaction};
 
+use crate::store::api::TURN_TABLES;
 use crate::store::Result;
 
 pub fn truncate_from_turn(tx: &Transaction<'_>, session_id: &str, from: i64) -> Result<()> {
@@ -12,14 +13,7 @@ pub fn truncate_from_turn(tx: &Transaction<'_>, session_id: &str, from: i64) -> 
             (SELECT id FROM folds WHERE session_id = ?1 AND turn >= ?2)",
         params![session_id, from],
     )?;
-    for table in [
-        "folds",
-        "history",
-        "requests",
-        "iterations",
-        "def_changes",
-        "turns",
-    ] {
+    for table in TURN_TABLES.iter().rev() {
         tx.execute(
             &format!("DELETE FROM {table} WHERE session_id = ?1 AND turn >= ?2"),
             params![session_id, from],
