@@ -1,14 +1,13 @@
 //! `vis exec`: one block, one new turn, no model.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    limits, load_config, resolve_workspace, session_id, session_roots, worker_options,
-    worker_program, LimitArgs,
+    limits, load_config, session_roots, worker_options, worker_program, LimitArgs, SessionTarget,
 };
 use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
@@ -21,12 +20,8 @@ use crate::store::{now_millis, Store};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// Session to run in (created if it does not exist; default: a new session).
-    #[arg(long)]
-    pub session: Option<String>,
-    /// Workspace directory (default: the session's, or the current directory).
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: SessionTarget,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// The block's code, or `-` to read it from standard input.
@@ -100,8 +95,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     };
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
-    let workspace = resolve_workspace(args.workspace.as_deref())?;
-    let (session_id, created) = session_id(args.session.as_deref())?;
+    let (workspace, session_id, created) = args.target.resolve()?;
 
     let mut store = Store::open(db)?;
     let roots = session_roots(&*store, &session_id, workspace.as_deref())?;

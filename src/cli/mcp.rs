@@ -13,9 +13,8 @@ use clap::{Args, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{
-    chat_settings, limits, load_config, resolve_workspace, session_id, session_roots,
-    spawn_settings, sub_session_provider, worker_options, workspace_or_current, LimitArgs,
-    ProviderArgs,
+    chat_settings, limits, load_config, session_roots, spawn_settings, sub_session_provider,
+    worker_options, workspace_or_current, LimitArgs, ProviderArgs, SessionTarget,
 };
 use super::term::{errln, escape_controls, outln};
 use super::CliError;
@@ -28,12 +27,8 @@ use crate::store::Store;
 pub struct McpArgs {
     #[command(subcommand)]
     pub action: Option<McpAction>,
-    /// Session to serve (created if it does not exist; default: a new session).
-    #[arg(long)]
-    pub session: Option<String>,
-    /// Workspace directory (default: the session's, or the current directory).
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: SessionTarget,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// The model sub-sessions (`spawn()`) run with; `vis mcp` itself needs none.
@@ -154,8 +149,7 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
     })?;
     let config = load_config()?;
     let limits = limits(&args.limits, &config)?;
-    let workspace = resolve_workspace(args.workspace.as_deref())?;
-    let (session_id, created) = session_id(args.session.as_deref())?;
+    let (workspace, session_id, created) = args.target.resolve()?;
     let store = Store::open(db)?;
     let roots = session_roots(&*store, &session_id, workspace.as_deref())?;
     let root = PathBuf::from(&roots[0]);

@@ -277,6 +277,26 @@ fn pin_worker_program() -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// The session a command runs in and its workspace (`vis exec`, `vis mcp`).
+#[derive(Debug, Args)]
+pub struct SessionTarget {
+    /// Session (created if it does not exist; default: a new session).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Workspace directory (default: the session's, or the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+impl SessionTarget {
+    /// The workspace named (made absolute), the session's id and whether it is new.
+    pub fn resolve(&self) -> Result<(Option<PathBuf>, String, bool), CliError> {
+        let workspace = resolve_workspace(self.workspace.as_deref())?;
+        let (session_id, created) = session_id(self.session.as_deref())?;
+        Ok((workspace, session_id, created))
+    }
+}
+
 /// An existing directory, made absolute (before anything changes directory).
 pub fn resolve_workspace(flag: Option<&Path>) -> Result<Option<PathBuf>, CliError> {
     let Some(dir) = flag else { return Ok(None) };

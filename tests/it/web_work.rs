@@ -264,12 +264,12 @@ vistest!(the_web_view_shows_images_and_links_sub_sessions, |env| {
             b.wait_text("#turn-status", "turn 2 finished: done").await;
             let t = b.wait_text("#transcript", "The child answered.").await;
             assert!(t.contains(&format!("child said: {} child answer", trap(4))), "{t}");
-            // Stored: the block's card and the head link the child, its answer as text.
-            let card = b.text("#transcript .block .children").await;
-            assert!(card.contains(&child), "{card}");
+            // Stored: the block's card and the head link the child, its answer as text. The
+            // card is the stored one once the page has re-read the session after the turn (the
+            // final answer can show before that): wait for it.
+            let card = b.wait_text("#transcript .block .children", &child).await;
             assert!(card.contains(&format!("done — {} child answer", trap(4))), "{card}");
-            let head = b.text("#session-head .children").await;
-            assert!(head.contains(&child), "{head}");
+            b.wait_text("#session-head .children", &child).await;
             nothing_ran(&b).await;
             // The link opens the child: its head says whose sub-session it is.
             b.click("#transcript .block .children a.child-link").await;
