@@ -182,7 +182,19 @@ pub async fn read_events(resp: reqwest::Response, limit: usize) -> Vec<Sse> {
     let mut stream = resp.bytes_stream().eventsource();
     let mut out = Vec::new();
     while let Some(ev) = stream.next().await {
-        let Ok(ev) = ev else { break };
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                // Kept as an event of its own, so a test that misses the rest says why the
+                // stream ended (the server closed it, the body broke off, ...).
+                out.push(Sse {
+                    id: String::new(),
+                    event: "stream_error".into(),
+                    data: serde_json::Value::String(e.to_string()),
+                });
+                break;
+            }
+        };
         out.push(Sse {
             id: ev.id,
             event: ev.event,
