@@ -118,12 +118,15 @@ impl Follower {
                 }
                 return Some(logged);
             }
+            // The turn's end is read before the events: read after them, an end pushed in
+            // between (with the events before it) would close the stream without them.
+            let turn_end = self.slot.log.last_turn_end();
             self.pending.extend(self.slot.log.since(self.last));
             if !self.pending.is_empty() {
                 continue;
             }
             match self.until_end_of {
-                Some(start) if self.slot.log.last_turn_end() < start => {}
+                Some(start) if turn_end < start => {}
                 // Not following, or the work's end is out already.
                 _ => return None,
             }
