@@ -300,12 +300,18 @@ impl Log {
         files
     }
 
-    /// What is on disk as far as Vis knows: every record applied in order.
-    pub fn manifest(&self) -> BTreeMap<String, Entry> {
+    /// Readers of the history call this first: a log whose baseline files were taken
+    /// ([`Log::take_manifest`]) would answer them wrongly (debug builds stop here).
+    fn expect_history(&self) {
         debug_assert!(
             self.history,
             "history read from a log whose baseline files were taken"
         );
+    }
+
+    /// What is on disk as far as Vis knows: every record applied in order.
+    pub fn manifest(&self) -> BTreeMap<String, Entry> {
+        self.expect_history();
         let mut files = BTreeMap::new();
         for record in &self.records {
             match record {
@@ -323,10 +329,7 @@ impl Log {
     /// baseline, content not kept (the budget ran out while it was taken) counts, which can
     /// only find the budget full where it already was.
     pub fn kept_bytes(&self) -> u64 {
-        debug_assert!(
-            self.history,
-            "history read from a log whose baseline files were taken"
-        );
+        self.expect_history();
         let states =
             self.records
                 .iter()
@@ -376,10 +379,7 @@ impl Log {
 
     /// The records of the conversation as it stands (truncating rewinds applied).
     pub fn timeline(&self) -> Vec<Step<'_>> {
-        debug_assert!(
-            self.history,
-            "history read from a log whose baseline files were taken"
-        );
+        self.expect_history();
         let mut steps: Vec<Step<'_>> = Vec::new();
         for record in &self.records {
             match record {
@@ -404,10 +404,7 @@ impl Log {
 
     /// The files at `point`: the baseline plus every timeline checkpoint before it.
     pub fn files_at(&self, point: Point) -> BTreeMap<String, FileState> {
-        debug_assert!(
-            self.history,
-            "history read from a log whose baseline files were taken"
-        );
+        self.expect_history();
         let mut files: BTreeMap<String, FileState> = match self.records.first() {
             Some(Record::Baseline { files, .. }) => files
                 .iter()
