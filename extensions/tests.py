@@ -7,7 +7,6 @@ import sys
 
 from vis import _state
 from vis.extension import namespace, register
-from vis.shell import run_to_file
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
@@ -188,6 +187,10 @@ def _cap(text: str, max_lines: int) -> str:
 
 
 def _execute(cmd: list[str], timeout: float) -> tuple[int | None, str, float, bool, str]:
+    # Here, not at the top: `vis.shell` (and `vis.jobs` behind it) would cost every worker's
+    # start a fraction of a millisecond for a call most sessions never make.
+    from vis.shell import run_to_file
+
     env = dict(os.environ)
     env.setdefault("CARGO_TERM_COLOR", "never")
     env["NO_COLOR"] = "1"

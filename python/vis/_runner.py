@@ -9,10 +9,6 @@ one shared line-buffered stream so their order is kept.
 """
 from __future__ import annotations
 
-# `_ast`, not `ast`: the node types and the parser's flags without the module `ast`, which
-# imports `enum` and `contextlib` (milliseconds at every worker start); `vis.defs` imports
-# `ast` itself for the rare statement that needs more.
-import _ast
 import builtins
 import faulthandler
 import io
@@ -46,6 +42,9 @@ if TYPE_CHECKING:
         #: The visible manifest (`vis._native.Manifest`) when the block changed it, else None.
         manifest: Any
 
+#: `ast.PyCF_ALLOW_TOP_LEVEL_AWAIT` (the same in every CPython since 3.8; a test checks it):
+#: compiling a block that is one expression needs no syntax tree, nor the module `_ast`.
+_TOP_LEVEL_AWAIT = 0x2000
 #: Frames from files named like this belong to Vis itself and are left out of tracebacks.
 _PRELUDE_PREFIX = "<vis>/"
 #: `inspect.CO_COROUTINE`: a code object that must run on an event loop (top-level await).
@@ -69,6 +68,50 @@ def _future_flags() -> int:
 #: which code can reach the block's namespace without naming what it takes from it: code that
 #: names any of them gets the lazy names bound first.
 _DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "dir", "eval", "exec", "help", "breakpoint", "__main__"})
+
+
+#: Words that begin a statement, never an expression.
+_STATEMENT_WORDS = frozenset(
+    "import from def class for while if with try return del pass raise global nonlocal assert"
+    " async break continue elif else except finally".split()
+)
+
+
+def _assigns(line: str) -> bool:
+    """True when `line` has an `=` outside brackets that is not part of a comparison: an
+    assignment (`x = 1`, `a[0] += 2`), or a default outside a call (`lambda x=1: x`)."""
+    if "=" not in line:
+        return False
+    depth = 0
+    previous = ""
+    for i, ch in enumerate(line):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "=" and depth == 0 and previous not in "=!<>" and line[i + 1 : i + 2] != "=":
+            return True
+        previous = ch
+    return False
+
+
+def _one_expression(code: str, filename: str) -> tuple[list[tuple[Any, types.CodeType]], types.CodeType | None] | None:
+    """A block of one line that is one expression (`grep(...)`, `f(x)[0]`), compiled as that
+    expression without a syntax tree; None for anything else (which `Runner._compile`
+    parses). Only a line that may be one is tried (no statement word first, no assignment):
+    a failed attempt would cost a statement block a second parse."""
+    line = code.strip()
+    if not line or "\n" in line or ";" in line or _assigns(line):
+        return None
+    end = 0
+    while end < len(line) and (line[end].isalnum() or line[end] == "_"):
+        end += 1
+    if line[:end] in _STATEMENT_WORDS:
+        return None
+    try:
+        return [], compile(code, filename, "eval", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError:
+        return None
 
 
 class _Interrupts:
@@ -110,13 +153,13 @@ class Runner:
                 self.ns[name] = getattr(vis, name)
         self.ns["session"] = _state.session
         # The prelude's functions are the registry's first source (extensions, pages, skills
-        # and MCP tools are the others).
-        core = {}
-        for name in vis.__all__:
-            obj = self.ns.get(name)
-            if obj is not None and not isinstance(obj, type) and callable(obj):
-                core[name] = obj
+        # and MCP tools are the others); their modules are imported when first used.
+        core = _extensions.CoreFunctions(vis.FUNCTIONS, lambda name: getattr(vis, name), vis.loaded)
         _extensions.install(self.ns, core, vis.__all__)
+        # A function the deny list covers is never bound (`rebuild` took the bound ones out).
+        for name in vis.FUNCTIONS:
+            if name in self.lazy and _extensions.denied(name):
+                del self.lazy[name]
 
     def _bind_lazy(self, names: frozenset[str] | set[str]) -> None:
         """Imports and binds the lazy prelude names (`Path`) that code about to run names, or
@@ -170,35 +213,14 @@ class Runner:
 
     def _run(self, code: str, filename: str) -> tuple[str, dict[str, Any]]:
         self.registry.begin_block(code)
-        try:
-            tree = parse_module(code, filename)
-        except SyntaxError as e:
-            print(_format_syntax_error(e), end="")
-            return "error", self.registry.take_changes()
-        remember_source(filename, code)
-        last = tree.body[-1] if tree.body else None
-        if isinstance(last, _ast.Expr):
-            tree.body.pop()
+        compiled = _one_expression(code, filename)
+        if compiled is not None:
+            remember_source(filename, code)
         else:
-            last = None
-        flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        try:
-            # Every statement is compiled before any runs, so a block that cannot compile
-            # (e.g. 'return' outside a function) runs nothing. Only `from __future__` needs the
-            # whole block compiled: for where it may stand and the features it turns on.
-            if any(isinstance(n, _ast.ImportFrom) and n.module == "__future__" for n in tree.body):
-                whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
-                flags |= whole.co_flags & _future_flags()
-            statements = [
-                (node, compile(_ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
-                for node in tree.body
-            ]
-            tail = None
-            if last is not None:
-                tail = compile(_ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
-        except SyntaxError as e:
-            print(_format_syntax_error(e), end="")
-            return "error", self.registry.take_changes()
+            compiled = self._compile(code, filename)
+            if compiled is None:
+                return "error", self.registry.take_changes()
+        statements, tail = compiled
         if self.lazy:
             names: set[str] = set()
             for _, statement in statements:
@@ -240,6 +262,43 @@ class Runner:
             if isinstance(e, MemoryError):
                 print("[vis] the worker's memory limit was reached; free memory (del big objects) or work in chunks.")
         return status, self.registry.take_changes()
+
+    def _compile(self, code: str, filename: str) -> tuple[list[tuple[Any, types.CodeType]], types.CodeType | None] | None:
+        """Every top-level statement of `code` compiled on its own, and the last one apart when
+        it is an expression (its value is shown); None, with the error printed, when it does
+        not compile. Its source is kept for tracebacks once it parses. Every statement is compiled before any runs, so a block that cannot
+        compile (e.g. 'return' outside a function) runs nothing."""
+        import _ast
+
+        try:
+            tree = parse_module(code, filename)
+        except SyntaxError as e:
+            print(_format_syntax_error(e), end="")
+            return None
+        remember_source(filename, code)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, _ast.Expr):
+            tree.body.pop()
+        else:
+            last = None
+        flags = _TOP_LEVEL_AWAIT
+        try:
+            # Only `from __future__` needs the whole block compiled: for where it may stand
+            # and the features it turns on.
+            if any(isinstance(n, _ast.ImportFrom) and n.module == "__future__" for n in tree.body):
+                whole = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+                flags |= whole.co_flags & _future_flags()
+            statements = [
+                (node, compile(_ast.Module([node], []), filename, "exec", flags=flags, dont_inherit=True))
+                for node in tree.body
+            ]
+            tail = None
+            if last is not None:
+                tail = compile(_ast.Expression(last.value), filename, "eval", flags=flags, dont_inherit=True)
+        except SyntaxError as e:
+            print(_format_syntax_error(e), end="")
+            return None
+        return statements, tail
 
     def _eval(self, code: types.CodeType) -> Any:
         result = eval(code, self.ns)

@@ -22,22 +22,33 @@ kind binding its name (`compile_definition`).
 """
 from __future__ import annotations
 
-# `_ast`: the node types, without the module `ast` (which imports `enum` and `contextlib`:
-# milliseconds at every worker start). `ast` itself is imported by the few statements that
-# need `ast.literal_eval` (see `_literal`).
-import _ast as ast
 import builtins
 
 from vis import _native
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
+    # `_ast`: the node types, without the module `ast` (which imports `enum` and
+    # `contextlib`: milliseconds at every worker start). `ast` itself is imported by the few
+    # statements that need `ast.literal_eval` (see `_literal`).
+    import _ast as ast
     from types import CodeType
     from typing import Any, Iterator, Mapping
 else:
     CodeType = type(compile("", "", "exec"))
 
-_DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    class _LazyAst:
+        """`_ast`, imported at the first use of one of its names: making its node types costs
+        a worker's start a millisecond or more, and a start whose definitions come from the
+        cache and whose first block is one expression never parses anything."""
+
+        def __getattr__(self, name):
+            import _ast
+
+            globals()["ast"] = _ast  # from now on the module itself
+            return getattr(_ast, name)
+
+    ast = _LazyAst()
 
 #: Immutable values a literal constant may have (a mutable one would come back as it was
 #: first written, not as the blocks left it).
@@ -45,18 +56,19 @@ _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozense
 
 #: Longest constant statement kept (larger data belongs in a file).
 _MAX_CONSTANT_CHARS: int = _native.MAX_CONSTANT_CHARS
-#: Nodes an annotation of a kept constant may have: names, attributes, subscripts, literals,
-#: tuples and `|` (nothing that calls or computes).
-_PLAIN_ANNOTATION = (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Tuple, ast.BinOp, ast.BitOr, ast.Load)
 
 
-#: `ast.PyCF_ONLY_AST`, typed as a plain flag (`compile` is then typed to return anything).
-_ONLY_AST: int = ast.PyCF_ONLY_AST
+def _plain_annotation() -> tuple[type, ...]:
+    """Nodes an annotation of a kept constant may have: names, attributes, subscripts,
+    literals, tuples and `|` (nothing that calls or computes)."""
+    return (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.Tuple, ast.BinOp, ast.BitOr, ast.Load)
 
 
 def parse_module(source: str, filename: str) -> ast.Module:
     """`ast.parse(source, filename)`, without importing `ast`."""
-    tree: ast.Module = compile(source, filename, "exec", _ONLY_AST, dont_inherit=True)
+    # The flag typed as a plain int: `compile` is then typed to return anything.
+    only_ast: int = ast.PyCF_ONLY_AST
+    tree: ast.Module = compile(source, filename, "exec", only_ast, dont_inherit=True)
     return tree
 
 
@@ -260,8 +272,9 @@ def _size_problem(name: str, size: int, total: int) -> str | None:
     return None
 
 
-#: Nodes `ast.literal_eval` may accept besides a constant (every other node it refuses).
-_MAYBE_LITERAL = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)
+def _maybe_literal() -> tuple[type, ...]:
+    """Nodes `ast.literal_eval` may accept besides a constant (every other node it refuses)."""
+    return (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.Call)
 
 
 def _literal(node: ast.expr) -> bool:
@@ -269,7 +282,7 @@ def _literal(node: ast.expr) -> bool:
     and a node it refuses are answered without importing `ast`."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, _IMMUTABLE)
-    if not isinstance(node, _MAYBE_LITERAL):
+    if not isinstance(node, _maybe_literal()):
         return False
     import ast as full_ast
 
@@ -330,7 +343,7 @@ class DefRegistry:
     def record_statement(self, node: ast.stmt, ns: dict[str, Any], code: CodeType | None = None) -> None:
         """Records what a top-level statement that just ran (compiled as `code`) defined,
         imported or removed."""
-        if isinstance(node, _DEF_NODES):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             obj = ns.get(node.name)
             if obj is None:
                 return
@@ -378,8 +391,9 @@ class DefRegistry:
             return None
         if not isinstance(target, ast.Name):
             return None
+        plain = _plain_annotation()
         if isinstance(node, ast.AnnAssign) and not all(
-            isinstance(n, _PLAIN_ANNOTATION) and (not isinstance(n, ast.BinOp) or isinstance(n.op, ast.BitOr))
+            isinstance(n, plain) and (not isinstance(n, ast.BinOp) or isinstance(n.op, ast.BitOr))
             for n in _walk(node.annotation)
         ):
             return None

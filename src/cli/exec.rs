@@ -13,10 +13,10 @@ use super::term::{errln, escape_controls, print_styled};
 use super::CliError;
 use crate::protocol::{IterationStatus, Status, TurnKind, TurnStatus, Utilization};
 use crate::runtime::{
-    BlockLimits, BlockRunner, BlockSpec, Launched, NoConversation, RunError, RuntimeError,
+    BlockLimits, BlockRunner, BlockSpec, Launched, NoConversation, Ran, RunError, RuntimeError,
     Supervisor, WorkerOptions,
 };
-use crate::store::{now_millis, Store};
+use crate::store::{now_millis, Store, StoreError};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -120,9 +120,6 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         &roots,
         super::settings::checkpoint_settings(&config),
     );
-    // Reading the session's checkpoint log takes tens of milliseconds on a large workspace:
-    // it starts now, before the turn is numbered, and its scan once it is.
-    recorder.read_ahead();
     let mut supervisor = Supervisor::new(opts, defs);
     if let Some(launched) = launched {
         supervisor.adopt(launched);
@@ -135,7 +132,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         config: &config,
     };
 
-    let ran = events.block_on(async {
+    let (ran, mut runner) = events.block_on(async {
         // Ctrl-C interrupts the block (also while the worker is still starting: then the
         // block does not run), not the program.
         let stop = CancellationToken::new();
@@ -151,7 +148,13 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         // Once the turn is numbered, its scan for changes made outside Vis (or the session's
         // baseline) starts on a thread of its own, also while the worker starts; the block
         // waits for it.
-        let (started, prepared) = tokio::join!(supervisor.start(), async {
+        // `biased`: the start is polled first, and its first poll sends the worker its settings.
+        let (started, prepared) = tokio::join!(biased; supervisor.start(), async {
+            // Reading the session's checkpoint log takes tens of milliseconds on a large
+            // workspace: it starts before the turn is numbered, and its scan once it is; but
+            // after the worker's settings are out, so that on two cores its thread does not
+            // delay them.
+            recorder.read_ahead();
             let prepared = turn_plan.record(&mut store);
             if let Ok(p) = &prepared {
                 recorder.prepare_turn(p.turn);
@@ -227,14 +230,25 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
                 None,
             );
         }
-        runner.shutdown().await;
+        runner.settle_checkpoints();
         if let Some(recorder) = runner.take_checkpoints() {
             recorder.leave_at_exit();
         }
         listener.abort();
-        ran.map(|ran| (ran, ended))
+        Ok::<_, CliError>((ran.map(|ran| (ran, ended)), runner))
     })?;
-    let (ran, ended) = ran;
+    // The block is recorded: its output is shown while the kernel ends the killed worker,
+    // and only then is it reaped (and the MCP servers a block started stopped).
+    let outcome = report(ran);
+    events.block_on(runner.shutdown());
+    outcome
+}
+
+/// What `vis exec` prints and exits with, once its block is recorded.
+fn report(
+    ran: Result<(Result<Ran, RuntimeError>, Result<(), StoreError>), CliError>,
+) -> Result<i32, CliError> {
+    let (ran, ended) = ran?;
     let ran = match ran {
         Ok(ran) => ran,
         Err(e) => {

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from vis._extensions import loading as _loading
 from vis._extensions.discovery import discover
+from vis._extensions.loading import denied
 from vis._extensions.manifest import build, collect_core, manifest, name_of, take_manifest_update
 from vis._extensions.namespace import build_objects
-from vis._extensions.registry import Registrations, registry, short_error
+from vis._extensions.registry import CoreFunctions, Registrations, registry, short_error
 from vis._extensions.signatures import signature_text
 from vis._extensions.skills import collect_skills
 
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 __all__ = [
+    "CoreFunctions",
     "Registrations",
+    "denied",
     "registry",
     "install",
     "rebuild",
@@ -66,11 +69,11 @@ def rebuild() -> None:
             del ns[name]
 
 
-def install(ns: dict[str, Any], core: dict[str, Callable[..., Any]], names: list[str]) -> None:
+def install(ns: dict[str, Any], core: CoreFunctions, names: list[str]) -> None:
     """Start-up: core entries (the prelude's functions `core`, its public `names`), pages,
     skills, extensions; then the namespace objects in `ns`."""
     registry.ns = ns
-    registry.core_functions = dict(core)
+    registry.core_functions = core
     registry.prelude_names = list(names)
     collect_core()
     collect_skills()

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 def collect_core() -> None:
     """The prelude's own entries: its functions (pinned) and documentation pages."""
     functions = registry.core_functions
-    described = describe(functions)
+    # All of them are the embedded prelude's: its digest is in the cache key, their modules
+    # need not be imported to make it.
+    described = describe(functions, embedded=True)
     registry.core_entries = [
         {
             "name": name,
@@ -102,6 +104,6 @@ def name_of(obj: Any) -> str | None:
         if fn is obj:
             return name
     for name in registry.core_names:
-        if registry.core_functions.get(name) is obj:
+        if registry.core_functions.loaded(name) is obj:
             return name
     return None

@@ -6,9 +6,11 @@ registered, and `vis._mcp` the MCP servers' tools. So nothing here imports `vis`
 """
 from __future__ import annotations
 
+from _collections_abc import Mapping  # loaded at every start (`collections.abc` is not)
+
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator
 
 
 #: Longest error text kept per extension (the model sees it in session["extensions"]).
@@ -46,6 +48,42 @@ class Registrations:
         )
 
 
+class CoreFunctions(Mapping):  # type: ignore[type-arg]  # (`_collections_abc`: no generics at run time)
+    """The prelude's functions by name, each imported when first read through `get` (the
+    manifest takes their signatures and docstrings from the cache without them; see
+    `signatures.describe`). `peek(name)` is the function if its module is imported already,
+    else None."""
+
+    def __init__(
+        self,
+        names: list[str],
+        get: Callable[[str], Any] | None = None,
+        peek: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.names = list(names)
+        self._get = get
+        self._peek = peek
+
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        if name not in self.names or self._get is None:
+            raise KeyError(name)
+        fn: Callable[..., Any] = self._get(name)
+        return fn
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def loaded(self, name: str) -> Callable[..., Any] | None:
+        """Function `name` if its module is imported already, else None (nothing is imported)."""
+        if name not in self.names or self._peek is None:
+            return None
+        fn: Callable[..., Any] | None = self._peek(name)
+        return fn
+
+
 class Registry:
     """Everything the extension machinery of one worker knows."""
 
@@ -53,7 +91,7 @@ class Registry:
         self.core_entries: list[dict[str, Any]] = []
         self.core_names: list[str] = []
         #: The prelude's functions (its callable public names), by name.
-        self.core_functions: dict[str, Callable[..., Any]] = {}
+        self.core_functions: CoreFunctions = CoreFunctions([])
         #: Every public name of the prelude (`vis.__all__`): a block's namespace has them.
         self.prelude_names: list[str] = []
         self.page_entries: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ from vis._extensions.registry import registry
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Mapping
 
 FORMAT_VERSION = 1
 #: Files of the embedded prelude and bundled extensions: covered by the prelude digest.
@@ -84,10 +84,12 @@ def _source_files(fn: Any) -> list[str] | None:
     return files
 
 
-def _key(functions: dict[str, Callable[..., Any]]) -> str | None:
-    """What the signatures of `functions` depend on (see the module docs), or None."""
+def _key(functions: Mapping[str, Callable[..., Any]], embedded: bool = False) -> str | None:
+    """What the signatures of `functions` depend on (see the module docs), or None. With
+    `embedded`, all of them are known to be the embedded prelude's (covered by its digest):
+    they are not read (nor their modules imported) to find their files."""
     digests: dict[str, str] = {}
-    for fn in functions.values():
+    for fn in () if embedded else functions.values():
         files = _source_files(fn)
         if files is None:
             return None
@@ -120,12 +122,13 @@ def _read(path: str, key: str, names: list[str]) -> dict[str, tuple[str, str]] |
     return out
 
 
-def describe(functions: dict[str, Callable[..., Any]]) -> dict[str, tuple[str, str]]:
+def describe(functions: Mapping[str, Callable[..., Any]], embedded: bool = False) -> dict[str, tuple[str, str]]:
     """`name -> (signature, doc)` of each function: from the cache when it holds this exact
-    version of their code, else computed (and the entry queued for the host to write)."""
+    version of their code, else computed (and the entry queued for the host to write).
+    `embedded`: all of them are the embedded prelude's (see `_key`)."""
     if not functions:
         return {}
-    key = _key(functions) if _state.cache_dir else None
+    key = _key(functions, embedded) if _state.cache_dir else None
     path = None
     if key is not None:
         path = "signatures/%s.json" % _native.digest(key.encode("utf-8", "surrogateescape"))[:16]

@@ -105,7 +105,11 @@ fn embedded_bytecode<'py>(py: Python<'py>, path: &str) -> PyResult<Option<Bound<
 /// Python's version.
 ///
 /// The cyclic garbage collector is paused meanwhile: the prelude's start creates thousands of
-/// objects and no garbage worth a collection, and each collection walks them all again.
+/// objects and no garbage worth a collection, and each collection walks them all again. They
+/// are then frozen (`gc.freeze()`: the interpreter's and the prelude's modules, classes and
+/// functions live as long as the worker): the collector never walks them again, not even in
+/// the first collection after it is turned back on, which would otherwise find every one of
+/// them still in its youngest generation.
 pub(crate) fn start(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, String)> {
     let gc = py.import("gc")?;
     gc.call_method0("disable")?;
@@ -162,6 +166,7 @@ pub(crate) fn start(py: Python<'_>, args: &WorkerArgs) -> PyResult<(Py<PyAny>, S
         .getattr("extend_path")?
         .call1((&workspace, args.trusted))?;
     let runner = runner_cls.call0()?;
+    gc.call_method0("freeze")?;
     gc.call_method0("enable")?;
     let version: String = sys.getattr("version")?.extract()?;
     Ok((runner.unbind(), version))

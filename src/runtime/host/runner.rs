@@ -433,8 +433,9 @@ impl BlockRunner {
         }
     }
 
-    /// Waits for the scan of the last block (it runs while the model answers).
-    fn settle_checkpoints(&mut self) {
+    /// Waits for the scan of the last block (it runs while the model answers); a failure is
+    /// kept as a worker event.
+    pub fn settle_checkpoints(&mut self) {
         if let Some(recorder) = &mut self.checkpoints {
             if let Err(e) = recorder.settle() {
                 let _ =
