@@ -244,10 +244,12 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     outcome
 }
 
+/// A block as `vis exec` ran it: what the worker did and whether closing its turn was
+/// recorded (`Err`: the store failed before the block could run).
+type Outcome = Result<(Result<Ran, RuntimeError>, Result<(), StoreError>), CliError>;
+
 /// What `vis exec` prints and exits with, once its block is recorded.
-fn report(
-    ran: Result<(Result<Ran, RuntimeError>, Result<(), StoreError>), CliError>,
-) -> Result<i32, CliError> {
+fn report(ran: Outcome) -> Result<i32, CliError> {
     let (ran, ended) = ran?;
     let ran = match ran {
         Ok(ran) => ran,
