@@ -162,13 +162,15 @@ class Runner:
                 del self.lazy[name]
 
     def _bind_lazy(self, names: frozenset[str] | set[str]) -> None:
-        """Imports and binds the lazy prelude names (`Path`) that code about to run names, or
-        all of them when it can reach the namespace without naming them (`globals()`,
-        `eval`...). Each is bound once: a block may rebind or delete it afterwards."""
+        """Imports and binds the lazy prelude names (`cat`, `Path`, ...) that code about to
+        run names, or all of them when it can reach the namespace without naming them
+        (`globals()`, `eval`...). Each is bound once: a block may rebind or delete it
+        afterwards."""
         wanted = list(self.lazy) if not names.isdisjoint(_DYNAMIC_NAMES) else [n for n in self.lazy if n in names]
         for name in wanted:
             module, attribute = self.lazy.pop(name)
-            self.ns[name] = getattr(__import__(module), attribute)
+            __import__(module)
+            self.ns[name] = getattr(sys.modules[module], attribute)
 
     # -- blocks -------------------------------------------------------------------------
 
@@ -266,8 +268,9 @@ class Runner:
     def _compile(self, code: str, filename: str) -> tuple[list[tuple[Any, types.CodeType]], types.CodeType | None] | None:
         """Every top-level statement of `code` compiled on its own, and the last one apart when
         it is an expression (its value is shown); None, with the error printed, when it does
-        not compile. Its source is kept for tracebacks once it parses. Every statement is compiled before any runs, so a block that cannot
-        compile (e.g. 'return' outside a function) runs nothing."""
+        not compile. Every statement is compiled before any runs, so a block that cannot
+        compile (e.g. 'return' outside a function) runs nothing. Its source is kept for
+        tracebacks once it parses."""
         import _ast
 
         try:
