@@ -77,76 +77,89 @@ vistest!(a_restored_definition_that_names_path_finds_it, |env| {
 /// The prelude modules whose names are bound on first use (`vis.LAZY`).
 const LAZY_MODULES: &str = "['vis.text', 'vis.shell', 'vis.jobs', 'vis.spawn', 'vis.images', 'vis.folding', 'vis.promote', 'vis.discovery']";
 
-vistest!(the_prelude_modules_load_when_a_block_first_names_them, |env| {
-    let mut first = env.runtime();
-    assert_eq!(run(&env, &mut first, "1").output, "1\n");
-    drop(first);
-    // A start with the caches filled: none of them loaded, and the manifest has the prelude's
-    // functions with their signatures and docs all the same (from the cache).
-    let mut rt = env.runtime();
-    let out = run(
-        &env,
-        &mut rt,
-        &format!("import sys\nsorted(m for m in {LAZY_MODULES} if m in sys.modules)"),
-    );
-    assert_eq!(out.output, "[]\n");
-    let cat = rt
-        .manifest_entries()
-        .iter()
-        .find(|e| e.name == "cat")
-        .expect("cat in the manifest")
-        .clone();
-    assert!(cat.signature.starts_with('('), "{cat:?}");
-    assert!(!cat.doc.is_empty(), "{cat:?}");
-    // Named by a block: there, and the same object as the package's.
-    let out = run(
+vistest!(
+    the_prelude_modules_load_when_a_block_first_names_them,
+    |env| {
+        let mut first = env.runtime();
+        assert_eq!(run(&env, &mut first, "1").output, "1\n");
+        drop(first);
+        // A start with the caches filled: none of them loaded, and the manifest has the prelude's
+        // functions with their signatures and docs all the same (from the cache).
+        let mut rt = env.runtime();
+        let out = run(
+            &env,
+            &mut rt,
+            &format!("import sys\nsorted(m for m in {LAZY_MODULES} if m in sys.modules)"),
+        );
+        assert_eq!(out.output, "[]\n");
+        let cat = rt
+            .manifest_entries()
+            .iter()
+            .find(|e| e.name == "cat")
+            .expect("cat in the manifest")
+            .clone();
+        assert!(cat.signature.starts_with('('), "{cat:?}");
+        assert!(!cat.doc.is_empty(), "{cat:?}");
+        // Named by a block: there, and the same object as the package's.
+        let out = run(
         &env,
         &mut rt,
         "import vis\nprint(callable(grep), vis.grep is grep, type(jobs).__name__, vis.jobs is jobs, PatchError.__name__)",
     );
-    assert_eq!(out.output, "True True function True PatchError\n");
-    // Each public function is `vis.FUNCTIONS`, in order (the registry's core entries).
-    let out = run(
+        assert_eq!(out.output, "True True function True PatchError\n");
+        // Each public function is `vis.FUNCTIONS`, in order (the registry's core entries).
+        let out = run(
         &env,
         &mut rt,
         "import vis\n[n for n in vis.__all__ if n != 'Path' and callable(getattr(vis, n)) and not isinstance(getattr(vis, n), type)] == vis.FUNCTIONS",
     );
-    assert_eq!(out.output, "True\n");
-    // A submodule imported by name does not hide the function of the same name.
-    let mut rt = env.runtime();
-    let out = run(
+        assert_eq!(out.output, "True\n");
+        // A submodule imported by name does not hide the function of the same name.
+        let mut rt = env.runtime();
+        let out = run(
         &env,
         &mut rt,
         "import vis.spawn, vis.promote\nfrom vis import spawn as s\nprint(type(s).__name__, type(vis.promote).__name__, doc('jobs').__class__.__name__)",
     );
-    assert_eq!(out.status, Status::Ok, "{}", out.output);
-    assert!(out.output.starts_with("function function "), "{}", out.output);
-    // Reached without naming them: through the namespace, or `from vis import *`.
-    let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "globals()['cat'].__module__");
-    assert_eq!(out.output, "'vis.text'\n");
-    let mut rt = env.runtime();
-    let out = run(&env, &mut rt, "from vis import *\nspawn.__module__, show.__module__");
-    assert_eq!(out.output, "('vis.spawn', 'vis.images')\n");
-});
+        assert_eq!(out.status, Status::Ok, "{}", out.output);
+        assert!(
+            out.output.starts_with("function function "),
+            "{}",
+            out.output
+        );
+        // Reached without naming them: through the namespace, or `from vis import *`.
+        let mut rt = env.runtime();
+        let out = run(&env, &mut rt, "globals()['cat'].__module__");
+        assert_eq!(out.output, "'vis.text'\n");
+        let mut rt = env.runtime();
+        let out = run(
+            &env,
+            &mut rt,
+            "from vis import *\nspawn.__module__, show.__module__",
+        );
+        assert_eq!(out.output, "('vis.spawn', 'vis.images')\n");
+    }
+);
 
-vistest!(a_block_of_one_expression_is_compiled_without_a_syntax_tree, |env| {
-    let mut first = env.runtime();
-    assert_eq!(run(&env, &mut first, "1").output, "1\n");
-    drop(first);
-    // A start from the caches and a one-line expression: the node types (`_ast`) are never
-    // made, unless the interpreter's own start made them.
-    let mut rt = env.runtime();
-    let out = run(
+vistest!(
+    a_block_of_one_expression_is_compiled_without_a_syntax_tree,
+    |env| {
+        let mut first = env.runtime();
+        assert_eq!(run(&env, &mut first, "1").output, "1\n");
+        drop(first);
+        // A start from the caches and a one-line expression: the node types (`_ast`) are never
+        // made, unless the interpreter's own start made them.
+        let mut rt = env.runtime();
+        let out = run(
         &env,
         &mut rt,
         "'_ast' in __import__('sys').modules and '_ast' not in __import__('_vis_embedded').MODULES_BEFORE_PRELUDE",
     );
-    assert_eq!(out.output, "False\n");
-    // What the fast path takes and what it leaves to the parser behave as before: a value
-    // shown, `None` not, a statement, a top-level await, a syntax error, and a block that
-    // then needs the tree.
-    for (code, expected) in [
+        assert_eq!(out.output, "False\n");
+        // What the fast path takes and what it leaves to the parser behave as before: a value
+        // shown, `None` not, a statement, a top-level await, a syntax error, and a block that
+        // then needs the tree.
+        for (code, expected) in [
         ("max(3, 4)", "4\n"),
         ("print('shown')", "shown\n"),
         ("y = 6  # a statement", ""),
@@ -167,19 +180,23 @@ vistest!(a_block_of_one_expression_is_compiled_without_a_syntax_tree, |env| {
         assert_eq!(out.status, Status::Ok, "{code}: {}", out.output);
         assert_eq!(out.output, expected, "{code}");
     }
-    let out = run(&env, &mut rt, "1 +");
-    assert_eq!(out.status, Status::Error, "{}", out.output);
-    assert!(out.output.contains("SyntaxError"), "{}", out.output);
-});
+        let out = run(&env, &mut rt, "1 +");
+        assert_eq!(out.status, Status::Error, "{}", out.output);
+        assert!(out.output.contains("SyntaxError"), "{}", out.output);
+    }
+);
 
-vistest!(a_restored_definition_that_names_a_prelude_function_finds_it, |env| {
-    let first = env.exec("s", "def count(path):\n    return len(grep('x', path))\n");
-    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
-    std::fs::write(env.workspace().join("a.txt"), "x\ny\nx\n").unwrap();
-    let again = env.exec("s", "count('a.txt')");
-    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
-    assert!(again.stdout.ends_with("2\n"), "{}", again.stdout);
-});
+vistest!(
+    a_restored_definition_that_names_a_prelude_function_finds_it,
+    |env| {
+        let first = env.exec("s", "def count(path):\n    return len(grep('x', path))\n");
+        assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+        std::fs::write(env.workspace().join("a.txt"), "x\ny\nx\n").unwrap();
+        let again = env.exec("s", "count('a.txt')");
+        assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+        assert!(again.stdout.ends_with("2\n"), "{}", again.stdout);
+    }
+);
 
 vistest!(a_denied_prelude_function_is_never_bound, |env| {
     std::fs::create_dir_all(env.config_dir()).unwrap();
@@ -191,12 +208,17 @@ vistest!(a_denied_prelude_function_is_never_bound, |env| {
     let named = env.exec("s", "cat('x')");
     assert_eq!(named.code, 1, "{}{}", named.stdout, named.stderr);
     assert!(
-        named.stdout.contains("NameError: name 'cat' is not defined"),
+        named
+            .stdout
+            .contains("NameError: name 'cat' is not defined"),
         "{}",
         named.stdout
     );
     // Not through the namespace either (which binds every other lazy name).
-    let all = env.exec("s", "print('sh' in globals(), 'cat' in dir(), 'grep' in globals())");
+    let all = env.exec(
+        "s",
+        "print('sh' in globals(), 'cat' in dir(), 'grep' in globals())",
+    );
     assert_eq!(all.stdout, "False False True\n", "{}", all.stderr);
 });
 
