@@ -166,11 +166,13 @@ class Runner:
         run names, or all of them when it can reach the namespace without naming them
         (`globals()`, `eval`...). Each is bound once: a block may rebind or delete it
         afterwards."""
+        import vis
+
         wanted = list(self.lazy) if not names.isdisjoint(_DYNAMIC_NAMES) else [n for n in self.lazy if n in names]
         for name in wanted:
-            module, attribute = self.lazy.pop(name)
-            __import__(module)
-            self.ns[name] = getattr(sys.modules[module], attribute)
+            del self.lazy[name]
+            # The package imports it (`vis.__getattr__`): one object per name, in both places.
+            self.ns[name] = getattr(vis, name)
 
     # -- blocks -------------------------------------------------------------------------
 

@@ -3,8 +3,17 @@
 
 use vis::protocol::Status;
 
-use crate::support::run;
+use crate::support::{run, TestEnv};
 use crate::vistest;
+
+/// A runtime whose worker starts from Vis's caches: a first worker fills them (the signatures
+/// of the prelude's functions, computed with `inspect`), and starts find them from then on.
+fn started_from_caches(env: &TestEnv) -> vis::runtime::Runtime {
+    let mut first = env.runtime();
+    assert_eq!(run(env, &mut first, "1").output, "1\n");
+    drop(first);
+    env.runtime()
+}
 
 /// Modules the prelude's start must not import (each, with what it pulls in, costs a bare
 /// interpreter's start a millisecond or more; the last three a few tenths: `__future__` is
@@ -13,12 +22,8 @@ use crate::vistest;
 const HEAVY: &str = "['typing', 're', 'pathlib', 'ast', 'enum', 'ipaddress', 'urllib.parse', 'contextlib', 'inspect', 'importlib.util', 'importlib.metadata', 'zlib', 'json', 'tempfile', '__future__', 'binascii', 'vis._outside']";
 
 vistest!(the_prelude_start_imports_no_heavy_module, |env| {
-    // A first worker fills Vis's caches (the signatures of the prelude's functions, computed
-    // with `inspect`); a start finds them there from then on, and that start is checked.
-    let mut first = env.runtime();
-    assert_eq!(run(&env, &mut first, "1").output, "1\n");
-    drop(first);
-    let mut rt = env.runtime();
+    // The start that is checked finds the caches filled.
+    let mut rt = started_from_caches(&env);
     // Measured against what the interpreter had loaded before the prelude (`site` and the
     // `.pth` files of this machine's site-packages may import any of them on their own).
     let code = format!(
@@ -77,21 +82,28 @@ vistest!(a_restored_definition_that_names_path_finds_it, |env| {
 /// The prelude modules whose names are bound on first use (`vis.LAZY`).
 const LAZY_MODULES: &str = "['vis.text', 'vis.shell', 'vis.jobs', 'vis.spawn', 'vis.images', 'vis.folding', 'vis.promote', 'vis.discovery']";
 
+/// Names several lazy names, and compares each with the package's own.
+const NAMES_THEM: &str =
+    "import vis\nprint(callable(grep), vis.grep is grep, type(jobs).__name__, \
+    vis.jobs is jobs, PatchError.__name__)";
+/// True when `vis.FUNCTIONS` is every public function, in `__all__` order.
+const FUNCTIONS_ARE_THE_OBJECTS: &str = "import vis\n[n for n in vis.__all__ if n != 'Path' \
+    and callable(getattr(vis, n)) and not isinstance(getattr(vis, n), type)] == vis.FUNCTIONS";
+/// Imports submodules named like their functions, then reads the functions.
+const SUBMODULES_FIRST: &str = "import vis.spawn, vis.promote\nfrom vis import spawn as s\n\
+    print(type(s).__name__, type(vis.promote).__name__, doc('jobs').__class__.__name__)";
+/// True when the start (not the interpreter's own) made the syntax tree's node types.
+const MADE_AST: &str = "'_ast' in __import__('sys').modules and \
+    '_ast' not in __import__('_vis_embedded').MODULES_BEFORE_PRELUDE";
+
 vistest!(
     the_prelude_modules_load_when_a_block_first_names_them,
     |env| {
-        let mut first = env.runtime();
-        assert_eq!(run(&env, &mut first, "1").output, "1\n");
-        drop(first);
         // A start with the caches filled: none of them loaded, and the manifest has the prelude's
         // functions with their signatures and docs all the same (from the cache).
-        let mut rt = env.runtime();
-        let out = run(
-            &env,
-            &mut rt,
-            &format!("import sys\nsorted(m for m in {LAZY_MODULES} if m in sys.modules)"),
-        );
-        assert_eq!(out.output, "[]\n");
+        let mut rt = started_from_caches(&env);
+        let code = format!("import sys\nsorted(m for m in {LAZY_MODULES} if m in sys.modules)");
+        assert_eq!(run(&env, &mut rt, &code).output, "[]\n");
         let cat = rt
             .manifest_entries()
             .iter()
@@ -101,26 +113,14 @@ vistest!(
         assert!(cat.signature.starts_with('('), "{cat:?}");
         assert!(!cat.doc.is_empty(), "{cat:?}");
         // Named by a block: there, and the same object as the package's.
-        let out = run(
-        &env,
-        &mut rt,
-        "import vis\nprint(callable(grep), vis.grep is grep, type(jobs).__name__, vis.jobs is jobs, PatchError.__name__)",
-    );
+        let out = run(&env, &mut rt, NAMES_THEM);
         assert_eq!(out.output, "True True function True PatchError\n");
         // Each public function is `vis.FUNCTIONS`, in order (the registry's core entries).
-        let out = run(
-        &env,
-        &mut rt,
-        "import vis\n[n for n in vis.__all__ if n != 'Path' and callable(getattr(vis, n)) and not isinstance(getattr(vis, n), type)] == vis.FUNCTIONS",
-    );
+        let out = run(&env, &mut rt, FUNCTIONS_ARE_THE_OBJECTS);
         assert_eq!(out.output, "True\n");
         // A submodule imported by name does not hide the function of the same name.
         let mut rt = env.runtime();
-        let out = run(
-        &env,
-        &mut rt,
-        "import vis.spawn, vis.promote\nfrom vis import spawn as s\nprint(type(s).__name__, type(vis.promote).__name__, doc('jobs').__class__.__name__)",
-    );
+        let out = run(&env, &mut rt, SUBMODULES_FIRST);
         assert_eq!(out.status, Status::Ok, "{}", out.output);
         assert!(
             out.output.starts_with("function function "),
@@ -132,11 +132,8 @@ vistest!(
         let out = run(&env, &mut rt, "globals()['cat'].__module__");
         assert_eq!(out.output, "'vis.text'\n");
         let mut rt = env.runtime();
-        let out = run(
-            &env,
-            &mut rt,
-            "from vis import *\nspawn.__module__, show.__module__",
-        );
+        let code = "from vis import *\nspawn.__module__, show.__module__";
+        let out = run(&env, &mut rt, code);
         assert_eq!(out.output, "('vis.spawn', 'vis.images')\n");
     }
 );
@@ -144,42 +141,36 @@ vistest!(
 vistest!(
     a_block_of_one_expression_is_compiled_without_a_syntax_tree,
     |env| {
-        let mut first = env.runtime();
-        assert_eq!(run(&env, &mut first, "1").output, "1\n");
-        drop(first);
         // A start from the caches and a one-line expression: the node types (`_ast`) are never
         // made, unless the interpreter's own start made them.
-        let mut rt = env.runtime();
-        let out = run(
-        &env,
-        &mut rt,
-        "'_ast' in __import__('sys').modules and '_ast' not in __import__('_vis_embedded').MODULES_BEFORE_PRELUDE",
-    );
-        assert_eq!(out.output, "False\n");
+        let mut rt = started_from_caches(&env);
+        assert_eq!(run(&env, &mut rt, MADE_AST).output, "False\n");
         // What the fast path takes and what it leaves to the parser behave as before: a value
         // shown, `None` not, a statement, a top-level await, a syntax error, and a block that
         // then needs the tree.
+        let await_check = "import ast, vis._runner as r\n\
+        r._TOP_LEVEL_AWAIT == ast.PyCF_ALLOW_TOP_LEVEL_AWAIT";
         for (code, expected) in [
-        ("max(3, 4)", "4\n"),
-        ("print('shown')", "shown\n"),
-        ("y = 6  # a statement", ""),
-        ("y * 7", "42\n"),
-        ("y == 6", "True\n"),
-        ("f'{y=}'", "'y=6'\n"),
-        ("(lambda v=2: v * y)()", "12\n"),
-        ("y += 1", ""),
-        ("y", "7\n"),
-        ("await __import__('asyncio').sleep(0, 'awaited')", "'awaited'\n"),
-        ("x = 1; x + 1", "2\n"),
-        (
-            "import ast, vis._runner as r\nr._TOP_LEVEL_AWAIT == ast.PyCF_ALLOW_TOP_LEVEL_AWAIT",
-            "True\n",
-        ),
-    ] {
-        let out = run(&env, &mut rt, code);
-        assert_eq!(out.status, Status::Ok, "{code}: {}", out.output);
-        assert_eq!(out.output, expected, "{code}");
-    }
+            ("max(3, 4)", "4\n"),
+            ("print('shown')", "shown\n"),
+            ("y = 6  # a statement", ""),
+            ("y * 7", "42\n"),
+            ("y == 6", "True\n"),
+            ("f'{y=}'", "'y=6'\n"),
+            ("(lambda v=2: v * y)()", "12\n"),
+            ("y += 1", ""),
+            ("y", "7\n"),
+            (
+                "await __import__('asyncio').sleep(0, 'awaited')",
+                "'awaited'\n",
+            ),
+            ("x = 1; x + 1", "2\n"),
+            (await_check, "True\n"),
+        ] {
+            let out = run(&env, &mut rt, code);
+            assert_eq!(out.status, Status::Ok, "{code}: {}", out.output);
+            assert_eq!(out.output, expected, "{code}");
+        }
         let out = run(&env, &mut rt, "1 +");
         assert_eq!(out.status, Status::Error, "{}", out.output);
         assert!(out.output.contains("SyntaxError"), "{}", out.output);
