@@ -76,6 +76,13 @@ fn main() {
             .filter(|(rel, _)| rel.ends_with(".py"))
             .map(|(rel, path)| (format!("_vis_bundled/{rel}"), path.clone())),
     );
+    // The bundled package's own `__init__.py` is empty and has no file: compiled all the same,
+    // since a worker compiling it would make every `ast` node type (the builtin `compile`'s
+    // first call does), a millisecond of each start.
+    let empty_init = out_dir.join("_vis_bundled_init.py");
+    if std::fs::write(&empty_init, "").is_ok() {
+        units.push(("_vis_bundled/__init__.py".to_string(), empty_init));
+    }
     // The worker's bootstrap too (not a module: the worker runs it, see `BOOTSTRAP_BYTECODE`).
     units.push((BOOTSTRAP_UNIT.to_string(), python.join("_bootstrap.py")));
     src.push_str(&bytecode_table(&units, &out_dir));

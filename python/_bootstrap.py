@@ -141,6 +141,12 @@ def extend_path(workspace, trusted):
         sys.path.append(workspace)
 
 
+def syntax_tree_made():
+    """True once this interpreter has made the `ast` node types: importing `_ast` does, and so
+    does the builtin `compile`'s first call (it checks whether its argument is a tree)."""
+    return any(c.__name__ == "AST" and c.__module__ == "ast" for c in object.__subclasses__())
+
+
 def _embed():
     """The embedded files, importable (`EmbeddedPrelude`): the prelude is the package `vis`,
     the bundled extensions the package `_vis_bundled`; all of them (prelude pages included)
@@ -154,6 +160,10 @@ def _embed():
     #: The modules loaded before the prelude (the interpreter's start, `site` and its `.pth`
     #: files): what the prelude's own start imports is the rest (a test keeps it small).
     embedded.MODULES_BEFORE_PRELUDE = frozenset(sys.modules)
+    embedded.syntax_tree_made = syntax_tree_made
+    #: Whether the interpreter's start made the `ast` node types (a test keeps the prelude's
+    #: start, and a first block of one expression, from making them: a millisecond).
+    embedded.SYNTAX_TREE_BEFORE_PRELUDE = syntax_tree_made()
     sys.modules["_vis_embedded"] = embedded
     return files
 

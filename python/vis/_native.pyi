@@ -7,6 +7,7 @@ worker, `vis._outside` takes its place (same names; worker-only calls raise
 
 from collections.abc import Iterator
 from os import PathLike
+from types import CodeType
 
 from typing import Any
 
@@ -16,6 +17,10 @@ VERSION: str
 
 def cap_text(raw: bytes, limit: int, artifact: str | None = None) -> tuple[str, int, int]:
     """Cap `raw` like block output: returns (text, total_chars, cut_chars)."""
+
+def compile_expression(source: str, filename: str, flags: int) -> CodeType:
+    """`compile(source, filename, "eval", flags, dont_inherit=True)` without the builtin's
+    first-call cost (it makes every `ast` node type)."""
 
 def interrupt_pending() -> bool:
     """True when the host asked to interrupt the block now running."""

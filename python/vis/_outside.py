@@ -10,6 +10,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
 if TYPE_CHECKING:
+    from types import CodeType
     from typing import Any, NoReturn
 
 #: The distribution that installs this package (`pip install .`).
@@ -157,6 +158,12 @@ def digest(data: bytes) -> str:
     import hashlib
 
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def compile_expression(source: str, filename: str, flags: int) -> CodeType:
+    """The builtin `compile` of one expression (a worker's own is faster at its first call)."""
+    code: CodeType = compile(source, filename, "eval", flags=flags, dont_inherit=True)
+    return code
 
 
 def interrupt_pending() -> bool:

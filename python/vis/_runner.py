@@ -109,7 +109,7 @@ def _one_expression(code: str, filename: str) -> tuple[list[tuple[Any, types.Cod
     if line[:end] in _STATEMENT_WORDS:
         return None
     try:
-        return [], compile(code, filename, "eval", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)
+        return [], _native.compile_expression(code, filename, _TOP_LEVEL_AWAIT)
     except SyntaxError:
         return None
 

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import Any, Iterator, Mapping
 else:
-    CodeType = type(compile("", "", "exec"))
+    # Not `type(compile(...))`: the first `compile()` makes every `ast` node type (about a
+    # millisecond of each worker start).
+    CodeType = type((lambda: None).__code__)
 
     class _LazyAst:
         """`_ast`, imported at the first use of one of its names: making its node types costs

@@ -92,9 +92,11 @@ const FUNCTIONS_ARE_THE_OBJECTS: &str = "import vis\n[n for n in vis.__all__ if 
 /// Imports submodules named like their functions, then reads the functions.
 const SUBMODULES_FIRST: &str = "import vis.spawn, vis.promote\nfrom vis import spawn as s\n\
     print(type(s).__name__, type(vis.promote).__name__, doc('jobs').__class__.__name__)";
-/// True when the start (not the interpreter's own) made the syntax tree's node types.
-const MADE_AST: &str = "'_ast' in __import__('sys').modules and \
-    '_ast' not in __import__('_vis_embedded').MODULES_BEFORE_PRELUDE";
+/// True when the start (not the interpreter's own) made the syntax tree's node types: by
+/// importing `_ast`, or by a first call of the builtin `compile` (the bundled package's empty
+/// `__init__.py` compiled at start did, until it came with the build's bytecode).
+const MADE_AST: &str = "(lambda e: e.syntax_tree_made() and not e.SYNTAX_TREE_BEFORE_PRELUDE)\
+    (__import__('_vis_embedded'))";
 
 vistest!(
     the_prelude_modules_load_when_a_block_first_names_them,
@@ -142,9 +144,12 @@ vistest!(
     a_block_of_one_expression_is_compiled_without_a_syntax_tree,
     |env| {
         // A start from the caches and a one-line expression: the node types (`_ast`) are never
-        // made, unless the interpreter's own start made them.
+        // made, unless the interpreter's own start made them; the probe itself sees them once
+        // they are.
         let mut rt = started_from_caches(&env);
         assert_eq!(run(&env, &mut rt, MADE_AST).output, "False\n");
+        let made = "compile('1', '', 'eval') and __import__('_vis_embedded').syntax_tree_made()";
+        assert_eq!(run(&env, &mut rt, made).output, "True\n");
         // What the fast path takes and what it leaves to the parser behave as before: a value
         // shown, `None` not, a statement, a top-level await, a syntax error, and a block that
         // then needs the tree.
@@ -437,3 +442,35 @@ vistest!(
         assert!(stdout.ends_with("yes None\n"), "{stdout}");
     }
 );
+
+/// Each bad input of `vis._native.compile_expression`, with the error it raises, and its code
+/// against the builtin `compile`'s for the same expression.
+const COMPILE_EXPRESSION_CASES: &str = r#"from vis import _native
+def error(*args):
+    try:
+        _native.compile_expression(*args)
+    except BaseException as e:
+        return '%s: %s' % (type(e).__name__, e)
+print(error('1 +', '<t>', 0).split(' (')[0])
+print(error('x = 1', '<t>', 0).split(' (')[0])
+print(error('1\0', '<t>', 0))
+print(error('1', '<t>', 0x4))
+print(error('1', b'<t>', 0))
+mine = _native.compile_expression('await f(x)', '<t>', 0x2000)
+theirs = compile('await f(x)', '<t>', 'eval', flags=0x2000, dont_inherit=True)
+print(mine.co_code == theirs.co_code, mine.co_flags == theirs.co_flags, mine.co_filename)"#;
+
+vistest!(compile_expression_refuses_what_the_builtin_refuses, |env| {
+    let mut rt = env.runtime();
+    let out = run(&env, &mut rt, COMPILE_EXPRESSION_CASES);
+    assert_eq!(out.status, Status::Ok, "{}", out.output);
+    assert_eq!(
+        out.output,
+        "SyntaxError: invalid syntax\n\
+         SyntaxError: invalid syntax\n\
+         ValueError: source code string cannot contain null bytes\n\
+         ValueError: compile_expression(): unrecognised flags 0x4\n\
+         TypeError: 'bytes' object is not an instance of 'str'\n\
+         True True <t>\n"
+    );
+});
