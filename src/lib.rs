@@ -21,6 +21,7 @@ pub mod images;
 pub mod mcp;
 pub mod protocol;
 pub mod providers;
+pub mod release;
 pub mod runtime;
 pub mod sandbox;
 pub mod serve;

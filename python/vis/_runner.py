@@ -19,7 +19,7 @@ import _signal  # type: ignore[import-not-found]  # (no stubs; the same calls as
 import sys
 from time import monotonic as _monotonic
 
-from vis import _codecache, _extensions, _mcp, _native, _state
+from vis import _codecache, _extensions, _native, _state
 from vis.defs import DefRegistry, code_names, compile_definition, describe, parse_module, set_current_registry
 
 TYPE_CHECKING = False  # no `typing` import at start-up; type checkers take this as True
@@ -168,7 +168,9 @@ class Runner:
         afterwards."""
         import vis
 
-        wanted = list(self.lazy) if not names.isdisjoint(_DYNAMIC_NAMES) else [n for n in self.lazy if n in names]
+        # The code's few names are looked up in the table, not the table's forty in them: a
+        # restore calls this once per definition.
+        wanted = list(self.lazy) if not names.isdisjoint(_DYNAMIC_NAMES) else [n for n in names if n in self.lazy]
         for name in wanted:
             del self.lazy[name]
             # The package imports it (`vis.__getattr__`): one object per name, in both places.
@@ -196,7 +198,13 @@ class Runner:
                 print("[vis] cannot enter the workspace %s: %s" % (roots[0], e))
         try:
             _extensions.before_block(_state.session)
-            _mcp.before_block(_state.session)
+            if "vis._mcp" in sys.modules:
+                # Imported by the first MCP install (`McpTools`): before that there is
+                # nothing it could report, and its import is a tenth of a millisecond of
+                # every start.
+                from vis import _mcp
+
+                _mcp.before_block(_state.session)
             status, changes = self._run(block["code"], block["filename"])
         finally:
             self.stream.flush()

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use super::release::release;
 use super::scan::{scan, Scan, ScanRules};
+use crate::release::release;
 
 /// The default of `[checkpoints] max_watched_dirs`: more directories than this are not
 /// watched, since inotify watches are a per-user resource that editors and build tools need

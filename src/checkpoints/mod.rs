@@ -35,7 +35,6 @@ mod feed;
 mod fork;
 mod log;
 mod record;
-mod release;
 mod restore;
 mod rules;
 mod scan;
@@ -47,7 +46,6 @@ pub use diff::{render_diff, DiffOptions};
 pub use fork::{fork_history, ForkedHistory};
 pub use log::{Change, FileState, Origin};
 pub use record::Recorder;
-pub use release::close_in_a_child_process;
 pub use restore::{
     copy_workspace, plan_rewind, restore_into, rewind_files, Conflict, RestoreReport, RewindPlan,
     RewindReport,

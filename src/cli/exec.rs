@@ -111,7 +111,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
     opts.add_session(crate::config::store_files(db), &artifact_dir, &roots);
     // This process ends after its block: the change feed's teardown (milliseconds of kernel
     // time) is left to a child that outlives it, not to this process's exit.
-    crate::checkpoints::close_in_a_child_process();
+    crate::release::close_in_a_child_process();
     // Made before the worker starts: the checkpoints directory then exists, so the sandbox
     // hides it.
     let mut recorder = crate::checkpoints::Recorder::new(

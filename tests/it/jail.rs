@@ -958,6 +958,57 @@ print('hits', hits)
     );
 });
 
+// The host's temp directory for its worker.
+
+vistest!(a_worker_with_its_own_tmp_leaves_none_in_the_hosts, |env| {
+    // A worker whose view gives it a private `/tmp` never uses the directory the host made
+    // for it (it cannot even see it): the host removes it once the worker says so, before
+    // the block runs. A worker without a view keeps it as its TMPDIR for as long as it runs.
+    let host_tmp = env.path().join("host-tmp");
+    std::fs::create_dir_all(&host_tmp).unwrap();
+    for sandbox in ["workspace-write", "off"] {
+        let started = env.workspace().join(format!("started-{sandbox}"));
+        let go = env.workspace().join(format!("go-{sandbox}"));
+        let code = format!(
+            "import os, time\nopen('{}', 'w').write(os.environ['TMPDIR'])\nwhile not os.path.exists('{}'):\n    time.sleep(0.01)",
+            started.display(),
+            go.display()
+        );
+        let mut host = env
+            .command(&[
+                "exec",
+                "--session",
+                sandbox,
+                "--sandbox",
+                sandbox,
+                "--workspace",
+                env.workspace().to_str().unwrap(),
+                &code,
+            ])
+            .env("TMPDIR", &host_tmp)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(30), || started.exists()));
+        let worker_tmp = std::fs::read_to_string(&started).unwrap();
+        let listed: Vec<PathBuf> = std::fs::read_dir(&host_tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        if worker_tmp == "/tmp" {
+            assert!(listed.is_empty(), "{sandbox}: {listed:?}");
+        } else {
+            assert_eq!(sandbox, "off", "a workspace-write worker here has a view");
+            assert_eq!(listed, [PathBuf::from(&worker_tmp)], "{sandbox}");
+        }
+        std::fs::write(&go, "").unwrap();
+        assert!(host.wait().unwrap().success(), "{sandbox}");
+        let left: Vec<_> = std::fs::read_dir(&host_tmp).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{sandbox}: {left:?}");
+    }
+});
+
 // Leftovers of a killed host.
 
 vistest!(a_killed_host_leaves_no_files_behind, |env| {

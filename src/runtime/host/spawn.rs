@@ -112,8 +112,9 @@ pub(crate) struct WorkerProcess {
     pub manifest: Vec<ManifestEntry>,
     pub isolation: Isolation,
     /// The worker's own `TMPDIR` where the kernel gave it no private `/tmp` (mode 0700);
-    /// removed with the worker, and swept by the next spawn if the host was killed.
-    _tmp: tempfile::TempDir,
+    /// removed with the worker, and swept by the next spawn if the host was killed. A worker
+    /// that has a private `/tmp` never uses it: it is removed as soon as the worker says so.
+    tmp: Option<tempfile::TempDir>,
     /// [`WorkerProcess::signal_kill`] ran: the processes are ended, only the reaping is left.
     killed: bool,
 }
@@ -172,7 +173,7 @@ impl WorkerProcess {
             python_version: String::new(),
             manifest: Vec::new(),
             isolation: Isolation::default(),
-            _tmp: tmp,
+            tmp: Some(tmp),
             killed: false,
         };
         if let Some(ws) = &opts.workspace {
@@ -210,6 +211,14 @@ impl WorkerProcess {
             })) => {
                 if let Some(dir) = &cache_dir {
                     crate::runtime::cache::write_all(dir, &cache_writes);
+                }
+                if isolation.private_tmp {
+                    // Its TMPDIR is its own `/tmp`, and the view covers ours: removed now,
+                    // while the worker restores, not on the way out (a directory removal is
+                    // a journal write).
+                    if let Some(tmp) = worker.tmp.take() {
+                        let _ = tmp.close();
+                    }
                 }
                 worker.python_version = python_version;
                 worker.manifest = manifest;
@@ -278,6 +287,18 @@ impl WorkerProcess {
             }
             _ => self.kill().await,
         }
+    }
+
+    /// Kills the worker for good, without waiting (see [`WorkerProcess::signal_kill`]), from
+    /// a process that exits next (`vis exec`): the last close of the capture file, which frees
+    /// its blocks, is left to [`crate::release`] (a child of this process closes it after
+    /// this process has exited). While the worker lives it holds the file too, so the copy
+    /// handed over is taken before the kill.
+    pub fn end_before_exit(&mut self) {
+        if let Ok(copy) = self.capture.try_clone() {
+            crate::release::release(copy.into());
+        }
+        self.signal_kill();
     }
 
     /// Kills the worker and everything it started, without waiting: [`WorkerProcess::kill`]

@@ -246,13 +246,15 @@ impl Supervisor {
         }
     }
 
-    /// Kills the worker now, without waiting: for a caller that has other work to do before
-    /// it shuts down (then [`Supervisor::shutdown`] only reaps what the kernel ended meanwhile).
-    /// `vis exec` does this once its block ran, so the reaping it waits for before it exits
-    /// costs next to nothing, and no process it started is left for another to reap.
+    /// Kills the worker now, without waiting, in a process that exits after its shutdown:
+    /// for a caller that has other work to do before it shuts down (then
+    /// [`Supervisor::shutdown`] only reaps what the kernel ended meanwhile). `vis exec` does
+    /// this once its block ran, so the reaping it waits for before it exits costs next to
+    /// nothing, and no process it started is left for another to reap; nor does its exit wait
+    /// for the capture file's last close ([`WorkerProcess::end_before_exit`]).
     pub fn stop_worker(&mut self) {
         if let Some(worker) = self.worker.as_mut() {
-            worker.signal_kill();
+            worker.end_before_exit();
         }
     }
 }
