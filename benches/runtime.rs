@@ -48,6 +48,12 @@
 //! disk makes slow. The 2.0× target is not met: see `docs/runtime.md` for where the rest of
 //! a bare start goes.
 //!
+//! 2026-12-07 (no `ast` node types made at start, the capture file's last close and the temp
+//! directory's removal off the way out; see `docs/runtime.md`, stop 37), three runs on a
+//! machine whose (b) moved between 10.4 and 11.6 ms: the worker's interpreter bare 27.1 /
+//! 23.4 / 27.8 ms, 2.33 / 2.26 / 2.41× (b); the previous build, alternating run by run with
+//! this one outside the bench (41 rounds, twice): 2.33 / 2.34× against 2.25 / 2.25×. Not met.
+//!
 //! Live output (issue 23 §2), 2026-12-05, release, 2 cores under a load of 6–7, `--blocks
 //! 10000`, four runs: the round trip watched and not, alternating on one worker, p50 93–110 µs
 //! either way, watched 1–3 µs slower (the same loop with both sides unwatched: 0–1 µs apart);
