@@ -30,8 +30,8 @@ pub fn close_in_a_child_process() {
     IN_A_CHILD.store(true, Ordering::Relaxed);
 }
 
-/// Closes `fd` (this process's last reference, or one of them) without waiting for what its last close does (an inotify instance's watches'
-/// teardown, a nameless file's blocks freed).
+/// Closes `fd` (this process's last reference, or one of them) without waiting for what its
+/// last close does (an inotify instance's watches' teardown, a nameless file's blocks freed).
 pub(crate) fn release(fd: OwnedFd) {
     if IN_A_CHILD.load(Ordering::Relaxed) && hand_to_child(&fd) {
         // The child holds a reference: this close only drops ours.
