@@ -960,6 +960,30 @@ print('hits', hits)
 
 // The host's temp directory for its worker.
 
+/// `vis exec` of `code` in session `sandbox` under that sandbox mode, with `host_tmp` as the
+/// host's TMPDIR, left running.
+fn exec_in_background(
+    env: &TestEnv,
+    sandbox: &str,
+    code: &str,
+    host_tmp: &Path,
+) -> std::process::Child {
+    env.command(&[
+        "exec",
+        "--session",
+        sandbox,
+        "--sandbox",
+        sandbox,
+        "--workspace",
+        env.workspace().to_str().unwrap(),
+        code,
+    ])
+    .env("TMPDIR", host_tmp)
+    .stdout(Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
 vistest!(a_worker_with_its_own_tmp_leaves_none_in_the_hosts, |env| {
     // A worker whose view gives it a private `/tmp` never uses the directory the host made
     // for it (it cannot even see it): the host removes it once the worker says so, before
@@ -974,21 +998,7 @@ vistest!(a_worker_with_its_own_tmp_leaves_none_in_the_hosts, |env| {
             started.display(),
             go.display()
         );
-        let mut host = env
-            .command(&[
-                "exec",
-                "--session",
-                sandbox,
-                "--sandbox",
-                sandbox,
-                "--workspace",
-                env.workspace().to_str().unwrap(),
-                &code,
-            ])
-            .env("TMPDIR", &host_tmp)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut host = exec_in_background(&env, sandbox, &code, &host_tmp);
         assert!(wait_until(Duration::from_secs(30), || started.exists()));
         let worker_tmp = std::fs::read_to_string(&started).unwrap();
         let listed: Vec<PathBuf> = std::fs::read_dir(&host_tmp)
@@ -1015,21 +1025,8 @@ vistest!(a_killed_host_leaves_no_files_behind, |env| {
     let host_tmp = env.path().join("host-tmp");
     std::fs::create_dir_all(&host_tmp).unwrap();
     for sandbox in ["workspace-write", "off"] {
-        let mut host = env
-            .command(&[
-                "exec",
-                "--session",
-                sandbox,
-                "--sandbox",
-                sandbox,
-                "--workspace",
-                env.workspace().to_str().unwrap(),
-                &format!("import time\nopen('started-{sandbox}', 'w')\ntime.sleep(60)"),
-            ])
-            .env("TMPDIR", &host_tmp)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let code = format!("import time\nopen('started-{sandbox}', 'w')\ntime.sleep(60)");
+        let mut host = exec_in_background(&env, sandbox, &code, &host_tmp);
         let started = env.workspace().join(format!("started-{sandbox}"));
         assert!(wait_until(Duration::from_secs(30), || started.exists()));
         // The block is running; the host dies without a chance to clean up.

@@ -148,6 +148,12 @@ vistest!(
         // they are.
         let mut rt = started_from_caches(&env);
         assert_eq!(run(&env, &mut rt, MADE_AST).output, "False\n");
+        // Where the interpreter's own start made them (a `site` `.pth` that compiles, as this
+        // machine's), the probe above cannot tell: the module it used to compile at start
+        // comes as bytecode, whatever the interpreter.
+        let bundled = "__import__('sys').modules['vis._native'].\
+            embedded_bytecode('_vis_bundled/__init__.py') is not None";
+        assert_eq!(run(&env, &mut rt, bundled).output, "True\n");
         let made = "compile('1', '', 'eval') and __import__('_vis_embedded').syntax_tree_made()";
         assert_eq!(run(&env, &mut rt, made).output, "True\n");
         // What the fast path takes and what it leaves to the parser behave as before: a value
