@@ -517,6 +517,8 @@ impl ChatSession {
             code: None,
             images: ran.images.iter().map(|i| i.meta.clone()).collect(),
         });
+        // As at a turn's end (gateway::turn): the block's scan is done before the reply.
+        self.runner.settle_checkpoints();
         self.runner
             .store()
             .end_turn(&self.id, turn, TurnStatus::Done)?;

@@ -495,7 +495,7 @@ vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
         let (s, v) = c
             .json(post.clone(), &path, Some(json!({"turn": "t2"})))
             .await;
-        assert_eq!((s, v["code"].as_str().unwrap()), (409, "conflict"), "{v}");
+        assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
         assert!(v["message"].as_str().unwrap().contains("there now:"), "{v}");
         assert_eq!(read(&ws.join("f.txt")), "person\n");
         let (s, v) = c
@@ -527,6 +527,56 @@ vistest!(the_serve_rewind_route_needs_the_token_and_rewinds, |env| {
         assert!(!dir.exists());
     });
 });
+
+vistest!(
+    a_change_made_once_a_served_block_returned_counts_as_made_outside_vis,
+    |env| {
+        use crate::serve::Client;
+        use crate::support::chat::events;
+        use crate::support::fake_provider::FakeProvider;
+        use crate::support::serve::{ServerConfig, TestServer};
+        use serde_json::json;
+        // A tree walked in full after every block (no change feed), so the block's scan
+        // takes milliseconds: the person's write lands while it would still run, were the
+        // reply sent before the scan was done.
+        let ws = env.workspace();
+        for d in 0..40 {
+            let dir = ws.join(format!("d{d}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in 0..50 {
+                std::fs::write(dir.join(format!("f{f}.txt")), format!("{d} {f}\n")).unwrap();
+            }
+        }
+        let fake = FakeProvider::start();
+        let config = ServerConfig {
+            tweak: Some(std::sync::Arc::new(|s: &mut vis::gateway::ChatSettings| {
+                s.checkpoints.max_watched_dirs = 0;
+            })),
+            ..ServerConfig::default()
+        };
+        let server = TestServer::start(&env, &fake, config);
+        events().block_on(async {
+            let c = Client::new(&server);
+            let id = c.create(&env).await;
+            for round in 1..=5 {
+                let code = format!("open('d39/f49.txt', 'w').write('block {round}\\n')");
+                let (s, v) = c.exec(&id, &code).await;
+                assert_eq!(s, 200, "{v}");
+                // Once told the block is done, the person edits the same file.
+                std::fs::write(ws.join("d39/f49.txt"), format!("person {round}\n")).unwrap();
+                let (s, v) = c
+                    .json(
+                        reqwest::Method::POST,
+                        &format!("/api/sessions/{id}/rewind"),
+                        Some(json!({"turn": format!("t{round}")})),
+                    )
+                    .await;
+                assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
+                assert_eq!(read(&ws.join("d39/f49.txt")), format!("person {round}\n"));
+            }
+        });
+    }
+);
 
 vistest!(
     blocks_cannot_see_the_checkpoints_nor_are_they_recorded,
