@@ -533,8 +533,9 @@ vistest!(
     |env| {
         use crate::serve::Client;
         use crate::support::chat::events;
+        use crate::support::chat::{answer, calls};
         use crate::support::fake_provider::FakeProvider;
-        use crate::support::serve::{ServerConfig, TestServer};
+        use crate::support::serve::{read_events, ServerConfig, TestServer};
         use serde_json::json;
         // A tree walked in full after every block (no change feed), so the block's scan
         // takes milliseconds: the person's write lands while it would still run, were the
@@ -563,6 +564,29 @@ vistest!(
                 let (s, v) = c.exec(&id, &code).await;
                 assert_eq!(s, 200, "{v}");
                 // Once told the block is done, the person edits the same file.
+                std::fs::write(ws.join("d39/f49.txt"), format!("person {round}\n")).unwrap();
+                let (s, v) = c
+                    .json(
+                        reqwest::Method::POST,
+                        &format!("/api/sessions/{id}/rewind"),
+                        Some(json!({"turn": format!("t{round}")})),
+                    )
+                    .await;
+                assert_eq!((s, v["code"].as_str()), (409, Some("conflict")), "{v}");
+                assert_eq!(read(&ws.join("d39/f49.txt")), format!("person {round}\n"));
+            }
+            // The same through a model's turn: its end comes after its last block's scan.
+            for round in 6..=8 {
+                let code = format!("open('d39/f49.txt', 'w').write('model {round}\\n')");
+                fake.push(calls(crate::serve::OPENAI, "w", &[code.as_str()]));
+                fake.push(answer(crate::serve::OPENAI, "Written."));
+                let events = read_events(c.turn(&id, "write it").await, 10_000).await;
+                let end = events.iter().rev().find(|e| e.event == "turn_finished");
+                assert_eq!(
+                    end.map(|e| e.data["status"].clone()),
+                    Some(json!("done")),
+                    "{events:?}"
+                );
                 std::fs::write(ws.join("d39/f49.txt"), format!("person {round}\n")).unwrap();
                 let (s, v) = c
                     .json(
