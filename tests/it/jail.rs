@@ -801,6 +801,9 @@ call('fanotify_init', SYS['fanotify_init'], 0, 0)
 call('open_by_handle_at', SYS['open_by_handle_at'], -100, None, 0)
 call('io_uring_setup', SYS['io_uring_setup'], 8, None)
 call('mount', SYS['mount'], b'none', b'/tmp', b'tmpfs', 0, None)
+# The x32 ABI (bit 30 set): refused by the filter on a kernel that serves it, by the kernel
+# on one that does not.
+call('x32_unshare', 0x40000000 | SYS['unshare'], 0x10000000)
 for path in ['/proc/sys/kernel/core_pattern', '/proc/sys/kernel/hostname']:
     try:
         open(path, 'w').write('|/tmp/x')
@@ -828,6 +831,7 @@ fanotify_init EPERM\n\
 open_by_handle_at EPERM\n\
 io_uring_setup EPERM\n\
 mount EPERM\n\
+x32_unshare ENOSYS\n\
 /proc/sys/kernel/core_pattern Read-only file system\n\
 /proc/sys/kernel/hostname Read-only file system\n\
 masked []\n\
