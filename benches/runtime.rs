@@ -54,6 +54,12 @@
 //! 23.4 / 27.8 ms, 2.33 / 2.26 / 2.41× (b); the previous build, alternating run by run with
 //! this one outside the bench (41 rounds, twice): 2.33 / 2.34× against 2.25 / 2.25×. Not met.
 //!
+//! 2026-12-07 (stop 38: one seccomp filter; see `docs/runtime.md`), one quiet run: (a) / (b)
+//! 32.8 / 9.2 ms; cold `vis exec` 42.4 ms (1.29× / 4.59×); the worker's interpreter bare
+//! 22.4 ms (0.68× / 2.43×); restart 34.8 ms (1.07× / 3.85×); round trip p50 176 µs. Outside
+//! the bench, each bare run after the anchor instead of after a non-bare `vis exec`: 20.2 /
+//! 9.2 ms, 2.19×; after a non-bare run, as here: 23.5 / 9.6 ms, 2.44×. Not met.
+//!
 //! Live output (issue 23 §2), 2026-12-05, release, 2 cores under a load of 6–7, `--blocks
 //! 10000`, four runs: the round trip watched and not, alternating on one worker, p50 93–110 µs
 //! either way, watched 1–3 µs slower (the same loop with both sides unwatched: 0–1 µs apart);
