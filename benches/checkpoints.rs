@@ -78,7 +78,7 @@ fn main() {
 
     let mut recorder = Recorder::new(&db, "bench", &roots, CheckpointSettings::default());
     let start = Instant::now();
-    recorder.before_block(1, 1).unwrap();
+    recorder.before_block(1, 1, false).unwrap();
     println!(
         "checkpoints: baseline of {files} files (metadata, hashes, content kept): {:.1} ms",
         ms(start)
@@ -104,7 +104,7 @@ fn main() {
         let spawn = ms(start);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let start = Instant::now();
-        recorder.before_block(turn, 2).unwrap();
+        recorder.before_block(turn, 2, false).unwrap();
         critical.push(spawn + ms(start));
         // The same scan waited for at once: what it costs, off the critical path.
         std::fs::write(ws.join("src/m000/f0.rs"), format!("// again {n}\n")).unwrap();
@@ -115,14 +115,14 @@ fn main() {
         // The next turn's first block also looks for changes made outside Vis meanwhile: in
         // `vis exec` right before the block; in chat and serve while the model answers.
         let start = Instant::now();
-        recorder.before_block(turn + 1, 1).unwrap();
+        recorder.before_block(turn + 1, 1, false).unwrap();
         turn_start.push(ms(start));
         recorder.after_block(turn + 1, 1).unwrap();
         recorder.settle().unwrap();
         recorder.prepare_turn(turn + 100);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let start = Instant::now();
-        recorder.before_block(turn + 100, 1).unwrap();
+        recorder.before_block(turn + 100, 1, false).unwrap();
         turn_start_prepared.push(ms(start));
         recorder.after_block(turn + 100, 1).unwrap();
         recorder.settle().unwrap();
@@ -166,7 +166,7 @@ fn main() {
         let start = Instant::now();
         let mut cold = Recorder::new(&db, "bench", &roots, CheckpointSettings::default());
         cold.prepare_turn(turn);
-        cold.before_block(turn, 1).unwrap();
+        cold.before_block(turn, 1, false).unwrap();
         open_and_turn.push(ms(start));
         for k in 0..3 {
             let path = ws.join(format!(
@@ -210,7 +210,7 @@ fn main() {
             ..CheckpointSettings::default()
         },
     );
-    kept.before_block(1, 1).unwrap();
+    kept.before_block(1, 1, false).unwrap();
     kept.after_block(1, 1).unwrap();
     kept.settle().unwrap();
     std::fs::write(&big, vec![2u8; 100 * 1024 * 1024]).unwrap();

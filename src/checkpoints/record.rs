@@ -82,8 +82,15 @@ impl Recorder {
     /// Before a block: waits for the last block's scan; records the baseline at the
     /// session's first block; at a turn's first block, what changed since the last
     /// checkpoint (given to the block a killed gateway cut short, else recorded as made
-    /// outside Vis); then the block's `begin`.
-    pub fn before_block(&mut self, turn: i64, iteration: i64) -> Result<(), CheckpointError> {
+    /// outside Vis); then the block's `begin`. With `between`, for a caller that changes
+    /// files itself between the blocks of a turn (the client of `vis mcp`), what changed
+    /// since the last block is recorded as made outside Vis before every later block too.
+    pub fn before_block(
+        &mut self,
+        turn: i64,
+        iteration: i64,
+        between: bool,
+    ) -> Result<(), CheckpointError> {
         if !self.rules.settings.enabled {
             return Ok(());
         }
@@ -94,6 +101,15 @@ impl Recorder {
             .is_some_and(|l| l.log.pending().is_some());
         if (iteration == 1 && !prepared) || interrupted || self.loaded.is_none() {
             self.catch_up(turn, iteration)?;
+        } else if between {
+            self.loaded()?;
+            if let Some(mut loaded) = self.loaded.take() {
+                let recorded = self
+                    .rules
+                    .record_between_blocks(&mut loaded, turn, iteration);
+                self.loaded = Some(loaded);
+                recorded?;
+            }
         }
         self.loaded()?
             .log

@@ -350,11 +350,11 @@ mod tests {
         std::fs::write(ws.join("gone.txt"), "here\n").unwrap();
         let roots = vec![ws.to_string_lossy().into_owned()];
         let mut rec = Recorder::new(&db, "s1", &roots, CheckpointSettings::default());
-        rec.before_block(1, 1).unwrap();
+        rec.before_block(1, 1, false).unwrap();
         std::fs::write(ws.join("a.txt"), "a1\n").unwrap();
         std::fs::remove_file(ws.join("gone.txt")).unwrap();
         rec.after_block(1, 1).unwrap();
-        rec.before_block(2, 1).unwrap();
+        rec.before_block(2, 1, false).unwrap();
         std::fs::write(ws.join("a.txt"), "a2\n").unwrap();
         std::fs::create_dir(ws.join("new")).unwrap();
         std::fs::write(ws.join("new/b.txt"), "b\n").unwrap();
@@ -394,7 +394,7 @@ mod tests {
         std::fs::write(elsewhere.join("a.txt"), "theirs\n").unwrap();
         let roots = vec![ws.to_string_lossy().into_owned()];
         let mut rec = Recorder::new(&db, "s1", &roots, CheckpointSettings::default());
-        rec.before_block(1, 1).unwrap();
+        rec.before_block(1, 1, false).unwrap();
         std::fs::remove_dir_all(ws.join("sub")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, ws.join("sub")).unwrap();
         rec.after_block(1, 1).unwrap();
@@ -419,7 +419,7 @@ mod tests {
         std::fs::write(ws.join("a.txt"), "a0\n").unwrap();
         let roots = vec![ws.to_string_lossy().into_owned()];
         let mut rec = Recorder::new(&db, "s1", &roots, CheckpointSettings::default());
-        rec.before_block(1, 1).unwrap();
+        rec.before_block(1, 1, false).unwrap();
         std::fs::write(ws.join("a.txt"), "a1\n").unwrap();
         rec.after_block(1, 1).unwrap();
         rec.settle().unwrap();

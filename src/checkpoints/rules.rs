@@ -230,7 +230,8 @@ impl Rules {
     }
 
     /// Scans, and appends to `loaded` a checkpoint of what changed (when anything did, or
-    /// `always`).
+    /// `always`). After a block, the change feed names what to look at; every other scan
+    /// walks the tree.
     pub(super) fn record(
         &self,
         loaded: &mut Loaded,
@@ -240,8 +241,41 @@ impl Rules {
         always: bool,
         cut_from_turn: Option<i64>,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        let narrowed = match (origin, &mut loaded.feed) {
-            (Origin::Block, FeedState::Watching(feed)) => self.narrowed(feed, &loaded.manifest),
+        let narrow = origin == Origin::Block;
+        let at = (turn, iteration);
+        self.record_looking(loaded, narrow, origin, at, always, cut_from_turn)
+    }
+
+    /// Between two blocks of one turn whose caller changes files itself in between (the
+    /// client of `vis mcp`): what changed since the last checkpoint, through the change feed
+    /// when it watches, appended as made outside Vis (when anything did).
+    pub(super) fn record_between_blocks(
+        &self,
+        loaded: &mut Loaded,
+        turn: i64,
+        iteration: i64,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.record_looking(
+            loaded,
+            true,
+            Origin::Outside,
+            (turn, iteration),
+            false,
+            None,
+        )
+    }
+
+    fn record_looking(
+        &self,
+        loaded: &mut Loaded,
+        narrow: bool,
+        origin: Origin,
+        (turn, iteration): (i64, i64),
+        always: bool,
+        cut_from_turn: Option<i64>,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let narrowed = match &mut loaded.feed {
+            FeedState::Watching(feed) if narrow => self.narrowed(feed, &loaded.manifest),
             _ => None,
         };
         let looked = match narrowed {

@@ -192,6 +192,8 @@ fn run_server(args: McpArgs, db: &Path) -> Result<i32, CliError> {
         },
     );
     runner.set_checkpoint_settings(super::settings::checkpoint_settings(&config));
+    // The client is an agent with its own editing tools: its changes are not the blocks'.
+    runner.client_edits_between_blocks();
     runner.set_subs(subs);
     if !hub.is_empty() {
         runner.set_tools(Arc::new(hub));

@@ -603,6 +603,53 @@ vistest!(
 );
 
 vistest!(
+    what_an_mcp_client_changes_between_its_calls_counts_as_made_outside_vis,
+    |env| {
+        // The client (an agent with its own editing tools) writes the file right after one
+        // call returns and before the next: those are its changes, not the blocks'.
+        let ws = env.workspace();
+        std::fs::write(ws.join("f.txt"), "zero\n").unwrap();
+        std::fs::write(ws.join("g.txt"), "g0\n").unwrap();
+        let f = ws.join("f.txt");
+        let v = crate::support::mcp::drive(
+            &env,
+            &["--session", "m"],
+            &format!(
+                r#"
+out("one", await call("open('f.txt', 'w').write('block\\n')"))
+open({f:?}, "w").write("client\n")
+out("two", await call("open('g.txt', 'w').write('g1\\n')"))
+"#,
+                f = f.to_str().unwrap()
+            ),
+        );
+        assert!(
+            v["one"]["text"].as_str().unwrap().contains("status: ok"),
+            "{v}"
+        );
+        assert!(
+            v["two"]["text"].as_str().unwrap().contains("status: ok"),
+            "{v}"
+        );
+        assert_eq!(read(&ws.join("f.txt")), "client\n");
+        // The connection was turn 1: its rewind refuses to overwrite the client's edit.
+        let refused = env.vis(&["rewind", "m", "t1"]);
+        assert_eq!(refused.code, 1, "{}{}", refused.stdout, refused.stderr);
+        let said = format!("{}{}", refused.stdout, refused.stderr);
+        assert!(
+            said.contains("changed outside Vis") && said.contains("f.txt"),
+            "{said}"
+        );
+        assert_eq!(read(&ws.join("f.txt")), "client\n");
+        assert_eq!(read(&ws.join("g.txt")), "g1\n");
+        // With --force it goes back, the client's edit included.
+        ok(&env.vis(&["rewind", "m", "t1", "--force"]));
+        assert_eq!(read(&ws.join("f.txt")), "zero\n");
+        assert_eq!(read(&ws.join("g.txt")), "g0\n");
+    }
+);
+
+vistest!(
     blocks_cannot_see_the_checkpoints_nor_are_they_recorded,
     |env| {
         // The database inside the workspace: its checkpoints are beneath a root, where blocks

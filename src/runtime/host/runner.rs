@@ -60,6 +60,8 @@ pub struct BlockRunner {
     limits: BlockLimits,
     /// The session's checkpoints (`None` for a store in memory).
     checkpoints: Option<Recorder>,
+    /// The caller changes files itself between blocks (`vis mcp`'s client).
+    client_edits_between_blocks: bool,
 }
 
 impl BlockRunner {
@@ -76,6 +78,7 @@ impl BlockRunner {
             .then(|| Recorder::new(&db, session_id, &roots, CheckpointSettings::default()));
         BlockRunner {
             checkpoints,
+            client_edits_between_blocks: false,
             session_id: session_id.to_string(),
             store,
             supervisor,
@@ -98,6 +101,15 @@ impl BlockRunner {
         if let Some(recorder) = &mut self.checkpoints {
             *recorder = Recorder::new(&db, &self.session_id, &self.roots, settings);
         }
+    }
+
+    /// For a caller that changes files itself between blocks (the client of `vis mcp`, an
+    /// agent with editing tools of its own): what changed since the last block is recorded
+    /// as made outside Vis before each block, and each block's own changes are recorded
+    /// before its result is returned, so neither takes the other's (a rewind then refuses to
+    /// overwrite the client's edits, as it does the person's).
+    pub fn client_edits_between_blocks(&mut self) {
+        self.client_edits_between_blocks = true;
     }
 
     /// This session's recorder, made by the caller (`vis exec` starts its turn's scan before
@@ -298,6 +310,10 @@ impl BlockRunner {
         let _ = self.keep_tool_lists();
         let wall = started.elapsed();
         self.checkpoint(turn, iteration, true);
+        if self.client_edits_between_blocks {
+            // The result goes to a client that may edit files the moment it has it.
+            self.settle_checkpoints();
+        }
         // Children end with the block that started them when it is interrupted or times out.
         let cut_short = stop.is_cancelled()
             || outcome
@@ -394,7 +410,7 @@ impl BlockRunner {
         let recorded = if after {
             recorder.after_block(turn, iteration)
         } else {
-            recorder.before_block(turn, iteration)
+            recorder.before_block(turn, iteration, self.client_edits_between_blocks)
         };
         if let Err(e) = recorded {
             let _ = self.store.record_worker_event(
