@@ -4,7 +4,8 @@
 //! 1. the baseline of a 10,000-file repository (once per session, at its first block);
 //! 2. the overhead per iteration with a few changed files on the block's critical path, as
 //!    the runner runs it (target: ≤ 5 ms), and the scans themselves: the one after each block
-//!    (on its own thread while the model answers) and the one at a turn's first block;
+//!    (on its own thread while the model answers) and the one at a turn's first block; and
+//!    what a `vis mcp` call adds, where both scans around its block are on its path;
 //! 3. what one `vis exec` pays in its own process, with no worker beside it: opening the
 //!    session's checkpoints, the turn's scan for outside changes, the block's scan;
 //! 4. a changed 100 MB file: skipped over the largest file kept (the default), and hashed and
@@ -93,6 +94,7 @@ fn main() {
     let mut scan_alone = Vec::new();
     let mut turn_start = Vec::new();
     let mut turn_start_prepared = Vec::new();
+    let mut mcp_call = Vec::new();
     for n in 0..iterations {
         let turn = n as i64 + 2;
         for k in 0..3 {
@@ -126,6 +128,18 @@ fn main() {
         turn_start_prepared.push(ms(start));
         recorder.after_block(turn + 100, 1).unwrap();
         recorder.settle().unwrap();
+        // A `vis mcp` call later in that turn: what the client changed since is looked up
+        // through the feed before the block, and the block's own scan is waited for before
+        // its result goes back. Critical path: both.
+        std::fs::write(ws.join("src/m002/f2.rs"), format!("// client {n}\n")).unwrap();
+        let start = Instant::now();
+        recorder.before_block(turn + 100, 2, true).unwrap();
+        let before = ms(start);
+        std::fs::write(ws.join("src/m003/f3.rs"), format!("// block {n}\n")).unwrap();
+        let start = Instant::now();
+        recorder.after_block(turn + 100, 2).unwrap();
+        recorder.settle().unwrap();
+        mcp_call.push(before + ms(start));
     }
     let report = |what: &str, xs: &mut Vec<f64>| {
         xs.sort_by(|a, b| a.total_cmp(b));
@@ -155,6 +169,10 @@ fn main() {
     report(
         &format!("a turn's first block in chat/serve: that scan ran while the model answered ({files} files)"),
         &mut turn_start_prepared,
+    );
+    report(
+        &format!("a vis mcp call: the client's changes looked up before the block, the block's scan waited for after it, 1 changed each ({files} files)"),
+        &mut mcp_call,
     );
 
     // One `vis exec`: a recorder opened cold on the session's log, the turn's scan for
