@@ -251,7 +251,8 @@ pub fn install(unix_sockets: bool) -> Result<(), SandboxError> {
     seccompiler::apply_filter(&program).map_err(bad)
 }
 
-#[cfg(test)]
+// The program is checked where its numbers are x86_64's (the CI's and this machine's).
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
 
@@ -300,7 +301,6 @@ mod tests {
     const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 
     #[test]
-    #[cfg(target_arch = "x86_64")]
     fn one_filter_answers_every_kind_of_call() {
         let program = program(false).unwrap();
         let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
