@@ -40,7 +40,7 @@ pub(crate) fn release(fd: OwnedFd) {
     }
     // If no thread can be made, the closure (and `fd`) is dropped here: closed inline.
     let _ = std::thread::Builder::new()
-        .name("vis-inotify-close".into())
+        .name("vis-slow-close".into())
         .spawn(move || drop(fd));
 }
 
