@@ -16,10 +16,15 @@
 //! - a process about to exit (`vis exec`, see [`close_in_a_child_process`]) cannot: its exit
 //!   would wait for that thread. It hands the last reference to a child instead (sharing its
 //!   memory, see [`hand_to_child`]), which holds it until this process has exited and then
-//!   pays the teardown, with no one waiting.
+//!   pays the teardown, with no one waiting. The child starts with a copy of every
+//!   descriptor, standard output included, and drops the others first; the process waits
+//!   for that before it exits ([`wait_for_holders`]), or whoever reads its output would wait
+//!   for the teardown after all.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Set by processes that exit right after their turn.
 static IN_A_CHILD: AtomicBool = AtomicBool::new(false);
@@ -45,10 +50,59 @@ pub(crate) fn release(fd: OwnedFd) {
 }
 
 /// What the holder of [`hand_to_child`] reads: the descriptor it keeps and the pid of the
-/// process it must not outlive.
+/// process it must not outlive; and what it writes: that it has closed every other one.
 struct Holder {
     keep: libc::c_int,
     parent: libc::pid_t,
+    /// 1 once the holder holds `keep` only (a futex word: the parent may sleep on it).
+    let_go: AtomicU32,
+}
+
+/// The holders started by this process, for [`wait_for_holders`].
+static HOLDERS: Mutex<Vec<&'static Holder>> = Mutex::new(Vec::new());
+
+/// How long [`wait_for_holders`] waits at most (it is a scheduling round, microseconds, on any
+/// machine not stalled): a holder not scheduled by then still lets go when it dies, later.
+const HOLDERS_WAIT: Duration = Duration::from_millis(900);
+
+/// Waits until every child started by [`release`] holds its one descriptor only: call it
+/// before this process exits.
+///
+/// A holder starts with a copy of this process's descriptor table, standard output and error
+/// included, and closes them as its first step. On a busy machine that step may come after
+/// this process's exit; the program reading our output (a shell's pipe, a benchmark) then sees
+/// its end only when the holder dies, after the slow teardown it exists to take off the way
+/// (measured: 12–20 ms, in a third of `vis exec` runs on 2 cores). Waiting here costs a
+/// scheduling round at most, usually nothing.
+pub fn wait_for_holders() {
+    let holders = match HOLDERS.lock() {
+        Ok(holders) => holders.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    let deadline = Instant::now() + HOLDERS_WAIT;
+    for holder in holders {
+        while holder.let_go.load(Ordering::Acquire) == 0 {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            let timeout = libc::timespec {
+                tv_sec: 0,
+                // Below one second by `HOLDERS_WAIT`.
+                tv_nsec: libc::c_long::try_from(left.as_nanos()).unwrap_or(0),
+            };
+            // SAFETY: the word is valid for the process's life (leaked); FUTEX_WAIT only reads
+            // it and sleeps while it is 0, at most `timeout`.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    holder.let_go.as_ptr(),
+                    libc::FUTEX_WAIT,
+                    0u32,
+                    &timeout as *const libc::timespec,
+                );
+            }
+        }
+    }
 }
 
 /// The holder's stack: it runs in this process's memory (`CLONE_VM`), on a stack of its own.
@@ -67,6 +121,7 @@ fn hand_to_child(fd: &OwnedFd) -> bool {
     let holder: &'static Holder = Box::leak(Box::new(Holder {
         keep: fd.as_raw_fd(),
         parent: rustix::process::getpid().as_raw_nonzero().get(),
+        let_go: AtomicU32::new(0),
     }));
     let stack: &'static mut [u8] = Box::leak(vec![0u8; HOLDER_STACK_BYTES].into_boxed_slice());
     // The stack grows down from its end, 16-byte aligned as the ABI wants.
@@ -91,7 +146,14 @@ fn hand_to_child(fd: &OwnedFd) -> bool {
         libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
         pid
     };
-    pid > 0
+    if pid <= 0 {
+        return false;
+    }
+    match HOLDERS.lock() {
+        Ok(mut holders) => holders.push(holder),
+        Err(poisoned) => poisoned.into_inner().push(holder),
+    }
+    true
 }
 
 /// The holder: makes system calls and nothing else (it shares the memory of a process that
@@ -121,6 +183,14 @@ extern "C" fn holder_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
         }
         libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+        // An atomic store is a plain store here: no call, nothing shared but the word.
+        holder.let_go.store(1, Ordering::Release);
+        libc::syscall(
+            libc::SYS_futex,
+            holder.let_go.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+        );
         loop {
             // Every signal is blocked: only the parent-death SIGKILL ends this.
             libc::syscall(libc::SYS_pause);

@@ -244,6 +244,9 @@ pub fn main() -> i32 {
             e.exit_code()
         }
     };
+    // Our output ends when this process does, not when a child closing its slow descriptors
+    // for it (`vis exec`) does.
+    crate::release::wait_for_holders();
     term::exit_code(code)
 }
 
