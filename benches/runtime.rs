@@ -60,6 +60,11 @@
 //! the bench, each bare run after the anchor instead of after a non-bare `vis exec`: 20.2 /
 //! 9.2 ms, 2.19×; after a non-bare run, as here: 23.5 / 9.6 ms, 2.44×. Not met.
 //!
+//! 2026-12-08 (stop 39: the output's end no longer waits for the feed's teardown; each start
+//! measured once the last run's worker is torn down, `--back-to-back` as before; see
+//! `docs/runtime.md`), two runs each way, (b) 10.1–10.2 ms: the worker's interpreter bare
+//! 21.6 / 22.8 ms (2.14× / 2.26×), back to back 23.4 / 24.7 ms (2.31× / 2.44×). Not met.
+//!
 //! Live output (issue 23 §2), 2026-12-05, release, 2 cores under a load of 6–7, `--blocks
 //! 10000`, four runs: the round trip watched and not, alternating on one worker, p50 93–110 µs
 //! either way, watched 1–3 µs slower (the same loop with both sides unwatched: 0–1 µs apart);
@@ -67,7 +72,8 @@
 //!
 //! Options: `--blocks N` (default 10000), `--runs N` for 2 and 3 (default 20), `--jupyter-python
 //! PATH` (a Python with jupyter_client and ipykernel; without it the Jupyter comparison is
-//! skipped and says so).
+//! skipped and says so), `--back-to-back` (2 without waiting, between runs, for the killed
+//! worker of the last `vis exec` to be torn down: see "Stop 39" in `docs/runtime.md`).
 
 // Tests and benchmarks may panic on failure and print what they measure.
 #![allow(
@@ -146,6 +152,26 @@ fn bare_home(python: &Path, dir: &Path) -> PathBuf {
     home
 }
 
+/// Waits, untimed, until no process runs the worker binary `exe` (a zombie no longer does:
+/// its memory is freed).
+fn wait_for_workers_to_end(exe: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let running = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .flatten()
+            .any(|entry| std::fs::read_link(entry.path().join("exe")).is_ok_and(|e| e == exe));
+        if !running {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a worker of `vis exec` still runs after 10 s"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// Wall time of `<python> -c pass`, in ms.
 fn python_start(python: &Path) -> f64 {
     let t0 = Instant::now();
@@ -204,8 +230,10 @@ fn main() {
         .unwrap_or(10_000);
     let runs: usize = arg("--runs").and_then(|v| v.parse().ok()).unwrap_or(20);
     let jupyter_python = arg("--jupyter-python");
+    let back_to_back = args.iter().any(|a| a == "--back-to-back");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_vis"));
     let worker = PathBuf::from(env!("CARGO_BIN_EXE_vis-worker"));
+    let worker_exe = worker.canonicalize().expect("the vis-worker binary");
     let dir = tempfile::tempdir().expect("tempdir");
     // Vis's caches (the entry-point index) live in this run's directory; the first start of
     // each figure fills them and is not counted.
@@ -375,11 +403,21 @@ fn main() {
         );
         ms
     };
+    // A `vis exec` returns while the kernel still tears down the worker it killed (about
+    // 2 ms of a core here): unless `--back-to-back`, the next start is measured once that
+    // is over, as every other start is measured after one that has fully ended.
+    let settle = || {
+        if !back_to_back {
+            wait_for_workers_to_end(&worker_exe);
+        }
+    };
     for i in 0..=runs {
         let py = python_start(&python);
         let venv = python_start(&venv_python);
         let ms = cold_exec(false);
+        settle();
         let bare_ms = cold_exec(true);
+        settle();
         if i > 0 {
             cold.push(ms);
             cold_bare.push(bare_ms);
@@ -388,8 +426,13 @@ fn main() {
         }
     }
     let (python_ms, venv_ms) = (median(cold_python), median(cold_venv));
+    let when = if back_to_back {
+        "back to back"
+    } else {
+        "each once the last run's worker ended"
+    };
     report(
-        "vis exec cold start, 100 persisted defs",
+        &format!("vis exec cold start, 100 persisted defs ({when})"),
         runs,
         median(cold),
         python_ms,
