@@ -72,7 +72,7 @@ const HOLDERS_WAIT: Duration = Duration::from_millis(900);
 /// included, and closes them as its first step. On a busy machine that step may come after
 /// this process's exit; the program reading our output (a shell's pipe, a benchmark) then sees
 /// its end only when the holder dies, after the slow teardown it exists to take off the way
-/// (measured: 12–20 ms, in a third of `vis exec` runs on 2 cores). Waiting here costs a
+/// (measured: 12–21 ms late in 16 of 67 `vis exec` runs on 2 cores). Waiting here costs a
 /// scheduling round at most, usually nothing.
 pub fn wait_for_holders() {
     let holders = match HOLDERS.lock() {

@@ -229,7 +229,7 @@ vistest!(
         // The children that close the feed and the capture file after `vis exec` has exited
         // start with copies of its descriptors: once the process has exited, none may still
         // hold its standard output or error (a reader would see their end only when that
-        // child dies, after the feed's slow teardown: 12–20 ms, in a third of the runs).
+        // child dies, after the feed's slow teardown: 12–21 ms late in a quarter of the runs).
         use std::io::Read;
         use std::os::fd::AsRawFd;
         use std::process::Stdio;
