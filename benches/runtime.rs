@@ -152,17 +152,22 @@ fn bare_home(python: &Path, dir: &Path) -> PathBuf {
     home
 }
 
-/// Waits, untimed, until no process runs the worker binary `exe` (a zombie no longer does:
-/// its memory is freed).
-fn wait_for_workers_to_end(exe: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Waits, untimed, until no process runs the worker binary `exe` in `workspace` (a zombie no
+/// longer does: its memory is freed; another program's workers are elsewhere). Returns how
+/// long that took, in ms.
+fn wait_for_workers_to_end(exe: &Path, workspace: &Path) -> f64 {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(10);
     loop {
         let running = std::fs::read_dir("/proc")
             .expect("/proc")
             .flatten()
-            .any(|entry| std::fs::read_link(entry.path().join("exe")).is_ok_and(|e| e == exe));
+            .any(|entry| {
+                let link = |name: &str| std::fs::read_link(entry.path().join(name));
+                link("exe").is_ok_and(|e| e == exe) && link("cwd").is_ok_and(|c| c == workspace)
+            });
         if !running {
-            return;
+            return started.elapsed().as_secs_f64() * 1e3;
         }
         assert!(
             Instant::now() < deadline,
@@ -406,9 +411,11 @@ fn main() {
     // A `vis exec` returns while the kernel still tears down the worker it killed (about
     // 2 ms of a core here): unless `--back-to-back`, the next start is measured once that
     // is over, as every other start is measured after one that has fully ended.
-    let settle = || {
+    let workspace = dir.path().canonicalize().expect("the bench's directory");
+    let mut waited = Vec::new();
+    let mut settle = || {
         if !back_to_back {
-            wait_for_workers_to_end(&worker_exe);
+            waited.push(wait_for_workers_to_end(&worker_exe, &workspace));
         }
     };
     for i in 0..=runs {
@@ -424,6 +431,12 @@ fn main() {
             cold_python.push(py);
             cold_venv.push(venv);
         }
+    }
+    if !waited.is_empty() {
+        println!(
+            "between runs, the last vis exec's worker was torn down (untimed wait): median {:.1} ms",
+            median(waited)
+        );
     }
     let (python_ms, venv_ms) = (median(cold_python), median(cold_venv));
     let when = if back_to_back {
