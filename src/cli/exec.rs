@@ -212,11 +212,7 @@ pub fn run(args: ExecArgs, db: &Path, early: Option<EarlyWorker>) -> Result<i32,
         // closed, and the shutdown below only reaps it.
         runner.supervisor_mut().stop_worker();
         let ended = match &ran {
-            Ok(Ok(_)) | Ok(Err(_)) => {
-                runner
-                    .store()
-                    .end_turn(&session_id, prepared.turn, TurnStatus::Done)
-            }
+            Ok(Ok(_)) | Ok(Err(_)) => runner.end_turn(prepared.turn, TurnStatus::Done),
             Err(_) => Ok(()),
         };
         if let Ok(Err(e)) = &ran {

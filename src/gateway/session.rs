@@ -517,11 +517,7 @@ impl ChatSession {
             code: None,
             images: ran.images.iter().map(|i| i.meta.clone()).collect(),
         });
-        // As at a turn's end (gateway::turn): the block's scan is done before the reply.
-        self.runner.settle_checkpoints();
-        self.runner
-            .store()
-            .end_turn(&self.id, turn, TurnStatus::Done)?;
+        self.runner.end_turn(turn, TurnStatus::Done)?;
         let _ = events.send(Event::TurnFinished {
             turn,
             status: TurnStatus::Done,

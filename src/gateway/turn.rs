@@ -512,10 +512,7 @@ fn end(
     error: Option<(String, String)>,
     events: &EventSink,
 ) -> Result<TurnEnd, GatewayError> {
-    // The last block's scan is done before the turn is: what the person changes once told
-    // the turn is over counts as made outside Vis (a rewind refuses to overwrite it).
-    session.runner.settle_checkpoints();
-    session.runner.store().end_turn(&session.id, turn, status)?;
+    session.runner.end_turn(turn, status)?;
     session.conversation.set_turn(None);
     let _ = events.send(Event::TurnFinished {
         turn,

@@ -344,9 +344,7 @@ impl Replay<'_> {
                 report(it, &verdict);
                 self.tally.add(&verdict);
             }
-            self.runner
-                .store()
-                .end_turn(self.id, number, TurnStatus::Done)?;
+            self.runner.end_turn(number, TurnStatus::Done)?;
         }
         Ok(())
     }

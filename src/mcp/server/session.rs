@@ -29,9 +29,7 @@ pub(super) struct CallOutcome {
 impl Session {
     pub(super) fn close(&mut self) -> Result<(), StoreError> {
         if let Some(turn) = self.turn.take() {
-            self.runner
-                .store()
-                .end_turn(&self.opts.session_id, turn, TurnStatus::Done)?;
+            self.runner.end_turn(turn, TurnStatus::Done)?;
         }
         Ok(())
     }

@@ -42,7 +42,8 @@ use crate::checkpoints::{
     rewind_session, CheckpointError, CheckpointSettings, Recorder, RewindOptions, RewindOutcome,
 };
 use crate::protocol::{
-    Block, Event, IterationRecord, IterationStatus, SessionCounts, SessionInfo, Status, Utilization,
+    Block, Event, IterationRecord, IterationStatus, SessionCounts, SessionInfo, Status, TurnStatus,
+    Utilization,
 };
 use crate::runtime::RuntimeError;
 use crate::store::{now_millis, Store, StoreError, ToolAnswer};
@@ -447,6 +448,14 @@ impl BlockRunner {
         if let Some(recorder) = &mut self.checkpoints {
             recorder.prepare_turn(turn);
         }
+    }
+
+    /// Ends turn `turn` in the store once its last block's checkpoint scan is done: what
+    /// anyone changes after being told the turn is over counts as made outside Vis (a rewind
+    /// refuses to overwrite it).
+    pub fn end_turn(&mut self, turn: i64, status: TurnStatus) -> Result<(), StoreError> {
+        self.settle_checkpoints();
+        self.store.end_turn(&self.session_id, turn, status)
     }
 
     /// Waits for the scan of the last block (it runs while the model answers); a failure is
